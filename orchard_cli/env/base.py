@@ -1,0 +1,54 @@
+"""The two small Protocols every sandbox backend implements.
+
+A *backend* is lifecycle (create, list what it made, destroy by id, even orphans); a *sandbox* is
+operations (exec, read and write files). Job tracking, expiry, heartbeats and gc live above both,
+in `manager.py`, so each backend stays small. Implementations need not inherit from these.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol, runtime_checkable
+
+from orchard_cli.env.models import ExecRequest, ExecResult, Resource, SandboxInfo, SandboxSpec
+
+# Capabilities the conformance suite checks; a backend lists what it cannot do in `unsupported`.
+CAPABILITIES = frozenset({
+    "network_block",   # network='none' really blocks
+    "network_proxy",   # network='proxy' reaches the proxy and nothing else
+    "memory_limit",    # memory beyond the limit is contained
+    "pids_limit",      # a fork bomb is contained
+    "readonly_root",   # writes outside the workdir and /tmp are refused
+    "mounts",          # spec.mounts binds host paths into the sandbox
+})
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    info: SandboxInfo
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run one command to completion (or its timeout, killing its whole process tree)."""
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write a file; `path` is absolute inside the sandbox and already checked."""
+
+    def read_file(self, path: str) -> bytes:
+        """Read a file; raises NotFoundError when it does not exist."""
+
+    def destroy(self) -> None:
+        """Stop everything in the sandbox and release its resources. Idempotent."""
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    name: ClassVar[str]
+    unsupported: ClassVar[frozenset[str]]
+
+    def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> Sandbox:
+        """Make a sandbox and return it ready; label its resources with id, owner and expiry."""
+
+    def resources(self) -> list[Resource]:
+        """Everything this backend created on this machine or cluster, tracked or not."""
+
+    def destroy(self, sandbox_id: str) -> None:
+        """Destroy a sandbox's resources by id, including an orphan's. Idempotent."""

@@ -1,0 +1,251 @@
+"""The Orchard Env API: one set of pydantic models for Python callers, the HTTP body and disk.
+
+Field names follow the published Orchard Env API (`sandbox_id`, `block_network`, `cpu`, `memory`,
+`timeout`; exec with `command`, `timeout_seconds`, `cwd`, `env`, `wait` and the job model), so its
+clients work against ours. Additions beyond it: `network` (none | proxy | full) with `proxy_url`,
+`pids`, `workdir`, `labels`, `heartbeat_timeout`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+NetworkMode = Literal["none", "proxy", "full"]
+SandboxStatus = Literal["creating", "ready", "stopped", "error"]
+JobStatus = Literal["queued", "running", "completed", "timeout", "error", "cancelled"]
+FINISHED_JOB_STATES = frozenset({"completed", "timeout", "error", "cancelled"})
+
+# Default ceiling on captured stdout / stderr per job; beyond it output is cut with a marker.
+DEFAULT_OUTPUT_LIMIT = 1 << 20
+TRUNCATION_MARKER = "\n[orchard: output truncated, {dropped} bytes dropped]\n"
+
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+          "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+
+
+def parse_memory(value: str | int) -> int:
+    """'512Mi', '2G', '1gb', 1073741824 -> bytes. Raises ValueError on anything else."""
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError("memory must be positive")
+        return value
+    match = _MEMORY_RE.match(value)
+    if not match:
+        raise ValueError(f"memory {value!r} is not a size such as '512Mi' or '2G'")
+    unit = (match.group(2) or "").lower().removesuffix("b")
+    number = float(match.group(1)) * _UNITS[unit]
+    if number < 4 * 1024**2:
+        raise ValueError(f"memory {value!r} is below the 4Mi minimum")
+    return int(number)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Mount(_Model):
+    """A host path made visible inside the sandbox (local and docker backends)."""
+
+    source: str
+    """Absolute path on the host (the machine running the backend)."""
+    target: str
+    """Absolute path inside the sandbox."""
+    read_only: bool = True
+
+
+class SandboxSpec(_Model):
+    """Body of `POST /sandboxes`: what sandbox to create."""
+
+    image: str = "host"
+    """local: 'host' (the host's tools, read-only) or a directory holding a root filesystem;
+    docker / kubernetes: an image name."""
+    block_network: bool = True
+    """Orchard's switch: true means no network. Ignored when `network` is given."""
+    network: NetworkMode | None = None
+    """'none' (nothing reachable), 'proxy' (only `proxy_url`, nothing else), 'full'."""
+    proxy_url: str | None = None
+    """With network='proxy': the one http://host:port the sandbox may reach. Inside the sandbox
+    it is reachable at the address in the sandbox's ORCHARD_PROXY_URL environment variable."""
+    cpu: float = Field(1.0, gt=0)
+    """CPU cores the sandbox may use."""
+    memory: str = "2Gi"
+    """Memory limit for everything in the sandbox ('512Mi', '2G', ...)."""
+    pids: int = Field(512, ge=8)
+    """Most processes alive at once in the sandbox."""
+    timeout: int = Field(3600, gt=0)
+    """Seconds the sandbox may live; after that it is destroyed and reaped by `env gc`."""
+    heartbeat_timeout: int | None = Field(None, gt=0)
+    """If set, the sandbox is destroyed when no heartbeat arrives for this many seconds."""
+    workdir: str = "/workspace"
+    """The writable working directory inside the sandbox (absolute)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for every command."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Free-form labels, kept on the sandbox and its backend resources."""
+    mounts: list[Mount] = Field(default_factory=list)
+    """Host paths bound into the sandbox (harness binaries, prepared environments); read-only
+    unless said otherwise. Backends that cannot mount list 'mounts' in `unsupported`."""
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        parse_memory(value)
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        if not value.startswith("/") or ".." in value.split("/") or value == "/":
+            raise ValueError("workdir must be an absolute path below / without '..'")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _network(self) -> "SandboxSpec":
+        if self.network is None:
+            self.network = "none" if self.block_network else "full"
+        self.block_network = self.network != "full"
+        if self.network == "proxy" and not self.proxy_url:
+            raise ValueError("network='proxy' needs proxy_url")
+        if self.proxy_url and not re.match(r"^https?://[^/\s]+(/.*)?$", self.proxy_url):
+            raise ValueError(f"proxy_url {self.proxy_url!r} is not an http(s) URL")
+        return self
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_memory(self.memory)
+
+
+class SandboxInfo(_Model):
+    """What the service says about one sandbox (`GET /sandboxes/{id}`)."""
+
+    schema_version: int = SCHEMA_VERSION
+    sandbox_id: str
+    backend: str
+    status: SandboxStatus
+    spec: SandboxSpec
+    isolation: str = "unknown"
+    """How the sandbox is isolated: 'bwrap', 'none' (loudly: no isolation), 'docker', 'kubernetes'."""
+    limits: str = "unknown"
+    """How cpu / memory / pids limits are enforced: 'cgroup-v1', 'cgroup-v2', 'docker', 'none', ..."""
+    created_at: float = Field(default_factory=time.time)
+    expires_at: float = 0.0
+    last_heartbeat: float = Field(default_factory=time.time)
+    error: str | None = None
+    details: dict[str, str] = Field(default_factory=dict)
+    """Backend-specific facts (container id, pod name, workspace path on the host)."""
+
+
+class ExecRequest(_Model):
+    """Body of `POST /sandboxes/{id}/exec`."""
+
+    command: str | list[str]
+    """A shell command line (run by `bash -c`, or `sh -c` where bash is missing) or an argv list."""
+    timeout_seconds: float = Field(600.0, gt=0)
+    """Wall-clock limit; the command and all its children are killed when it runs out."""
+    cwd: str | None = None
+    """Working directory inside the sandbox; default: the sandbox's workdir."""
+    env: dict[str, str] = Field(default_factory=dict)
+    wait: bool = False
+    """Orchard's job model: false returns {job_id, status} at once; true blocks for the result."""
+    stdin: str | None = None
+    output_limit: int = Field(DEFAULT_OUTPUT_LIMIT, gt=0)
+    """Bytes kept of stdout and of stderr each; the rest is dropped with an explicit marker."""
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str | list[str]) -> str | list[str]:
+        if (isinstance(value, str) and not value.strip()) or (isinstance(value, list) and not value):
+            raise ValueError("command is empty")
+        return value
+
+
+class ExecResult(_Model):
+    """What a backend returns for one finished command."""
+
+    exit_code: int | None
+    """None when the command was killed for its timeout or never started."""
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    duration_seconds: float = 0.0
+    error: str | None = None
+    """Set when the command could not be run at all (an infrastructure failure, not exit != 0)."""
+
+
+class Job(_Model):
+    """One command in a sandbox (`GET /jobs/{job_id}`)."""
+
+    schema_version: int = SCHEMA_VERSION
+    job_id: str
+    sandbox_id: str
+    status: JobStatus
+    command: str | list[str]
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    created_at: float = Field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration_seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_JOB_STATES
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed" and self.exit_code == 0
+
+
+class FileWrite(_Model):
+    """Body of `PUT /sandboxes/{id}/files`: content is base64 when `encoding` is 'base64'."""
+
+    path: str
+    content: str
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+    mode: int = 0o644
+
+
+class FileContent(_Model):
+    """Answer of `GET /sandboxes/{id}/files?path=...`."""
+
+    path: str
+    content: str
+    encoding: Literal["utf-8", "base64"] = "base64"
+
+
+class PatchRequest(_Model):
+    """Body of `POST /sandboxes/{id}/apply_patch`."""
+
+    patch: str
+    cwd: str | None = None
+    """The repository the patch applies to; default: the sandbox's workdir."""
+
+
+class PatchResult(_Model):
+    applied: bool
+    method: str | None = None
+    """Which strategy applied it: 'git apply', 'git apply --3way', 'patch --fuzz'."""
+    output: str = ""
+
+
+class Resource(_Model):
+    """A backend resource orchard created (workspace, container, pod), tracked or orphaned."""
+
+    sandbox_id: str
+    owner: str = ""
+    """'host:pid:starttime' of the process that created it; a dead owner means an orphan."""
+    expires_at: float = 0.0
+    detail: str = ""

@@ -1,0 +1,80 @@
+"""One error hierarchy. `main()` turns any `OrchardError` into one line on stderr plus a hint.
+
+Exit codes (documented in the README):
+  0  success
+  1  the run completed but did not meet its bar (for example `--fail-under`)
+  2  bad usage or bad input (unknown name, malformed file, path escape)
+  3  infrastructure or environment failure (service down, backend error, sandbox died)
+  130 interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BELOW_BAR = 1
+EXIT_USAGE = 2
+EXIT_INFRA = 3
+EXIT_INTERRUPTED = 130
+
+
+class OrchardError(Exception):
+    """Base of every error orchard reports to a person. `hint` names the next thing to try."""
+
+    exit_code: int = EXIT_USAGE
+    status_code: int = 400  # HTTP status when the error crosses the service boundary
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(OrchardError):
+    """Bad input from the user: a flag, a file, a request body."""
+
+
+class NotFoundError(OrchardError):
+    """A named thing (sandbox, job, task, suite) does not exist."""
+
+    status_code = 404
+
+
+class UnknownNameError(UsageError):
+    """A registry lookup failed; the message lists the valid names."""
+
+
+class MissingDependencyError(OrchardError):
+    """An optional dependency is not installed; the hint is the exact install line."""
+
+    exit_code = EXIT_INFRA
+    status_code = 501
+
+
+class InfraError(OrchardError):
+    """The environment failed: a backend, the service, a container engine."""
+
+    exit_code = EXIT_INFRA
+    status_code = 503
+
+
+class SandboxError(InfraError):
+    """A sandbox could not be created or stopped working."""
+
+
+class PathEscapeError(UsageError):
+    """A file path that would leave the sandbox's workspace."""
+
+    status_code = 403
+
+
+class AuthError(OrchardError):
+    """Missing or wrong API key."""
+
+    exit_code = EXIT_USAGE
+    status_code = 401
+
+
+class BelowBarError(OrchardError):
+    """The run completed but missed a threshold the user set (`--fail-under`)."""
+
+    exit_code = EXIT_BELOW_BAR

@@ -1,0 +1,94 @@
+"""The `orchard` entry point: the Typer root app and the one error boundary.
+
+Every command module in `commands/` is a thin skin: parse options, build a config, call one
+function of the core, render the result. Domain errors derive from `OrchardError`; here they
+become one line on stderr, a hint, and a documented exit code (see `orchard_cli.errors`).
+Set ORCHARD_DEBUG=1 to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from orchard_cli import __version__
+from orchard_cli.errors import EXIT_INFRA, EXIT_INTERRUPTED, OrchardError
+
+app = typer.Typer(
+    name="orchard",
+    help="Agent trajectory distillation, training and evaluation on reusable sandboxes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"orchard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """orchard: Orchard Env sandboxes, distillation, training, reranking and evaluation."""
+
+
+def _register() -> None:
+    from orchard_cli.commands import register
+
+    register(app)
+
+
+def _say_error(message: str, hint: str | None) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {message}", markup=True)
+    if hint:
+        console.print(f"[dim]hint:[/] {hint}", markup=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = os.environ.get("ORCHARD_DEBUG") == "1"
+    _register()
+    try:
+        app(args=argv, standalone_mode=False)
+    except OrchardError as exc:
+        if debug:
+            raise
+        _say_error(exc.message, exc.hint)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a click usage error or a bug
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        if debug:
+            raise
+        _say_error(f"unexpected {type(exc).__name__}: {exc}",
+                   "this is a bug in orchard; rerun with ORCHARD_DEBUG=1 for the traceback")
+        return EXIT_INFRA
+    return 0
+
+
+def run() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()
