@@ -15,6 +15,8 @@ def _start_time(pid: int) -> str | None:
         return None
     # Field 22 (starttime) counted after the ')' that closes the command name.
     fields = stat.rsplit(")", 1)[-1].split()
+    if fields and fields[0] in ("Z", "X"):  # a zombie has exited; only its exit status is left
+        return None
     return fields[19] if len(fields) > 19 else None
 
 

@@ -1,0 +1,263 @@
+"""Running the Orchard Env service: in the foreground, detached, and stopping it.
+
+A running service (foreground or detached) records itself in `ORCHARD_HOME/env/service.json`
+(`ServiceState`: pid, owner, url, backend; never the key) and removes that file when it stops. A
+detached service logs to `ORCHARD_HOME/env/service.log`. One service per ORCHARD_HOME: `env up`
+while one runs reports the running one instead of starting a second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from orchard_cli.env.auth import key_source
+from orchard_cli.env.owner import current_owner, owner_alive
+from orchard_cli.errors import InfraError
+from orchard_cli.home import state_dir
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_BACKEND = "local"
+STATE_VERSION = 1
+
+
+class ServiceState(BaseModel):
+    """`ORCHARD_HOME/env/service.json`: the service that runs for this ORCHARD_HOME."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = STATE_VERSION
+    pid: int
+    owner: str
+    """'host:pid:starttime' of the service process (tells a live service from a reused pid)."""
+    url: str
+    backend: str
+    host: str
+    port: int
+    started_at: float
+    key: str
+    """Where clients find the API key: 'ORCHARD_ENV_KEY' or the key file's path (never the key)."""
+    log: str | None = None
+    """The log file of a detached service."""
+
+    @property
+    def alive(self) -> bool:
+        return owner_alive(self.owner)
+
+
+def state_path() -> Path:
+    return state_dir("env") / "service.json"
+
+
+def log_path() -> Path:
+    return state_dir("env") / "service.log"
+
+
+def read_state() -> ServiceState | None:
+    """The recorded service, alive or not; None when there is no (readable) record."""
+    try:
+        return ServiceState.model_validate_json(state_path().read_text())
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def running_state() -> ServiceState | None:
+    """The recorded service if its process still runs; a stale record is removed."""
+    state = read_state()
+    if state is None:
+        return None
+    if not state.alive:
+        _remove_state(state.pid)
+        return None
+    return state
+
+
+def _write_state(state: ServiceState) -> None:
+    path = state_path()
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(state.model_dump_json(indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _remove_state(pid: int) -> None:
+    state = read_state()
+    if state is None or state.pid == pid:
+        state_path().unlink(missing_ok=True)
+
+
+def health(url: str, timeout: float = 3.0) -> dict[str, Any] | None:
+    """The service's /health answer, or None when nothing answers there."""
+    import httpx
+
+    try:
+        response = httpx.get(url.rstrip("/") + "/health", timeout=timeout)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _url(host: str, port: int) -> str:
+    if host in ("0.0.0.0", "", "::"):
+        host = "127.0.0.1"  # the address local clients use for a wildcard bind
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise InfraError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint="choose another --port (--port 0 picks a free one)") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
+          on_ready: Callable[[ServiceState], None] | None = None, log_level: str = "info") -> None:
+    """Run the service in this process until SIGTERM / SIGINT; then destroy its sandboxes."""
+    import uvicorn
+
+    from orchard_cli.env.auth import service_key
+    from orchard_cli.env.manager import EnvManager
+    from orchard_cli.env.service import create_app
+
+    lock = _lock()
+    key = service_key()
+    manager = EnvManager(backend, max_workers=256)
+    try:
+        sock = _bind(host, port)
+    except InfraError:
+        manager.close()
+        os.close(lock)
+        raise
+    actual_port = sock.getsockname()[1]
+    state = ServiceState(pid=os.getpid(), owner=current_owner(), url=_url(host, actual_port),
+                         backend=manager.backend.name, host=host, port=actual_port,
+                         started_at=time.time(), key=key_source(),
+                         log=os.environ.get("ORCHARD_ENV_LOG"))
+    app = create_app(manager, key)
+    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5,
+                            access_log=log_level == "debug")
+    server = uvicorn.Server(config)
+    _write_state(state)
+    try:
+        if on_ready:
+            on_ready(state)
+        server.run(sockets=[sock])
+    finally:
+        _remove_state(state.pid)
+        sock.close()
+        os.close(lock)
+
+
+def _lock() -> int:
+    """Hold `env/service.lock` for the life of the service: one service per ORCHARD_HOME."""
+    import fcntl
+
+    path = state_dir("env") / "service.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        state = read_state()
+        where = f" at {state.url}" if state else ""
+        raise InfraError(f"an Orchard Env service already runs for this ORCHARD_HOME{where}",
+                         hint="use it, or stop it with `orchard env down`") from None
+    return fd
+
+
+def start_detached(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST,
+                   port: int = DEFAULT_PORT, *, timeout: float = 60.0) -> ServiceState:
+    """Start the service as a background process; return once its /health answers."""
+    log = log_path()
+    env = {**os.environ, "ORCHARD_ENV_LOG": str(log)}
+    cmd = [sys.executable, "-m", "orchard_cli.main", "env", "up", "--backend", backend,
+           "--host", host, "--port", str(port)]
+    with open(log, "ab") as fh:
+        fh.write(f"\n--- orchard env up --backend {backend} ({time.strftime('%Y-%m-%d %H:%M:%S')})\n".encode())
+        fh.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise InfraError(f"the service exited at start (code {code}): {_last_error(log)}",
+                             hint=f"see {log}")
+        state = read_state()
+        if state is not None and state.pid == proc.pid and health(state.url, timeout=1.0):
+            return state
+        time.sleep(0.1)
+    proc.terminate()
+    raise InfraError(f"the service did not answer within {timeout:.0f}s", hint=f"see {log}")
+
+
+def _last_error(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "(no log)"
+    errors = [line for line in lines if line.startswith("error:")]
+    return (errors or lines or ["(empty log)"])[-1]
+
+
+def stop(timeout: float = 30.0) -> tuple[ServiceState | None, str]:
+    """Stop the recorded service: SIGTERM, wait up to `timeout`, then SIGKILL.
+
+    Returns (state, how) with how in 'stopped', 'killed', 'stale' (it had died already), or
+    'none' (no record)."""
+    state = read_state()
+    if state is None:
+        return None, "none"
+    if not state.alive:
+        _remove_state(state.pid)
+        return state, "stale"
+    how = "stopped"
+    _signal(state.pid, signal.SIGTERM)
+    if not _wait_dead(state, timeout):
+        _signal(state.pid, signal.SIGKILL)
+        how = "killed"
+        if not _wait_dead(state, 10.0):
+            raise InfraError(f"the service (pid {state.pid}) did not die after SIGKILL")
+    _remove_state(state.pid)
+    return state, how
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_dead(state: ServiceState, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not state.alive:
+            return True
+        time.sleep(0.05)
+    return not state.alive
+
+
+def service_url() -> str | None:
+    """Where a client should look: ORCHARD_ENV_URL, else this ORCHARD_HOME's running service."""
+    url = os.environ.get("ORCHARD_ENV_URL")
+    if url:
+        return url
+    state = running_state()
+    return state.url if state else None
