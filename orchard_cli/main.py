@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("ORCHARD_DEBUG") == "1"
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click *returns* the code of `typer.Exit(code)` instead of raising.
+        code = app(args=argv, standalone_mode=False)
     except OrchardError as exc:
         if debug:
             raise
@@ -75,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a click usage error or a bug
         import click
 
-        if isinstance(exc, click.exceptions.ClickException):
+        try:  # typer >= 0.2x raises its vendored copy of click's exceptions
+            from typer._click.exceptions import ClickException as TyperClickException
+        except ImportError:  # pragma: no cover - older typer
+            TyperClickException = click.exceptions.ClickException
+        if isinstance(exc, (click.exceptions.ClickException, TyperClickException)):
             exc.show()
             return exc.exit_code
         if debug:
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         _say_error(f"unexpected {type(exc).__name__}: {exc}",
                    "this is a bug in orchard; rerun with ORCHARD_DEBUG=1 for the traceback")
         return EXIT_INFRA
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def run() -> None:  # pragma: no cover - console script shim
