@@ -1,0 +1,434 @@
+"""The docker backend: one container per sandbox on the local Docker engine.
+
+Each sandbox is a container named `orchard-<id>`, labelled with its id, owner and expiry, running
+`sleep infinity` under `--init` with a read-only root filesystem. Its workspace (spec.workdir) and
+/tmp are host folders under `ORCHARD_HOME/env/docker/<id>/` bound into it, so files are read and
+written host-side; files the image already has at the workdir (a SWE repository at /testbed) are
+copied into the workspace folder at creation. Limits are the engine's (cpu, memory = memory+swap,
+pids). Network 'none' and 'proxy' have no interface but loopback; with 'proxy' a forwarder inside
+reaches the one proxy URL through a Unix socket (see `docker_io.ProxyBridge`).
+
+Commands run through a small agent inside the container (`docker_agent.py`, started with it when
+the image has python3), reached over a Unix socket in the bind-mounted control folder: a command
+costs a fork, not an engine round trip. Images without python3 (or `exec_mode='engine'`) use the
+engine's exec API, with the same timeout, kill and truncation rules.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import socket
+import stat
+import tarfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import ClassVar
+
+from orchard_cli.env.docker_io import MARKER_VAR, HostTree, ProxyBridge, RawResult, engine_exec
+from orchard_cli.env.images import docker_client, ensure_base_image
+from orchard_cli.env.models import (
+    TRUNCATION_MARKER,
+    ExecRequest,
+    ExecResult,
+    Resource,
+    SandboxInfo,
+    SandboxSpec,
+)
+from orchard_cli.errors import InfraError, NotFoundError, SandboxError, UsageError
+from orchard_cli.home import orchard_home, state_dir
+
+CTL = "/run/orchard"          # the control folder inside the container
+PROXY_PORT = 3128             # where the sandbox reaches its proxy (its own loopback)
+LABEL = "orchard"
+AGENT_WAIT = 15.0             # seconds the agent may take to come up
+_START = ('py=$(command -v /usr/bin/python3 || command -v python3); '
+          'if [ -n "$py" ]; then "$py" -I -S ' + CTL + '/agent.py "$1" & '
+          'else : >' + CTL + '/no-agent; fi; exec sleep infinity')
+
+
+def _host_dir(sandbox_id: str) -> Path:
+    return orchard_home() / "env" / "docker" / sandbox_id
+
+
+def _usage_or_infra(exc: Exception, what: str) -> Exception:
+    import docker.errors
+
+    if isinstance(exc, docker.errors.APIError) and exc.is_client_error():
+        reason = (exc.explanation or str(exc)).strip().splitlines()[0]
+        return UsageError(f"docker refused to {what}: {reason}")
+    return SandboxError(f"docker could not {what}: {exc}")
+
+
+class DockerSandbox:
+    def __init__(self, backend: "DockerBackend", info: SandboxInfo, container_id: str,
+                 root: Path, agent: bool) -> None:
+        self.backend = backend
+        self.info = info
+        self.container_id = container_id
+        self.root = root
+        self.agent = agent
+        spec = info.spec
+        self.tree = HostTree({spec.workdir: root / "workspace", "/tmp": root / "tmp"})
+
+    # ---- exec ---------------------------------------------------------------------------------
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        stdin = request.stdin.encode() if request.stdin is not None else None
+        raw = self._run(request.command, env=request.env, cwd=request.cwd or self.info.spec.workdir,
+                        stdin=stdin, timeout=request.timeout_seconds, limit=request.output_limit)
+        return _result(raw)
+
+    def _run(self, command: str | list[str], *, env: dict[str, str], cwd: str,
+             stdin: bytes | None, timeout: float, limit: int) -> RawResult:
+        if self.agent and self.backend.exec_mode == "auto":
+            try:
+                return self._agent_run(command, env, cwd, stdin, timeout, limit)
+            except ConnectionRefusedError:
+                self.agent = False  # killed from inside the sandbox: the engine still works
+            except FileNotFoundError:
+                self.agent = False
+        return engine_exec(self.backend.api, self.container_id, command, env=env, cwd=cwd,
+                           stdin=stdin, timeout=timeout, limit=limit,
+                           ctl_host=self.root / "ctl", ctl_sandbox=CTL)
+
+    def _agent_run(self, command, env, cwd, stdin, timeout, limit) -> RawResult:
+        started = time.monotonic()
+        request = {"env": env, "cwd": cwd, "timeout": timeout, "limit": limit,
+                   "marker": f"{MARKER_VAR}={uuid.uuid4().hex[:16]}",
+                   "stdin": base64.b64encode(stdin).decode() if stdin is not None else None}
+        request["shell" if isinstance(command, str) else "argv"] = command
+        sock = _connect_no_follow(self.root / "ctl" / "agent.sock")
+        try:
+            sock.settimeout(timeout + 60)
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            with sock.makefile("rb") as reader:
+                line = reader.readline()
+        except OSError as exc:
+            return RawResult(exit_code=None, error=f"sandbox exec agent failed: {exc}",
+                             duration=time.monotonic() - started)
+        finally:
+            sock.close()
+        if not line.endswith(b"\n"):
+            return RawResult(exit_code=None, duration=time.monotonic() - started,
+                             error="the sandbox's exec agent died during the command "
+                                   "(out of memory or killed from inside)")
+        reply = json.loads(line)
+        return RawResult(exit_code=reply.get("exit_code"),
+                         stdout=base64.b64decode(reply.get("stdout") or ""),
+                         stderr=base64.b64decode(reply.get("stderr") or ""),
+                         stdout_dropped=reply.get("stdout_dropped", 0),
+                         stderr_dropped=reply.get("stderr_dropped", 0),
+                         timed_out=bool(reply.get("timed_out")),
+                         duration=reply.get("duration") or time.monotonic() - started,
+                         error=reply.get("error"))
+
+    # ---- files --------------------------------------------------------------------------------
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        where = self.tree.locate(path)
+        if where is not None:
+            return self.tree.write(*where, data, mode, path)
+        raw = self._run(["/bin/sh", "-c", 'mkdir -p "$(dirname "$1")" && cat >"$1" && chmod "$2" "$1"',
+                         "orchard", path, format(mode & 0o7777, "o")],
+                        env={}, cwd="/", stdin=data, timeout=120, limit=1 << 16)
+        if raw.exit_code != 0:
+            raise UsageError(f"cannot write {path!r}: "
+                             f"{(raw.error or raw.stderr.decode(errors='replace')).strip()}")
+
+    def read_file(self, path: str) -> bytes:
+        where = self.tree.locate(path)
+        if where is not None:
+            return self.tree.read(*where, path)
+        raw = self._run(["cat", "--", path], env={}, cwd="/", stdin=None, timeout=120,
+                        limit=1 << 31)
+        if raw.exit_code != 0:
+            message = (raw.error or raw.stderr.decode(errors="replace")).strip()
+            if "No such file" in message:
+                raise NotFoundError(f"no file {path!r} in the sandbox")
+            raise UsageError(f"cannot read {path!r}: {message}")
+        return raw.stdout
+
+    def destroy(self) -> None:
+        self.backend.destroy(self.info.sandbox_id)
+
+
+def _connect_no_follow(path: Path) -> socket.socket:
+    """Connect to the agent's socket without following a link the sandbox may have planted."""
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise ConnectionRefusedError(f"{path} is not a socket")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(f"/proc/self/fd/{fd}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    finally:
+        os.close(fd)
+
+
+def _text(data: bytes, dropped: int) -> tuple[str, bool]:
+    text = data.decode("utf-8", errors="replace")
+    if dropped:
+        return text + TRUNCATION_MARKER.format(dropped=dropped), True
+    return text, False
+
+
+def _result(raw: RawResult) -> ExecResult:
+    stdout, out_cut = _text(raw.stdout, raw.stdout_dropped)
+    stderr, err_cut = _text(raw.stderr, raw.stderr_dropped)
+    return ExecResult(exit_code=None if raw.timed_out or raw.error else raw.exit_code,
+                      stdout=stdout, stderr=stderr, stdout_truncated=out_cut,
+                      stderr_truncated=err_cut, timed_out=raw.timed_out,
+                      duration_seconds=raw.duration, error=raw.error)
+
+
+class DockerBackend:
+    name: ClassVar[str] = "docker"
+    unsupported: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, exec_mode: str = "auto", client=None) -> None:
+        """exec_mode: 'auto' (the in-container agent when the image has python3) or 'engine'."""
+        if exec_mode not in ("auto", "engine"):
+            raise UsageError(f"exec_mode must be 'auto' or 'engine', not {exec_mode!r}")
+        self.exec_mode = exec_mode
+        self._client = client
+        self._lock = threading.Lock()
+        self._bridges: dict[str, ProxyBridge] = {}
+        self._ncpu: int | None = None
+
+    @property
+    def client(self):
+        with self._lock:
+            if self._client is None:
+                self._client = docker_client()
+            return self._client
+
+    @property
+    def api(self):
+        return self.client.api
+
+    # ---- create -------------------------------------------------------------------------------
+
+    def _image(self, spec: SandboxSpec) -> str:
+        import docker.errors
+
+        if spec.image == "host":
+            return ensure_base_image()
+        try:
+            self.api.inspect_image(spec.image)
+            return spec.image
+        except docker.errors.ImageNotFound:
+            pass
+        try:
+            repo, _, tag = spec.image.rpartition(":") if ":" in spec.image.split("/")[-1] \
+                else (spec.image, "", "latest")
+            self.api.pull(repo, tag=tag)
+            self.api.inspect_image(spec.image)
+        except Exception as exc:
+            reason = str(getattr(exc, "explanation", None) or exc).strip().splitlines()[0][:200]
+            raise UsageError(f"image {spec.image} does not exist locally and could not be pulled: "
+                             f"{reason}", hint="build it with `orchard env image build` or "
+                             "`docker build`") from None
+        return spec.image
+
+    def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> DockerSandbox:
+        import docker.errors
+        from docker.types import Mount
+
+        image = self._image(spec)
+        root = state_dir("env", "docker", sandbox_id)
+        for sub in ("workspace", "tmp", "ctl"):
+            (root / sub).mkdir(exist_ok=True)
+        os.chmod(root / "tmp", 0o1777)
+        (root / "owner.json").write_text(json.dumps({"owner": owner, "expires_at": expires_at}))
+        shutil.copyfile(Path(__file__).with_name("docker_agent.py"), root / "ctl" / "agent.py")
+        env = dict(spec.env)
+        port = 0
+        if spec.network == "proxy":
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(spec.proxy_url)
+            self._bridges[sandbox_id] = ProxyBridge(root / "ctl" / "proxy.sock", spec.proxy_url)
+            port = PROXY_PORT
+            env["ORCHARD_PROXY_URL"] = f"{parts.scheme}://127.0.0.1:{port}{parts.path}".rstrip("/")
+        mounts = [Mount(spec.workdir, str(root / "workspace"), type="bind"),
+                  Mount("/tmp", str(root / "tmp"), type="bind"),
+                  Mount(CTL, str(root / "ctl"), type="bind")]
+        mounts += [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in spec.mounts]
+        labels = {**spec.labels, f"{LABEL}.managed": "true", f"{LABEL}.sandbox_id": sandbox_id,
+                  f"{LABEL}.owner": owner, f"{LABEL}.expires_at": repr(expires_at),
+                  f"{LABEL}.host_dir": str(root), f"{LABEL}.workdir": spec.workdir}
+        name = f"orchard-{sandbox_id}"
+        try:
+            host_config = self.api.create_host_config(
+                init=True, read_only=True, mounts=mounts,
+                network_mode="bridge" if spec.network == "full" else "none",
+                nano_cpus=int(min(spec.cpu, self._cpus()) * 1e9),
+                mem_limit=spec.memory_bytes, memswap_limit=spec.memory_bytes,
+                pids_limit=spec.pids)
+            container = self.api.create_container(
+                image, entrypoint=["/bin/sh", "-c", _START, "orchard-init"], command=[str(port)],
+                name=name, labels=labels, environment=env, working_dir=spec.workdir,
+                host_config=host_config, detach=True)
+        except docker.errors.APIError as exc:
+            raise _usage_or_infra(exc, f"create a container from {image}") from None
+        cid = container["Id"]
+        try:
+            self._prepopulate(cid, spec.workdir, root / "workspace")
+            self.api.start(cid)
+        except docker.errors.APIError as exc:
+            raise _usage_or_infra(exc, f"start a container from {image}") from None
+        agent = self._wait_agent(cid, root / "ctl", spec)
+        info = SandboxInfo(sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
+                           isolation="docker", limits="docker", expires_at=expires_at,
+                           details={"container_id": cid[:12], "container": name, "image": image,
+                                    "host_dir": str(root),
+                                    "exec": "agent" if agent and self.exec_mode == "auto"
+                                    else "engine"})
+        return DockerSandbox(self, info, cid, root, agent)
+
+    def _cpus(self) -> int:
+        if self._ncpu is None:
+            self._ncpu = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
+        return self._ncpu
+
+    def _prepopulate(self, cid: str, workdir: str, dest: Path) -> None:
+        """Copy what the image holds at `workdir` into the (empty) workspace folder."""
+        import docker.errors
+
+        try:
+            stream, _ = self.api.get_archive(cid, workdir)
+        except docker.errors.NotFound:
+            return
+        top = workdir.rstrip("/").rsplit("/", 1)[-1]
+        with tarfile.open(fileobj=io.BufferedReader(_IterReader(stream), 1 << 20), mode="r|") as tar:
+            for member in tar:
+                if member.name == top:
+                    if member.isdir():
+                        os.chmod(dest, member.mode & 0o7777)
+                        if os.geteuid() == 0:
+                            os.chown(dest, member.uid, member.gid)
+                    continue
+                if not member.name.startswith(top + "/"):
+                    continue
+                member.name = member.name[len(top) + 1:]
+                if member.islnk():
+                    member.linkname = member.linkname[len(top) + 1:]
+                tar.extract(member, dest, set_attrs=True, filter="tar")
+
+    def _wait_agent(self, cid: str, ctl: Path, spec: SandboxSpec) -> bool:
+        started = time.monotonic()
+        next_check = started + 1.0
+        while time.monotonic() < started + AGENT_WAIT:
+            if (ctl / "agent.ready").exists():
+                return True
+            if (ctl / "no-agent").exists():
+                if spec.network == "proxy":
+                    raise UsageError(f"network='proxy' needs python3 in the image {spec.image}")
+                return False
+            time.sleep(0.005)
+            if time.monotonic() > next_check:  # slow: is the container still there at all?
+                next_check += 1.0
+                state = self.api.inspect_container(cid)["State"]
+                if not state.get("Running"):
+                    raise SandboxError(f"the sandbox container exited at start (exit "
+                                       f"{state.get('ExitCode')}): does {spec.image} have /bin/sh?")
+        raise SandboxError("the sandbox's exec agent did not start within "
+                           f"{AGENT_WAIT:.0f}s", hint="check `docker logs` of the container")
+
+    # ---- list and destroy -----------------------------------------------------------------------
+
+    def resources(self) -> list[Resource]:
+        found: dict[str, Resource] = {}
+        for c in self.api.containers(all=True, filters={"label": f"{LABEL}.managed=true"}):
+            labels = c.get("Labels") or {}
+            sid = labels.get(f"{LABEL}.sandbox_id")
+            if not sid:
+                continue
+            try:
+                expires = float(labels.get(f"{LABEL}.expires_at") or 0)
+            except ValueError:
+                expires = 0.0
+            found[sid] = Resource(sandbox_id=sid, owner=labels.get(f"{LABEL}.owner", ""),
+                                  expires_at=expires,
+                                  detail=f"container {c['Id'][:12]} {c.get('State', '')}")
+        base = orchard_home() / "env" / "docker"
+        for folder in sorted(base.iterdir()) if base.is_dir() else []:
+            if folder.name in found or not folder.is_dir():
+                continue
+            try:
+                meta = json.loads((folder / "owner.json").read_text())
+            except (OSError, ValueError):
+                meta = {}
+            found[folder.name] = Resource(sandbox_id=folder.name, owner=meta.get("owner", ""),
+                                          expires_at=float(meta.get("expires_at") or 0),
+                                          detail=f"folder {folder} without a container")
+        return list(found.values())
+
+    def destroy(self, sandbox_id: str) -> None:
+        import docker.errors
+
+        bridge = self._bridges.pop(sandbox_id, None)
+        if bridge is not None:
+            bridge.close()
+        name = f"orchard-{sandbox_id}"
+        folders = {_host_dir(sandbox_id)}
+        try:
+            labels = self.api.inspect_container(name)["Config"].get("Labels") or {}
+            other = Path(labels.get(f"{LABEL}.host_dir", ""))
+            if other.name == sandbox_id and other.parent.name == "docker":
+                folders.add(other)  # created under another ORCHARD_HOME
+            if os.geteuid() != 0:
+                self._scrub(name, labels.get(f"{LABEL}.workdir", "/workspace"))
+            self.api.remove_container(name, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress
+                raise InfraError(f"docker could not remove {name}: {exc}") from exc
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _scrub(self, name: str, workdir: str) -> None:
+        """Not root: files the sandbox made as root can only be deleted from inside."""
+        try:
+            run = self.api.exec_create(name, ["/bin/sh", "-c", f'rm -rf "{workdir}"/* "{workdir}"/.[!.]* '
+                                       f'/tmp/* /tmp/.[!.]* {CTL}/*'], user="0")
+            self.api.exec_start(run["Id"])
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        for sandbox_id in list(self._bridges):
+            self._bridges.pop(sandbox_id).close()
+
+
+class _IterReader(io.RawIOBase):
+    """A file-like reader over the engine's chunk iterator (tarfile's stream mode reads it)."""
+
+    def __init__(self, chunks) -> None:
+        self._chunks = iter(chunks)
+        self._chunk = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._chunk:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return 0
+            self._chunk = memoryview(nxt)
+        n = min(len(buffer), len(self._chunk))
+        buffer[:n] = self._chunk[:n]
+        self._chunk = self._chunk[n:]
+        return n
