@@ -10,6 +10,8 @@ import typer
 
 def register(app: typer.Typer) -> None:
     from orchard_cli.commands import doctor, env
+    from orchard_cli.commands import eval as eval_
 
     app.add_typer(env.app, name="env")
     app.command("doctor")(doctor.doctor)
+    app.add_typer(eval_.app, name="eval")

@@ -1,0 +1,197 @@
+"""`orchard eval SUITE ...` and `orchard eval compare RUN_A RUN_B`.
+
+Exit codes of `orchard eval SUITE`:
+  0  the run completed (and met --fail-under, when given)
+  1  the run completed below --fail-under
+  2  bad usage or input (unknown suite or instance, malformed predictions, a different --resume config)
+  3  env/infra errors on more instances than --max-errors (default 0), or nothing graded
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
+
+EXIT_CODES = """Exit codes: 0 completed (and met --fail-under); 1 below --fail-under; 2 bad usage or
+input; 3 env/infra errors on more instances than --max-errors (so a run where nothing could be
+graded never passes in CI)."""
+
+
+class _EvalGroup(TyperGroup):
+    """`orchard eval SUITE ...` is `orchard eval run SUITE ...`; `compare` stays a subcommand."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_EvalGroup, no_args_is_help=True,
+    help="Evaluate on a suite and write a scorecard: `orchard eval SUITE [OPTIONS]` "
+         "(SUITE: swe-verified, swe-lite, a registered suite, or a SWE-bench-format file). "
+         "Compare two runs: `orchard eval compare RUN_A RUN_B`.\n\n" + EXIT_CODES)
+
+
+def _parse_rate(value: str | None) -> float | None:
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        rate = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        rate = -1.0
+    if not 0.0 <= rate <= 1.0:
+        from orchard_cli.errors import UsageError
+
+        raise UsageError(f"--fail-under {value!r} is not a rate between 0 and 1 (or a percentage like 50%)")
+    return rate
+
+
+def _default_out(suite: str) -> str:
+    stem = Path(suite).stem if ("/" in suite or suite.endswith((".json", ".jsonl"))) else suite
+    return str(Path("runs") / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', stem)}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+@app.command("run", help="Evaluate SUITE (also spelled `orchard eval SUITE`).\n\n" + EXIT_CODES)
+def run(
+    suite: Annotated[str, typer.Argument(help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")],
+    predictions: Annotated[Optional[str], typer.Option("--predictions", help="gold, empty, or a SWE-bench predictions file (JSONL / JSON).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model name, for an agent run.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model.")] = None,
+    harness: Annotated[Optional[str], typer.Option("--harness", help="Agent harness that drives --model.")] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="Local SWE-bench-format file instead of the suite's dataset.")] = None,
+    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
+    repo: Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    slice_: Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")] = None,
+    repo_mirror: Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")] = None,
+    backend: BackendOpt = "local",
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Instances evaluated in parallel.")] = 1,
+    attempts: Annotated[int, typer.Option("--attempts", min=1, help="Attempts per instance (pass@k, pass^k).")] = 1,
+    out: Annotated[Optional[str], typer.Option("--out", help="Run folder (default: ./runs/<suite>-<timestamp>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out; finished attempts are kept.")] = False,
+    fail_under: Annotated[Optional[str], typer.Option("--fail-under", help="Exit 1 when the resolved rate is below this (0.5 or 50%).")] = None,
+    max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    from orchard_cli.errors import BelowBarError, InfraError, UsageError
+    from orchard_cli.evaluation import EvalConfig, plan_eval, verdict
+
+    if resume and not out:
+        raise UsageError("--resume needs --out DIR (the run folder to continue)")
+    if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
+        raise UsageError(f"--slice {slice_!r} is not A:B (for example 0:50)")
+    rate = _parse_rate(fail_under)
+    path = Path(suite)
+    suite_arg = str(path.resolve()) if path.suffix in (".json", ".jsonl") and path.exists() else suite
+    predictions_arg = predictions
+    if predictions and predictions not in ("gold", "empty"):
+        predictions_arg = str(Path(predictions).resolve())
+    config = EvalConfig(
+        suite=suite_arg, dataset=str(Path(dataset).resolve()) if dataset else None,
+        instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
+        repo=repo, limit=limit, slice=slice_, repo_mirror=str(Path(repo_mirror).resolve()) if repo_mirror else None,
+        backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
+        harness=harness, seed=seed, workers=workers, fail_under=rate, max_errors=max_errors,
+        out=str(Path(out or _default_out(suite)).resolve()))
+    plan = plan_eval(config, resume=resume)
+    console = stderr_console()
+    skipped = len(plan.tasks) * attempts - len(plan.pending)
+    console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "
+                  f"source {plan.source.name}, backend {backend}, {workers} worker(s)"
+                  + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}")
+    card = _execute(plan, console)
+    _render(card, plan, console, fmt)
+    code, reason = verdict(card, fail_under=rate, max_errors=max_errors)
+    if code == 3:
+        raise InfraError(reason or "env/infra errors",
+                         hint=f"see {plan.out}/results.jsonl and logs/; retry them with --resume --out {plan.out}")
+    if code == 1:
+        raise BelowBarError(reason or "below --fail-under")
+
+
+def _execute(plan, console):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    counts = {"resolved": 0, "errors": 0}
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("[green]{task.fields[resolved]} resolved[/] [red]{task.fields[errors]} errors[/]"),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("eval", total=len(plan.pending), resolved=0, errors=0)
+
+        def on_result(result) -> None:  # type: ignore[no-untyped-def]
+            counts["resolved"] += int(result.resolved)
+            counts["errors"] += int(result.is_error)
+            progress.update(bar, advance=1, **counts)
+            if result.is_error:
+                progress.console.print(f"[red]{result.category}[/] {result.instance_id}: {result.error}")
+
+        return plan.execute(on_result)
+
+
+def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    from orchard_cli.scoring.report import cost_text, duration, pct
+
+    if fmt == OutputFormat.json:
+        emit_json(card.model_dump(mode="json"))
+        return
+    table = Table(title=f"{card.suite} · {card.source}", title_justify="left")
+    for column in ("repository", "resolved", "total", "errors", "rate"):
+        table.add_column(column, justify="left" if column == "repository" else "right")
+    for name, s in card.by_repo.items():
+        table.add_row(name, str(s.resolved), str(s.total), str(s.errors), pct(s.resolved_rate))
+    table.add_section()
+    table.add_row("[bold]all[/]", f"[bold]{card.resolved}[/]", str(card.total), str(card.errors),
+                  f"[bold]{pct(card.resolved_rate)}[/]")
+    console.print(table)
+    cats = ", ".join(f"{k} {v}" for k, v in card.by_category.items() if v)
+    console.print(f"outcomes: {cats}")
+    if card.pass_at_k:
+        console.print("pass@k: " + ", ".join(f"k={k} {pct(v)}" for k, v in card.pass_at_k.items())
+                      + " | pass^k: " + ", ".join(f"k={k} {pct(v)}" for k, v in (card.pass_hat_k or {}).items()))
+    typer.echo(f"{card.suite}: resolved {card.resolved}/{card.total} ({pct(card.resolved_rate)}); "
+               f"graded only {pct(card.resolved_rate_graded)}; errors {card.errors} "
+               f"(env {card.by_category['env_error']}, infra {card.by_category['infra_error']}); "
+               f"wall {duration(card.wall_seconds)}; cost {cost_text(card)}")
+    typer.echo(f"scorecard: {plan.out / 'scorecard.html'}")
+
+
+@app.command("compare")
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Run folder A (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(help="Run folder B.")],
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Per-instance flips between two runs and the paired difference in resolved rate (B - A), with a
+    95% paired normal interval on per-instance differences (McNemar-style) and McNemar's exact p."""
+    from orchard_cli.scoring.compare import compare_runs
+    from orchard_cli.scoring.report import pct
+
+    result = compare_runs(run_a, run_b)
+    if fmt == OutputFormat.json:
+        emit_json(result.model_dump(mode="json"))
+        return
+    low, high = result.ci95
+    for warning in result.warnings:
+        stderr_console().print(f"[yellow]warning:[/] {warning}")
+    typer.echo(f"A {result.run_a}: {pct(result.rate_a)}  B {result.run_b}: {pct(result.rate_b)}  "
+               f"({result.common} instances in common)")
+    p = "n/a" if result.mcnemar_p is None else f"{result.mcnemar_p:.3g}"
+    typer.echo(f"B - A: {100 * result.diff:+.1f} points, 95% CI [{100 * low:+.1f}, {100 * high:+.1f}] "
+               f"(paired, McNemar-style); McNemar exact p = {p}")
+    typer.echo(f"better in A ({len(result.a_only)}): {', '.join(result.a_only) or '-'}")
+    typer.echo(f"better in B ({len(result.b_only)}): {', '.join(result.b_only) or '-'}")
+    if result.only_in_a or result.only_in_b:
+        typer.echo(f"not paired: {len(result.only_in_a)} only in A, {len(result.only_in_b)} only in B")

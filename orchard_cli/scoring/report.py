@@ -1,0 +1,249 @@
+"""Scorecards for people: Markdown, and one self-contained HTML page (inline CSS and SVG, no
+scripts, nothing fetched) that opens from disk or a CI artifact."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from html import escape
+
+from orchard_cli.scoring.scorecard import CATEGORIES, AttemptResult, Scorecard
+
+COLORS = {
+    "resolved": "#2f9e62", "unresolved": "#8b95a7", "empty_patch": "#c7cdd6",
+    "patch_apply_failed": "#e2a03f", "timeout": "#9b6fd0", "env_error": "#e25c5c",
+    "infra_error": "#a7333a",
+}
+LABELS = {
+    "resolved": "resolved", "unresolved": "unresolved", "empty_patch": "empty patch",
+    "patch_apply_failed": "patch did not apply", "timeout": "timeout",
+    "env_error": "environment error", "infra_error": "infrastructure error",
+}
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def cost_text(card: Scorecard) -> str:
+    if card.tokens is None:
+        return "no model ran"
+    return f"${card.cost_usd:.4f}" if card.cost_usd is not None else "unknown (no price for this model)"
+
+
+def _when(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
+
+
+# ---- Markdown ----------------------------------------------------------------------------------
+
+def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
+    r = card.reproducibility
+    lines = [
+        f"# orchard eval: {card.suite}",
+        "",
+        f"**Resolved: {card.resolved} / {card.total} = {pct(card.resolved_rate)}** (headline: over all "
+        f"attempts; env/infra errors count as not resolved)",
+        "",
+        "| metric | value |", "| --- | --- |",
+        f"| source | {card.source} |",
+        f"| instances | {card.instances} |",
+        f"| attempts per instance | {card.attempts} |",
+        f"| resolved | {card.resolved} |",
+        f"| resolved rate (all) | {pct(card.resolved_rate)} |",
+        f"| resolved rate (graded only) | {pct(card.resolved_rate_graded)} |",
+        f"| errors (env / infra) | {card.errors} ({card.by_category['env_error']} env, "
+        f"{card.by_category['infra_error']} infra) |",
+        f"| wall time | {duration(card.wall_seconds)} |",
+        f"| tokens | {'-' if card.tokens is None else f'{card.tokens.input} in / {card.tokens.output} out'} |",
+        f"| cost | {cost_text(card)} |",
+    ]
+    if not card.complete:
+        lines.append(f"| missing (run interrupted) | {card.missing} |")
+    lines += ["", "## Outcomes", "", "| category | count |", "| --- | ---: |"]
+    lines += [f"| {c} | {card.by_category[c]} |" for c in CATEGORIES]
+    lines += ["", "## By repository", "", "| repository | resolved | total | errors | rate |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {name} | {s.resolved} | {s.total} | {s.errors} | {pct(s.resolved_rate)} |"
+              for name, s in card.by_repo.items()]
+    if card.pass_at_k:
+        lines += ["", "## pass@k and pass^k (unbiased estimators)", "", "| k | pass@k | pass^k |",
+                  "| ---: | ---: | ---: |"]
+        lines += [f"| {k} | {pct(v)} | {pct((card.pass_hat_k or {}).get(k))} |"
+                  for k, v in card.pass_at_k.items()]
+    if results:
+        lines += ["", "## Instances", "", "| instance | attempt | outcome | seconds | error |",
+                  "| --- | ---: | --- | ---: | --- |"]
+        lines += [f"| {x.instance_id} | {x.attempt} | {x.category} | {x.duration_seconds:.1f} | "
+                  f"{(x.error or '').replace('|', '/')} |" for x in results]
+    lines += ["", "## Reproducibility", "",
+              f"- orchard {r.orchard_version}; harness {r.harness or '-'} {r.harness_version or ''}".rstrip(),
+              f"- dataset sha256: `{r.dataset_sha256 or '-'}`", f"- seed: {r.seed}",
+              "- configuration: see `config.json`", ""]
+    return "\n".join(lines)
+
+
+# ---- HTML --------------------------------------------------------------------------------------
+
+CSS = """
+:root{--fg:#1d2430;--muted:#667085;--line:#e4e7ec;--bg:#f6f7f9;--card:#fff}
+*{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--fg);
+font:14px/1.45 -apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:1120px;margin:0 auto;padding:28px 28px 48px}
+header h1{font-size:22px;margin:0 0 4px}header p{margin:0;color:var(--muted)}
+.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:14px;margin:22px 0}
+.tile{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:14px 16px}
+.tile .k{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
+.tile .v{font-size:26px;font-weight:650;margin-top:2px}.tile .s{color:var(--muted);font-size:12px}
+.tile.head{border-color:#2f9e62;box-shadow:inset 4px 0 0 #2f9e62}.tile.bad .v{color:#c23b3b}
+.grid{display:grid;grid-template-columns:1.35fr 1fr;gap:14px}
+@media(max-width:900px){.grid{grid-template-columns:1fr}}
+section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin-top:14px}
+section h2{font-size:15px;margin:0 0 10px}svg text{font-family:inherit}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{color:var(--muted);font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.pill{display:inline-block;padding:1px 8px;border-radius:99px;color:#fff;font-size:12px;white-space:nowrap}
+.note{color:var(--muted);font-size:12px;margin-top:8px}code{font-size:12px}
+.err{color:#a7333a;font-size:12px;word-break:break-word}
+"""
+
+
+def _bar_chart_repos(card: Scorecard) -> str:
+    rows = list(card.by_repo.items())
+    width, label_w, right_w, row_h = 640, 190, 110, 30
+    bar_w = width - label_w - right_w
+    height = 28 + row_h * max(1, len(rows))
+    out = [f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
+           f'aria-label="Resolved rate by repository">']
+    for tick in (0, 25, 50, 75, 100):
+        x = label_w + bar_w * tick / 100
+        out.append(f'<line x1="{x:.1f}" y1="4" x2="{x:.1f}" y2="{height - 22}" stroke="#e4e7ec"/>'
+                   f'<text x="{x:.1f}" y="{height - 6}" font-size="11" fill="#667085" '
+                   f'text-anchor="middle">{tick}%</text>')
+    for i, (name, s) in enumerate(rows):
+        y = 6 + i * row_h
+        label = name if len(name) <= 28 else name[:27] + "…"
+        out.append(f'<text x="{label_w - 10}" y="{y + 15}" font-size="12" text-anchor="end" '
+                   f'fill="#1d2430">{escape(label)}</text>')
+        out.append(f'<rect x="{label_w}" y="{y + 2}" width="{bar_w}" height="18" rx="3" fill="#eef0f3"/>')
+        x = float(label_w)
+        for part, color in ((s.resolved, COLORS["resolved"]), (s.errors, COLORS["env_error"])):
+            w = bar_w * part / s.total if s.total else 0
+            if w > 0:
+                out.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="18" fill="{color}"/>')
+            x += w
+        out.append(f'<text x="{label_w + bar_w + 10}" y="{y + 15}" font-size="12" fill="#1d2430">'
+                   f'<tspan font-weight="600">{pct(s.resolved_rate)}</tspan>'
+                   f'<tspan fill="#667085"> {s.resolved}/{s.total}</tspan></text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _bar_chart_categories(card: Scorecard) -> str:
+    width, label_w, row_h = 420, 150, 28
+    bar_w = width - label_w - 60
+    top = max(1, max(card.by_category.values(), default=0))
+    height = 8 + row_h * len(CATEGORIES)
+    out = [f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="Outcomes">']
+    for i, cat in enumerate(CATEGORIES):
+        n = card.by_category[cat]
+        y = 4 + i * row_h
+        w = bar_w * n / top
+        out.append(f'<text x="{label_w - 10}" y="{y + 15}" font-size="12" text-anchor="end" '
+                   f'fill="{"#1d2430" if n else "#98a2b3"}">{LABELS[cat]}</text>')
+        out.append(f'<rect x="{label_w}" y="{y + 3}" width="{max(w, 2 if n else 0):.1f}" height="16" '
+                   f'rx="3" fill="{COLORS[cat]}"/>')
+        out.append(f'<text x="{label_w + w + 8:.1f}" y="{y + 15}" font-size="12" '
+                   f'fill="{"#1d2430" if n else "#98a2b3"}" data-category="{cat}">{n}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _tile(key: str, value: str, sub: str = "", *, ident: str = "", data: str = "", cls: str = "") -> str:
+    attrs = (f' id="{ident}"' if ident else "") + (f' data-value="{data}"' if data else "")
+    return (f'<div class="tile {cls}"><div class="k">{escape(key)}</div>'
+            f'<div class="v"{attrs}>{escape(value)}</div><div class="s">{sub}</div></div>')
+
+
+def _instances_table(results: list[AttemptResult]) -> str:
+    rows = []
+    for x in results:
+        tests = x.tests.get("summary") if isinstance(x.tests.get("summary"), str) else ""
+        rows.append(
+            f"<tr><td><code>{escape(x.instance_id)}</code></td><td class='n'>{x.attempt}</td>"
+            f"<td><span class='pill' style='background:{COLORS[x.category]}'>{LABELS[x.category]}</span></td>"
+            f"<td>{escape(tests)}</td><td class='n'>{x.duration_seconds:.1f}s</td>"
+            f"<td class='n'>{x.patch_bytes}</td><td class='err'>{escape(x.error or '')}</td></tr>")
+    return ("<table><thead><tr><th>instance</th><th class='n'>attempt</th><th>outcome</th><th>tests</th>"
+            "<th class='n'>time</th><th class='n'>patch bytes</th><th>error</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
+    r = card.reproducibility
+    errors_cls = "bad" if card.errors else ""
+    tiles = "".join([
+        _tile("Resolved rate (headline)", pct(card.resolved_rate),
+              f'<span id="resolved" data-value="{card.resolved}">{card.resolved}</span> of '
+              f'<span id="total" data-value="{card.total}">{card.total}</span> resolved',
+              ident="resolved-rate", data=f"{card.resolved_rate:.6f}", cls="head"),
+        _tile("Graded only", pct(card.resolved_rate_graded), f"{card.graded} graded",
+              ident="resolved-rate-graded"),
+        _tile("Env / infra errors", str(card.errors),
+              f"{card.instances_with_errors} instance(s); counted apart", ident="errors",
+              data=str(card.errors), cls=errors_cls),
+        _tile("Instances", str(card.instances), f"{card.attempts} attempt(s) each", ident="instances"),
+        _tile("Wall time", duration(card.wall_seconds), escape(_when(card.finished_at))),
+        _tile("Cost", cost_text(card) if card.tokens is None or card.cost_usd is None
+              else f"${card.cost_usd:.2f}",
+              "" if card.tokens is None else f"{card.tokens.input:,} in / {card.tokens.output:,} out tokens",
+              ident="cost"),
+    ])
+    passk = ""
+    if card.pass_at_k:
+        body = "".join(f"<tr><td class='n'>{k}</td><td class='n'>{pct(v)}</td>"
+                       f"<td class='n'>{pct((card.pass_hat_k or {}).get(k))}</td></tr>"
+                       for k, v in card.pass_at_k.items())
+        passk = ("<section><h2>pass@k and pass^k</h2><table><thead><tr><th class='n'>k</th>"
+                 f"<th class='n'>pass@k</th><th class='n'>pass^k</th></tr></thead><tbody>{body}</tbody></table>"
+                 "<p class='note'>Unbiased estimators over the attempts of each instance, averaged over "
+                 "instances: pass@k = 1 − C(n−c,k)/C(n,k), pass^k = C(c,k)/C(n,k).</p></section>")
+    incomplete = (f"<p class='err'>Run incomplete: {card.missing} selected attempt(s) have no result.</p>"
+                  if not card.complete else "")
+    repro = "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>" for k, v in (
+        ("orchard", r.orchard_version), ("harness", f"{r.harness or '-'} {r.harness_version or ''}"),
+        ("dataset sha256", r.dataset_sha256 or "-"), ("seed", r.seed),
+        *sorted((f"config.{k}", v) for k, v in r.config.items() if v not in (None, "", [], {}))))
+    legend = "".join(f"<span class='pill' style='background:{COLORS[c]};margin-right:6px'>{LABELS[c]}</span>"
+                     for c in ("resolved", "env_error"))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>orchard eval · {escape(card.suite)} · {pct(card.resolved_rate)}</title><style>{CSS}</style></head>
+<body><main>
+<header><h1>orchard eval · {escape(card.suite)}</h1>
+<p>{escape(card.source)} · {card.instances} instance(s) · finished {escape(_when(card.finished_at))}</p></header>
+{incomplete}
+<div class="tiles">{tiles}</div>
+<div class="grid">
+<section><h2>Resolved rate by repository</h2>{_bar_chart_repos(card)}
+<p class="note">{legend} share of each repository's attempts; grey: not resolved.</p></section>
+<section><h2>Outcomes</h2>{_bar_chart_categories(card)}
+<p class="note">Headline = resolved ÷ all attempts; env/infra errors count as not resolved and are
+shown apart. Over graded attempts only: {pct(card.resolved_rate_graded)}.</p></section>
+</div>
+{passk}
+{f"<section><h2>Instances</h2>{_instances_table(results)}</section>" if results else ""}
+<section><h2>Reproducibility</h2><table>{repro}</table></section>
+</main></body></html>
+"""

@@ -1,0 +1,223 @@
+"""The per-attempt result record (`results.jsonl`) and the scorecard computed from those records.
+
+The unit of scoring is one *instance attempt*: `total` counts instances x attempts. With one
+attempt per instance (the default) that is the number of instances.
+
+Headline: `resolved_rate = resolved / total`, over ALL attempts, where an attempt that ended in an
+env/infra error counts as not resolved. This is the number comparable with SWE-bench's
+leaderboards (which divide by every instance of the split). Errors are never hidden in it: they
+are counted apart (`errors`, `by_category`), `resolved_rate_graded = resolved / graded` is shown
+next to it, and `orchard eval` exits 3 when more instances errored than `--max-errors` allows, so
+a run that could not grade does not pass in CI.
+
+pass@k and pass^k (attempts > 1) use the unbiased estimators over the n attempts of each task with
+c of them resolved, averaged over tasks: pass@k = 1 - C(n-c, k)/C(n, k) (at least one of k
+attempts drawn without replacement succeeds) and pass^k = C(c, k)/C(n, k) (all k succeed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from math import comb
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RESULT_SCHEMA_VERSION = 1
+SCORECARD_SCHEMA_VERSION = 1
+
+Category = Literal["resolved", "unresolved", "empty_patch", "patch_apply_failed", "timeout",
+                   "env_error", "infra_error"]
+CATEGORIES: tuple[str, ...] = ("resolved", "unresolved", "empty_patch", "patch_apply_failed",
+                               "timeout", "env_error", "infra_error")
+ERROR_CATEGORIES = frozenset({"env_error", "infra_error"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AttemptResult(_Model):
+    """One line of `results.jsonl`: one attempt at one instance, graded or failed."""
+
+    schema_version: int = RESULT_SCHEMA_VERSION
+    instance_id: str
+    attempt: int = Field(ge=1)
+    """1-based attempt number."""
+    repo: str = ""
+    resolved: bool = False
+    category: Category
+    tests: dict[str, Any] = Field(default_factory=dict)
+    """Test counts as the family reports them (for SWE: FAIL_TO_PASS / PASS_TO_PASS passed/failed)."""
+    duration_seconds: float = 0.0
+    patch_bytes: int = 0
+    patch_files: int = 0
+    log_dir: str = ""
+    """Folder (relative to the run folder) with the test output, the patch and the eval script."""
+    error: str | None = None
+    """The cause, in one line, for env_error / infra_error / timeout."""
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    """None when no model ran, or when the model's price is unknown (never 0 for 'unknown')."""
+    trajectory: str | None = None
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def is_error(self) -> bool:
+        return self.category in ERROR_CATEGORIES
+
+
+class RepoScore(_Model):
+    total: int = 0
+    resolved: int = 0
+    errors: int = 0
+    resolved_rate: float = 0.0
+
+
+class Tokens(_Model):
+    input: int = 0
+    output: int = 0
+
+
+class Reproducibility(_Model):
+    orchard_version: str
+    harness: str | None = None
+    harness_version: str | None = None
+    dataset_sha256: str | None = None
+    seed: int | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The run's full configuration, as in config.json."""
+
+
+class Scorecard(_Model):
+    """`scorecard.json`: what a run scored, and everything needed to reproduce it."""
+
+    schema_version: int = SCORECARD_SCHEMA_VERSION
+    suite: str
+    source: str
+    """What produced the patches: 'gold', 'empty', 'predictions:<file>' or 'model:<name>@<harness>'."""
+    instances: int
+    attempts: int
+    """Attempts per instance (the most any instance had)."""
+    total: int
+    """Instance attempts scored (instances x attempts)."""
+    resolved: int
+    errors: int
+    """Attempts that ended in env_error or infra_error (counted apart, never 'unresolved')."""
+    instances_with_errors: int
+    graded: int
+    """total - errors: attempts whose patch was actually judged."""
+    resolved_rate: float
+    """The headline: resolved / total (errors count as not resolved)."""
+    resolved_rate_graded: float | None
+    """resolved / graded; None when nothing was graded."""
+    headline: Literal["resolved_rate"] = "resolved_rate"
+    by_category: dict[str, int]
+    by_repo: dict[str, RepoScore]
+    pass_at_k: dict[int, float] | None = None
+    pass_hat_k: dict[int, float] | None = None
+    tokens: Tokens | None = None
+    """Summed over attempts when a model ran; None otherwise."""
+    cost_usd: float | None = None
+    """Summed when every attempt's cost is known; None when no model ran or a price is unknown."""
+    cost_known: bool = False
+    missing: int = 0
+    """Selected instance attempts without a result (an interrupted run)."""
+    complete: bool = True
+    wall_seconds: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = Field(default_factory=time.time)
+    reproducibility: Reproducibility
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task: chance that at least one of k of its n attempts succeeds."""
+    if k > n or k < 1:
+        raise ValueError(f"pass@k needs 1 <= k <= n (k={k}, n={n})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k for one task: chance that all of k of its n attempts succeed."""
+    if k > n or k < 1:
+        raise ValueError(f"pass^k needs 1 <= k <= n (k={k}, n={n})")
+    return comb(c, k) / comb(n, k)
+
+
+def latest_results(results: Iterable[AttemptResult | dict[str, Any]]) -> list[AttemptResult]:
+    """One result per (instance, attempt): the last one written wins (a retried error on resume)."""
+    latest: dict[tuple[str, int], AttemptResult] = {}
+    for item in results:
+        result = item if isinstance(item, AttemptResult) else AttemptResult.model_validate(item)
+        latest[(result.instance_id, result.attempt)] = result
+    return sorted(latest.values(), key=lambda r: (r.instance_id, r.attempt))
+
+
+def per_instance(results: list[AttemptResult]) -> dict[str, tuple[int, int]]:
+    """instance_id -> (n attempts, c resolved)."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in results:
+        counts[r.instance_id][0] += 1
+        counts[r.instance_id][1] += int(r.resolved)
+    return {k: (v[0], v[1]) for k, v in counts.items()}
+
+
+def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suite: str, source: str,
+                      reproducibility: Reproducibility, expected: int | None = None,
+                      started_at: float = 0.0, finished_at: float | None = None,
+                      model_ran: bool = False) -> Scorecard:
+    """The scorecard of a run's results. `expected`: instance attempts selected (for `missing`)."""
+    rows = latest_results(results)
+    finished_at = finished_at if finished_at is not None else time.time()
+    total = len(rows)
+    resolved = sum(r.resolved for r in rows)
+    errors = sum(r.is_error for r in rows)
+    graded = total - errors
+    by_category = {c: 0 for c in CATEGORIES}
+    repos: dict[str, RepoScore] = {}
+    for r in rows:
+        by_category[r.category] += 1
+        repo = repos.setdefault(r.repo or "(none)", RepoScore())
+        repo.total += 1
+        repo.resolved += int(r.resolved)
+        repo.errors += int(r.is_error)
+    for repo in repos.values():
+        repo.resolved_rate = repo.resolved / repo.total if repo.total else 0.0
+
+    counts = per_instance(rows)
+    attempts = max((n for n, _ in counts.values()), default=0)
+    pak = phk = None
+    if attempts > 1:
+        kmax = min(n for n, _ in counts.values())
+        pak = {k: sum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts)
+               for k in range(1, kmax + 1)}
+        phk = {k: sum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts)
+               for k in range(1, kmax + 1)}
+
+    tokens = cost = None
+    cost_known = False
+    if model_ran:
+        tokens = Tokens(input=sum(r.tokens_in or 0 for r in rows),
+                        output=sum(r.tokens_out or 0 for r in rows))
+        costs = [r.cost_usd for r in rows if not r.is_error]
+        cost_known = bool(costs) and all(c is not None for c in costs)
+        cost = sum(costs) if cost_known else None  # type: ignore[arg-type]
+
+    missing = max(0, (expected or 0) - total)
+    return Scorecard(
+        suite=suite, source=source, instances=len(counts), attempts=attempts, total=total,
+        resolved=resolved, errors=errors,
+        instances_with_errors=len({r.instance_id for r in rows if r.is_error}),
+        graded=graded, resolved_rate=resolved / total if total else 0.0,
+        resolved_rate_graded=resolved / graded if graded else None,
+        by_category=by_category, by_repo=dict(sorted(repos.items())), pass_at_k=pak, pass_hat_k=phk,
+        tokens=tokens, cost_usd=cost, cost_known=cost_known, missing=missing, complete=missing == 0,
+        wall_seconds=max(0.0, finished_at - started_at) if started_at else 0.0,
+        started_at=started_at, finished_at=finished_at, reproducibility=reproducibility)
