@@ -1,0 +1,258 @@
+"""Docker-specific checks of the docker backend, against the real engine.
+
+The behaviour every backend shares (exec, timeouts, files, network, limits) is checked by the
+conformance suite; these look at what only docker has: the container's labels and limits, images
+(missing ones, prepopulated workspaces), the engine exec path used for images without python3,
+orphan gc after a kill -9, and the exec round-trip time against `docker exec`.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from orchard_cli.env.docker import DockerBackend
+from orchard_cli.env.images import build_image_from, docker_client, ensure_base_image
+from orchard_cli.env.manager import EnvManager
+from orchard_cli.env.models import ExecRequest, SandboxSpec
+from orchard_cli.errors import NotFoundError, UsageError
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def base():
+    return ensure_base_image()
+
+
+@pytest.fixture
+def env():
+    manager = EnvManager("docker")
+    yield manager
+    manager.close()
+
+
+def run(manager, sid, command, **kw):
+    return manager.exec(sid, ExecRequest(command=command, wait=True, **kw))
+
+
+def inspect(sid):
+    return docker_client().api.inspect_container(f"orchard-{sid}")
+
+
+def containers_of(sid):
+    return docker_client().api.containers(all=True, filters={"label": f"orchard.sandbox_id={sid}"})
+
+
+def test_labels_limits_and_info(env, base):
+    spec = SandboxSpec(image=base, cpu=0.5, memory="256Mi", pids=64, labels={"team": "t1"})
+    info = env.create_sandbox(spec)
+    assert (info.backend, info.isolation, info.limits) == ("docker", "docker", "docker")
+    assert info.details["container"] == f"orchard-{info.sandbox_id}"
+    data = inspect(info.sandbox_id)
+    labels = data["Config"]["Labels"]
+    assert labels["orchard.managed"] == "true"
+    assert labels["orchard.sandbox_id"] == info.sandbox_id
+    assert labels["orchard.owner"] == env.owner
+    assert float(labels["orchard.expires_at"]) == pytest.approx(info.expires_at)
+    assert labels["team"] == "t1"
+    host = data["HostConfig"]
+    assert host["NanoCpus"] == 500_000_000
+    assert host["Memory"] == host["MemorySwap"] == 256 * 1024**2
+    assert host["PidsLimit"] == 64
+    assert host["ReadonlyRootfs"] is True and host["Init"] is True
+    assert host["NetworkMode"] == "none"
+    # The limits are the container's cgroup's, seen from inside.
+    job = run(env, info.sandbox_id, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
+                                    "/sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory.max")
+    assert str(256 * 1024**2) in job.stdout
+    assert [r.sandbox_id for r in env.backend.resources()].count(info.sandbox_id) == 1
+    env.delete_sandbox(info.sandbox_id)
+    assert containers_of(info.sandbox_id) == []
+    env.backend.destroy(info.sandbox_id)  # idempotent
+
+
+def test_missing_image_is_a_one_line_usage_error(env, _orchard_home):
+    with pytest.raises(UsageError) as caught:
+        env.create_sandbox(SandboxSpec(image="orchard-test/no-such-image:1"))
+    message = caught.value.message
+    assert "orchard-test/no-such-image:1 does not exist locally and could not be pulled" in message
+    assert "\n" not in message and caught.value.hint
+    mine = docker_client().api.containers(all=True, filters={"label": f"orchard.owner={env.owner}"})
+    assert mine == []
+    assert list((_orchard_home / "env" / "docker").glob("*")) == []
+
+
+def test_read_only_root_with_writable_workspace_and_tmp(env, base, _orchard_home):
+    info = env.create_sandbox(SandboxSpec(image=base))
+    job = run(env, info.sandbox_id, "touch /etc/x /usr/x /x 2>&1; echo hi > out.txt && echo t > /tmp/t")
+    assert job.stdout.count("Read-only file system") == 3
+    assert job.exit_code == 0
+    host = _orchard_home / "env" / "docker" / info.sandbox_id
+    assert (host / "workspace" / "out.txt").read_text() == "hi\n"
+    assert (host / "tmp" / "t").read_text() == "t\n"
+    env.write_file(info.sandbox_id, "deep/new.txt", b"x")
+    assert run(env, info.sandbox_id, "cat deep/new.txt").stdout == "x"
+
+
+def test_symlinks_never_lead_host_side_file_access_out(env, base, tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host only")
+    info = env.create_sandbox(SandboxSpec(image=base))
+    sid = info.sandbox_id
+    run(env, sid, f"ln -s {secret} s; ln -s /etc e; ln -s /etc/hostname h; ln -s {tmp_path} d")
+    with pytest.raises(NotFoundError):
+        env.read_file(sid, "s")  # the host's path means nothing inside the container
+    assert env.read_file(sid, "h").strip() == run(env, sid, "cat /etc/hostname").stdout.strip().encode()
+    with pytest.raises(UsageError):
+        env.write_file(sid, "e/evil", b"x")  # the container's /etc is read-only
+    # The host's tmp_path is below /tmp, which in the sandbox is the sandbox's own /tmp.
+    env.write_file(sid, "d/planted", b"x")
+    assert run(env, sid, f"cat {tmp_path}/planted").stdout == "x"
+    assert not (tmp_path / "planted").exists()
+    assert not os.path.exists("/etc/evil")
+    assert secret.read_text() == "host only"
+
+
+def test_workspace_prepopulated_from_the_image(env, base):
+    image = build_image_from(base, textwrap.dedent("""\
+        RUN mkdir -p /testbed/pkg && cd /testbed && git init -q && echo hello > a.txt \\
+            && echo 'x = 1' > pkg/mod.py && ln -s a.txt link && chmod 0750 /testbed \\
+            && git add -A && git -c user.email=t@t -c user.name=t commit -qm init
+        WORKDIR /testbed
+        """), "orchard-test/prepopulated:1")
+    started = time.monotonic()
+    info = env.create_sandbox(SandboxSpec(image=image, workdir="/testbed"))
+    print(f"\ncreate with a prepopulated workspace: {time.monotonic() - started:.2f}s")
+    sid = info.sandbox_id
+    job = run(env, sid, "cat a.txt pkg/mod.py; readlink link; git status --porcelain; "
+                        "stat -c %a /testbed")
+    assert job.stdout == "hello\nx = 1\na.txt\n750\n", job.stderr
+    assert env.read_file(sid, "pkg/mod.py") == b"x = 1\n"
+    env.apply_patch(sid, "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-hello\n+patched\n")
+    assert run(env, sid, "cat a.txt").stdout == "patched\n"
+
+
+def test_engine_exec_path(base):
+    """Images without python3 run commands through the engine's exec API: same rules."""
+    with EnvManager(DockerBackend(exec_mode="engine")) as env:
+        sid = env.create_sandbox(SandboxSpec(image=base)).sandbox_id
+        assert env.get_sandbox(sid).details["exec"] == "engine"
+        job = run(env, sid, "echo out; echo err >&2; pwd; exit 3")
+        assert (job.exit_code, job.stdout, job.stderr) == (3, "out\n/workspace\n", "err\n")
+        assert run(env, sid, ["cat"], stdin="from stdin").stdout == "from stdin"
+        assert run(env, sid, "echo $A", env={"A": "b"}, cwd="/tmp").stdout == "b\n"
+        job = run(env, sid, "head -c 5000 /dev/zero | tr '\\0' a", output_limit=100)
+        assert job.stdout_truncated and job.stdout.startswith("a" * 100)
+        assert "4900 bytes dropped" in job.stdout
+        started = time.monotonic()
+        job = run(env, sid, "setsid sleep 300 & (sleep 301 &); sleep 302", timeout_seconds=1)
+        assert job.status == "timeout" and job.exit_code is None
+        assert time.monotonic() - started < 10
+        left = run(env, sid, "ps -eo args | grep -c '^sleep 30[012]'").stdout.strip()
+        assert left == "0"
+        job = run(env, sid, "true", cwd="/workspace/missing")
+        assert job.status == "error" and "does not exist" in job.error
+
+
+def test_proxy_network_reaches_only_the_proxy(env, base):
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = f"proxied {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        sid = env.create_sandbox(SandboxSpec(image=base, network="proxy", proxy_url=url)).sandbox_id
+        job = run(env, sid, ["python3", "-c", "import os, urllib.request; print(urllib.request."
+                             "urlopen(os.environ['ORCHARD_PROXY_URL'] + '/models').read().decode())"])
+        assert job.stdout.strip() == "proxied /v1/models", job.stderr
+        # The same server on the host's docker0 address: a 'full' sandbox reaches it, this not.
+        full = env.create_sandbox(SandboxSpec(image=base, network="full")).sandbox_id
+        gateway = _hex_gateway(run(env, full, "cat /proc/net/route").stdout)
+        probe = (f"import socket; s = socket.socket(); s.settimeout(3); "
+                 f"s.connect(('{gateway}', {port})); print('connected')")
+        assert run(env, full, ["python3", "-c", probe]).stdout.strip() == "connected"
+        assert run(env, sid, ["python3", "-c", probe]).exit_code != 0
+    finally:
+        server.shutdown()
+
+
+def _hex_gateway(route: str) -> str:
+    for line in route.splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == "00000000":
+            return ".".join(str(b) for b in bytes.fromhex(fields[2])[::-1])
+    raise AssertionError(f"no default route in {route!r}")
+
+
+OWNER_SCRIPT = """
+import sys, time
+from orchard_cli.env.manager import EnvManager
+from orchard_cli.env.models import SandboxSpec
+env = EnvManager("docker")
+print(env.create_sandbox(SandboxSpec(image=sys.argv[1])).sandbox_id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_gc_reaps_containers_of_a_killed_owner(base, _orchard_home):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, base], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        sid = owner.stdout.readline().strip()
+        assert sid.startswith("sb-") and len(containers_of(sid)) == 1
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    with EnvManager("docker") as env:
+        assert sid in env.gc()
+    assert containers_of(sid) == []
+    assert not (_orchard_home / "env" / "docker" / sid).exists()
+
+
+def test_exec_round_trip_against_docker_exec_cli(env, base):
+    sid = env.create_sandbox(SandboxSpec(image=base)).sandbox_id
+    name = f"orchard-{sid}"
+
+    def median_ms(fn, n=15):
+        fn()
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        return statistics.median(times) * 1000
+
+    agent = median_ms(lambda: run(env, sid, "true"))
+    sandbox = env._ready(sid)
+    engine = median_ms(lambda: _engine_run(sandbox))
+    cli = median_ms(lambda: subprocess.run(["docker", "exec", name, "true"], check=True))
+    print(f"\nexec round trip, median ms: orchard docker {agent:.1f} | engine exec API "
+          f"{engine:.1f} | docker exec CLI {cli:.1f}")
+
+
+def _engine_run(sandbox):
+    from orchard_cli.env.docker_io import engine_exec
+
+    return engine_exec(sandbox.backend.api, sandbox.container_id, "true", env={},
+                       cwd="/workspace", stdin=None, timeout=30, limit=1024,
+                       ctl_host=sandbox.root / "ctl", ctl_sandbox="/run/orchard")
