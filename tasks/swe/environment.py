@@ -1,0 +1,376 @@
+"""Environments for SWE instances on the local backend: built once per recipe, cached.
+
+Layout under ORCHARD_HOME/swe/envs/<key>/ (key: repo, version, recipe hash; see instance.py):
+  testbed/       a copy of a pyenv interpreter prefix with the recipe installed (the "conda env")
+  artifacts.tar  untracked files the install left in the checkout (egg-info, built extensions)
+  env.json       written last: the build is complete (recipe, era date, timings)
+  build.log      what the build printed
+
+The instance's sandbox mounts <key>/ at /opt/miniconda3/envs (so the prefix is at
+/opt/miniconda3/envs/testbed, where SWE-bench's eval scripts expect it), a shim at
+/opt/miniconda3/bin/activate (in a folder mounted at /opt) that provides `conda activate NAME`, and the repository mirror at
+/orchard/repo. The build runs in a sandbox of its own (workdir /testbed, network 'full') with the
+same paths, so editable installs point at /testbed in every sandbox that uses the environment.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import Mount, SandboxSpec
+from orchard_cli.errors import InfraError
+from orchard_cli.home import state_dir
+from orchard_cli.tasks.swe.instance import ENV_PREFIX, TESTBED, EnvironmentRecipe
+
+ENVS_MOUNT = "/opt/miniconda3/envs"
+REPO_MOUNT = "/orchard/repo"
+CACHE_MOUNT = "/orchard/cache"
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
+BUILD_TIMEOUT = 3600.0
+# Lines of pre_install that change the system, not the repository: skipped where the root
+# filesystem is the host's and read-only.
+SYSTEM_LINE = re.compile(r"^\s*(sudo\s|apt(-get)?\s|locale-gen|update-locale|dpkg|yum\s)|\s/(etc|usr)/")
+GIT_ENV = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+           "GIT_CONFIG_VALUE_0": "*", "GIT_TERMINAL_PROMPT": "0"}
+
+ACTIVATE_SHIM = """\
+# orchard's stand-in for miniconda's bin/activate: `source` it, then `conda activate NAME`
+# puts /opt/miniconda3/envs/NAME/bin first on PATH and sets CONDA_PREFIX, as conda does.
+conda() {
+    case "${1:-}" in
+        activate)
+            local name="${2:-base}"
+            if [ "$name" = base ]; then return 0; fi
+            local prefix="/opt/miniconda3/envs/$name"
+            if [ ! -x "$prefix/bin/python" ]; then
+                echo "conda: environment '$name' is not here ($prefix)" >&2; return 1
+            fi
+            export PATH="$prefix/bin:${PATH:-/usr/bin:/bin}" CONDA_PREFIX="$prefix" CONDA_DEFAULT_ENV="$name"
+            hash -r 2>/dev/null || true ;;
+        deactivate) unset CONDA_PREFIX CONDA_DEFAULT_ENV ;;
+        *) echo "conda: only 'conda activate' exists in orchard's local environments" >&2; return 1 ;;
+    esac
+}
+"""
+
+
+class EnvironmentUnavailable(InfraError):
+    """The instance's environment (repository, interpreter, packages) cannot be had."""
+
+
+def envs_root() -> Path:
+    return state_dir("swe", "envs")
+
+
+def env_dir(key: str) -> Path:
+    path = envs_root() / key
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def opt_root() -> Path:
+    """The folder mounted at /opt: miniconda3/bin/activate (the shim) and an empty
+    miniconda3/envs where the environment is mounted. (Mounted at /opt rather than deeper because
+    a bind target cannot be created below a read-only image folder; the host's /opt is hidden.)"""
+    root = state_dir("swe", "opt")
+    bin_dir = root / "miniconda3" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (root / "miniconda3" / "envs").mkdir(exist_ok=True)
+    shim = bin_dir / "activate"
+    if not shim.exists() or shim.read_text() != ACTIVATE_SHIM:
+        tmp = bin_dir / f".activate.{os.getpid()}"
+        tmp.write_text(ACTIVATE_SHIM)
+        tmp.chmod(0o755)
+        tmp.replace(shim)
+    return root
+
+
+def is_built(key: str) -> bool:
+    return (envs_root() / key / "env.json").is_file()
+
+
+def read_marker(key: str) -> dict[str, Any]:
+    return json.loads((envs_root() / key / "env.json").read_text())
+
+
+# ---- the repository ------------------------------------------------------------------------
+
+def find_mirror(repo: str, repo_mirror: str | None) -> Path | None:
+    """`owner/name` or `owner__name` (bare or not, optional .git) in the mirror folder."""
+    if not repo_mirror:
+        return None
+    root = Path(repo_mirror).expanduser()
+    owner, _, name = repo.partition("/")
+    for candidate in (root / owner / name, root / f"{owner}__{name}", root / owner / f"{name}.git",
+                      root / f"{owner}__{name}.git"):
+        if (candidate / ".git").exists() or (candidate / "HEAD").is_file():
+            return candidate
+    return None
+
+
+def repository(repo: str, repo_mirror: str | None) -> Path:
+    """A local git repository of `repo`: from the mirror folder, else cloned from GitHub once."""
+    found = find_mirror(repo, repo_mirror)
+    if found:
+        return found
+    if repo_mirror:
+        raise EnvironmentUnavailable(
+            f"the repository mirror {repo_mirror} has no {repo} (looked for {repo} and "
+            f"{repo.replace('/', '__')})")
+    target = state_dir("swe", "repos") / f"{repo.replace('/', '__')}.git"
+    if (target / "HEAD").is_file():
+        return target
+    url = f"https://github.com/{repo}"
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        subprocess.run(["git", "clone", "--mirror", "--quiet", url, str(tmp)], check=True,
+                       capture_output=True, text=True, timeout=1800, env={**os.environ, **GIT_ENV})
+    except subprocess.CalledProcessError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        last = (exc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise EnvironmentUnavailable(f"could not clone {url}: {last[0]}") from exc
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise EnvironmentUnavailable(f"cloning {url} took over 30 minutes") from exc
+    tmp.replace(target)
+    return target
+
+
+def git_show(repository_path: Path, commit: str, path: str) -> str | None:
+    result = subprocess.run(["git", "-C", str(repository_path), "show", f"{commit}:{path}"],
+                            capture_output=True, text=True, env={**os.environ, **GIT_ENV})
+    return result.stdout if result.returncode == 0 else None
+
+
+def checkout_script(commit: str) -> list[str]:
+    """Shell lines that put the mirror's `commit` into /testbed, as SWE-bench's repo setup does."""
+    return [f"cd {TESTBED}",
+            f"git clone --no-hardlinks --quiet {REPO_MOUNT} {TESTBED}",
+            f"git -c advice.detachedHead=false checkout --quiet --force {commit}",
+            "git remote remove origin"]
+
+
+# ---- the sandbox ---------------------------------------------------------------------------
+
+def local_spec(key: str, repo_path: Path, *, network: str = "none", writable_env: bool = False,
+               timeout: int = 4 * 3600, labels: dict[str, str] | None = None) -> SandboxSpec:
+    cache = state_dir("swe", "cache")
+    mounts = [Mount(source=str(opt_root()), target="/opt"),
+              Mount(source=str(env_dir(key)), target=ENVS_MOUNT, read_only=not writable_env),
+              Mount(source=str(repo_path), target=REPO_MOUNT)]
+    if writable_env:
+        mounts.append(Mount(source=str(cache), target=CACHE_MOUNT, read_only=False))
+    return SandboxSpec(image="host", workdir=TESTBED, network=network, memory="8Gi", cpu=2.0,
+                       pids=4096, timeout=timeout, env={**GIT_ENV, "HOME": "/tmp"}, mounts=mounts,
+                       labels=labels or {})
+
+
+# ---- building ------------------------------------------------------------------------------
+
+@contextmanager
+def build_lock(key: str) -> Iterator[None]:
+    with open(env_dir(key) / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def interpreter(version: str) -> Path:
+    """The newest pyenv interpreter prefix of `version` ('3.9' -> .../versions/3.9.18)."""
+    found = sorted((p for p in PYENV_ROOT.glob(f"{version}.*") if (p / "bin").is_dir()),
+                   key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)])
+    if not found:
+        have = ", ".join(sorted(p.name for p in PYENV_ROOT.glob("*"))) or "none"
+        raise EnvironmentUnavailable(f"no Python {version} interpreter under {PYENV_ROOT} "
+                                     f"(have: {have})", )
+    return found[-1]
+
+
+KEEP_SITE = re.compile(r"^(pip|setuptools|wheel|pkg_resources|_distutils_hack|distutils-precedence\.pth)"
+                       r"([-.].*)?$")
+
+
+def copy_prefix(source: Path, target: Path) -> None:
+    """Copy an interpreter prefix without its site-packages (but pip/setuptools/wheel), and point
+    the scripts of its bin/ at the prefix's place inside the sandbox."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        if Path(folder).name == "site-packages":
+            return {n for n in names if not KEEP_SITE.match(n)}
+        return {n for n in names if n == "__pycache__"}
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignore)
+    for script in (target / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        head = script.read_bytes()[:256]
+        if head.startswith(b"#!") and str(source).encode() in head.split(b"\n")[0]:
+            data = script.read_bytes().replace(str(source).encode(), ENV_PREFIX.encode(), 1)
+            script.write_bytes(data)
+
+
+def requirement_lines(text: str) -> list[str]:
+    """A requirements file as SWE-bench reads it: no '-e .', comments or '.[test' lines."""
+    return [line.strip() for line in text.splitlines() if line.strip()
+            and not any(line.strip().startswith(x) for x in ("-e .", "#", ".[test", "-r"))]
+
+
+def conda_yml_requirements(text: str) -> list[str]:
+    """The pip-installable part of an environment.yml: conda deps (mapped) and its pip list."""
+    import yaml
+
+    from orchard_cli.tasks.swe.instance import conda_to_pip
+
+    data = yaml.safe_load(text) or {}
+    out = []
+    for dep in data.get("dependencies") or []:
+        if isinstance(dep, dict):
+            out += [str(p) for p in dep.get("pip") or []]
+        elif isinstance(dep, str) and dep.split("=")[0].split("<")[0].split(">")[0].strip() not in (
+                "python", "pip", "setuptools"):
+            out.append(conda_to_pip(dep.replace(" ", "")))
+    return out
+
+
+def editable(line: str) -> str:
+    """Install lines moved to build time must keep pointing at /testbed: make them editable."""
+    stripped = line.strip()
+    if stripped == "python setup.py install":
+        return "python -m pip install -e ."
+    match = re.match(r"^(python -m pip|pip) install (\.(\[[^\]]*\])?)(\s.*)?$", stripped)
+    if match:
+        return f"python -m pip install -e {match.group(2)}{match.group(4) or ''}"
+    return line
+
+
+def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: str,
+                 uv: str) -> str:
+    uv_install = (f"{shlex.quote(uv)} pip install --python {ENV_PREFIX}/bin/python "
+                  f"--exclude-newer {shlex.quote(date)}")
+    lines = ["set -euxo pipefail",
+             f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_NATIVE_TLS=1",
+             *checkout_script(commit), "source /opt/miniconda3/bin/activate", "conda activate testbed",
+             "python -m pip --version || python -m ensurepip"]
+    for line in recipe.pre_install:
+        lines.append(f": orchard skipped a system-wide line: {shlex.quote(line)}"
+                     if SYSTEM_LINE.search(line) else line)
+    if deps:
+        lines.append(f"cat > /tmp/orchard-requirements.txt <<'EOF_ORCHARD'\n" + "\n".join(deps)
+                     + "\nEOF_ORCHARD")
+        lines.append(f"{uv_install} -r /tmp/orchard-requirements.txt")
+    lines += [editable(line) for line in recipe.install]
+    lines.append(f"git ls-files --others -z | tar --null -T - -cf {ENVS_MOUNT}/artifacts.tar")
+    return "\n".join(lines) + "\n"
+
+
+def era_date(recipe: EnvironmentRecipe, created_at: str | None) -> str:
+    """The --exclude-newer date: the recipe's, ORCHARD_SWE_EXCLUDE_NEWER, or the instance's
+    created_at (a date-only value means the end of that day)."""
+    value = recipe.exclude_newer or os.environ.get("ORCHARD_SWE_EXCLUDE_NEWER") or created_at
+    if not value:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    value = str(value).strip().replace(" ", "T")
+    if re.match(r"^\d{4}-\d{2}-\d{2}$", value):
+        return value + "T23:59:59Z"
+    return value if value.endswith("Z") or "+" in value[10:] else value + "Z"
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if not found:
+            raise EnvironmentUnavailable("building SWE environments needs uv, which is not installed; "
+                                         "pip install 'orchard-cli[swe]'")
+        return found
+
+
+def ensure_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str, Any],
+                 repo_path: Path) -> dict[str, Any]:
+    """Build the environment `key` unless it is built; return its marker (env.json)."""
+    if is_built(key):
+        return read_marker(key)
+    with build_lock(key):
+        if is_built(key):
+            return read_marker(key)
+        return _build_local(env, key, recipe, record, repo_path)
+
+
+def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str, Any],
+                 repo_path: Path) -> dict[str, Any]:
+    started = time.time()
+    folder = env_dir(key)
+    prefix = folder / "testbed"
+    for stale in (prefix, folder / "artifacts.tar"):
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    source = interpreter(recipe.python)
+    copy_prefix(source, prefix)
+    commit = record.get("environment_setup_commit") or record["base_commit"]
+    deps = list(recipe.packages)
+    for files, reader in ((recipe.requirements_files, requirement_lines),
+                          (recipe.conda_files, conda_yml_requirements)):
+        for name in files:
+            text = git_show(repo_path, commit, name)
+            if text is not None:
+                deps += reader(text)
+                break
+        else:
+            if files:
+                raise EnvironmentUnavailable(f"{record['repo']}@{commit[:12]} has none of {', '.join(files)}")
+    date = era_date(recipe, record.get("created_at"))
+    script = build_script(recipe, commit, deps, date, uv_binary())
+    spec = local_spec(key, repo_path, network="full", writable_env=True, timeout=int(BUILD_TIMEOUT) + 600,
+                      labels={"orchard.swe": "env-build"})
+    try:
+        sandbox = SandboxHandle.create(env, spec)
+    except Exception as exc:
+        raise EnvironmentUnavailable(f"could not start the build sandbox for {key}: {exc}") from exc
+    try:
+        sandbox.write_file("/tmp/orchard-build.sh", script)
+        job = sandbox.exec("bash /tmp/orchard-build.sh > /tmp/orchard-build.log 2>&1",
+                           timeout=BUILD_TIMEOUT)
+        log = sandbox.read_file("/tmp/orchard-build.log").decode(errors="replace")
+    finally:
+        sandbox.destroy()
+    (folder / "build.log").write_text(log)
+    if job.status != "completed" or job.exit_code != 0:
+        cause = "timed out" if job.status == "timeout" else f"exit {job.exit_code}"
+        last = next((l for l in reversed(log.splitlines()) if l.strip() and not l.startswith("+")),
+                    job.error or "no output")
+        raise EnvironmentUnavailable(f"building the environment {key} failed ({cause}): {last.strip()[:300]}"
+                                     f" — see {folder / 'build.log'}")
+    marker = {"key": key, "repo": record["repo"], "version": record.get("version", ""),
+              "recipe": recipe.model_dump(), "python": str(source), "exclude_newer": date,
+              "commit": commit, "built_at": time.time(), "build_seconds": round(time.time() - started, 2)}
+    tmp = folder / ".env.json.tmp"
+    tmp.write_text(json.dumps(marker, indent=1))
+    tmp.replace(folder / "env.json")
+    return marker
+
+
+def instance_setup_script(recipe: EnvironmentRecipe, base_commit: str) -> str:
+    """Per instance, no network: checkout, the build's leftovers, pre_install again, a commit so
+    `git diff` shows only the agent's changes (as SWE-bench's instance images do)."""
+    lines = ["set -uxo pipefail", *checkout_script(base_commit),
+             f"if [ -s {ENVS_MOUNT}/artifacts.tar ]; then tar -xf {ENVS_MOUNT}/artifacts.tar -C {TESTBED}; fi",
+             "source /opt/miniconda3/bin/activate", "conda activate testbed"]
+    lines += [line for line in recipe.pre_install if not SYSTEM_LINE.search(line)]
+    lines += ["git -c user.name=SWE-bench -c user.email=setup@swebench.config commit --quiet "
+              "--allow-empty -am SWE-bench", "git status --short | head -5", "true"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,124 @@
+"""SWEFamily: SWE-bench instances as orchard tasks (load, sandbox, setup, grade)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from typing import Any
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import SandboxSpec
+from orchard_cli.tasks.base import Outcome, Task
+from orchard_cli.tasks.swe import dataset as ds
+from orchard_cli.tasks.swe import environment as envs
+from orchard_cli.tasks.swe.environment import EnvironmentUnavailable
+from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, run_and_grade
+from orchard_cli.tasks.swe.instance import TESTBED, EnvironmentRecipe, eval_script, recipe_for
+
+SETUP_TIMEOUT = 900.0
+
+
+class SWEFamily:
+    """Tasks from SWE-bench-format data; environments built per repo/version and cached."""
+
+    name = "swe"
+    environment_error = EnvironmentUnavailable
+
+    def __init__(self, *, repo_mirror: str | None = None,
+                 test_timeout: float = DEFAULT_TEST_TIMEOUT) -> None:
+        self.repo_mirror = repo_mirror or os.environ.get("ORCHARD_SWE_REPOS")
+        self.test_timeout = test_timeout
+        self.dataset_sha256: str | None = None
+        self.dataset_source: str | None = None
+        self._recipes: dict[str, EnvironmentRecipe] = {}
+        self._lock = threading.Lock()
+
+    # ---- loading ---------------------------------------------------------------------------
+
+    def load(self, source: str, *, suite: str | None = None, split: str = "test",
+             data_file: str | None = None, **filters: Any) -> list[Task]:
+        """Tasks of a file or hub dataset, filtered (instances, repo, limit, slice_)."""
+        data = ds.read_source(source, split=split, data_file=data_file)
+        self.dataset_sha256, self.dataset_source = data.sha256, data.source
+        records = ds.select(data.records, **filters)
+        return [self.task(record, suite or source) for record in records]
+
+    def task(self, record: dict[str, Any], suite: str) -> Task:
+        return Task(task_id=record["instance_id"], suite=suite, family=self.name,
+                    problem_statement=record.get("problem_statement") or "",
+                    repo=record["repo"], record=record)
+
+    def recipe(self, task: Task) -> EnvironmentRecipe:
+        with self._lock:
+            if task.task_id not in self._recipes:
+                self._recipes[task.task_id] = recipe_for(task.record)
+            return self._recipes[task.task_id]
+
+    def gold_patch(self, task: Task) -> str:
+        return task.record.get("patch") or ""
+
+    def env_key(self, task: Task) -> str:
+        return self.recipe(task).key(task.record["repo"], task.record.get("version", ""))
+
+    # ---- sandboxes -------------------------------------------------------------------------
+
+    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+        labels = {"orchard.task": task.task_id[:63], "orchard.family": self.name}
+        if backend == "local":
+            repo_path = envs.repository(task.record["repo"], self.repo_mirror)
+            return envs.local_spec(self.env_key(task), repo_path, labels=labels)
+        if backend in ("docker", "kubernetes"):
+            image = task.record.get("image")
+            if backend == "docker" and image and docker_has_image(image):
+                return SandboxSpec(image=image, workdir=TESTBED, network="none", memory="8Gi",
+                                   cpu=2.0, pids=4096, timeout=4 * 3600, labels=labels)
+            raise EnvironmentUnavailable(
+                f"{task.task_id}: the {backend} backend needs the image "
+                f"{image or '(none named)'}, which the engine does not have and cannot pull; "
+                "building SWE environments from orchard/base:bookworm is not implemented yet",
+                hint="grade on the local backend (--backend local)")
+        raise EnvironmentUnavailable(f"the SWE family has no environment recipe for backend {backend!r}")
+
+    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
+        """Build (or reuse) the environment, then put the repository at its base commit."""
+        if sandbox.info.backend != "local":
+            return  # an official image already holds /testbed at its base commit
+        recipe = self.recipe(task)
+        repo_path = envs.repository(task.record["repo"], self.repo_mirror)
+        envs.ensure_local(sandbox.env, self.env_key(task), recipe, task.record, repo_path)
+        script = envs.instance_setup_script(recipe, task.record["base_commit"])
+        sandbox.write_file("/tmp/orchard-setup.sh", script)
+        job = sandbox.exec("bash /tmp/orchard-setup.sh > /tmp/orchard-setup.log 2>&1",
+                           timeout=SETUP_TIMEOUT)
+        head = sandbox.exec(["git", "-C", TESTBED, "rev-parse", "HEAD~1"], timeout=60)
+        if job.status != "completed" or not head.ok or head.stdout.strip() != task.record["base_commit"]:
+            log = sandbox.read_file("/tmp/orchard-setup.log").decode(errors="replace")
+            last = next((l for l in reversed(log.splitlines()) if l.strip() and not l.startswith("+")),
+                        job.error or job.status)
+            raise EnvironmentUnavailable(
+                f"{task.task_id}: could not check out {task.record['base_commit'][:12]} "
+                f"of {task.record['repo']}: {last.strip()[:300]}")
+
+    def grade(self, task: Task, sandbox: SandboxHandle, patch: str) -> Outcome:
+        recipe = self.recipe(task)
+        local = sandbox.info.backend == "local"
+        script = eval_script(task.record, recipe, keep_install=not local)
+        return run_and_grade(task.record, sandbox, patch, script, timeout=self.test_timeout,
+                             parser_name=task.record.get("log_parser") or recipe.log_parser)
+
+    def environment_info(self, task: Task) -> dict[str, Any] | None:
+        """The built environment's marker (recipe, era date, build time), if built."""
+        key = self.env_key(task)
+        return envs.read_marker(key) if envs.is_built(key) else None
+
+
+def docker_has_image(image: str) -> bool:
+    try:
+        result = subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                                timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
