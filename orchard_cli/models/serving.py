@@ -1,0 +1,130 @@
+"""Run an aiohttp application on loopback: in a background thread (for a run) or in the foreground.
+
+Used by the scripted endpoint, the recording proxy and, later, local model servers. aiohttp is
+imported lazily so that `orchard --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+
+from orchard_cli.errors import InfraError
+
+T = TypeVar("T")
+AppFactory = Callable[[], Any]  # returns an aiohttp.web.Application; called inside the loop
+
+_BACKLOG = 1024  # the default (128 in aiohttp, 5 in http.server) stalls concurrency benchmarks
+
+
+async def _start_site(app: Any, host: str, port: int) -> tuple[Any, str]:
+    from aiohttp import web
+
+    # in-flight calls get 2 s to finish when the server stops (aiohttp's default is 60 s)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=_BACKLOG, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise InfraError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint="pick another --port, or 0 for any free port") from exc
+    bound_host, bound_port = runner.addresses[0][:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return runner, f"http://{shown}:{bound_port}"
+
+
+class BackgroundServer:
+    """An aiohttp app served from a daemon thread that owns its own event loop."""
+
+    def __init__(self, app_factory: AppFactory, *, host: str = "127.0.0.1", port: int = 0,
+                 name: str = "orchard-server") -> None:
+        self._factory = app_factory
+        self._host, self._port, self._name = host, port, name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: Any = None
+        self.app: Any = None
+        self.url: str | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise InfraError(f"{self._name} is not running")
+        return self._loop
+
+    def start(self, timeout: float = 30.0) -> str:
+        """Start serving; returns the root URL (http://host:port)."""
+        if self.url:
+            return self.url
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._loop = loop
+            try:
+                self.app = self._factory()
+                self._runner, self.url = loop.run_until_complete(
+                    _start_site(self.app, self._host, self._port))
+            except BaseException as exc:  # handed to the starting thread
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name=self._name, daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise InfraError(f"{self._name} did not start within {timeout:.0f} s")
+        if failure:
+            self._thread.join(5)
+            self._loop = None
+            raise failure[0]
+        assert self.url is not None
+        return self.url
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60.0) -> T:
+        """Run a coroutine on the server's loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        loop, self._loop = self._loop, None
+        if loop.is_running():
+            loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(timeout)
+        self._thread = None
+        self.url = None
+
+
+def run_foreground(app_factory: AppFactory, *, host: str, port: int,
+                   on_ready: Callable[[str], Awaitable[None] | None] | None = None) -> None:
+    """Serve until SIGINT or SIGTERM, then clean up (the app's on_cleanup hooks run)."""
+
+    async def main() -> None:
+        runner, url = await _start_site(app_factory(), host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            if on_ready is not None:
+                result = on_ready(url)
+                if asyncio.iscoroutine(result):
+                    await result
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())

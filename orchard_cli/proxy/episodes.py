@@ -1,0 +1,112 @@
+"""Episodes: one harness run each, with its own token, route, caps and list of call records.
+
+The token is what the harness uses as its API key (and in its base URL); the proxy swaps it for
+the real upstream key, so the real key never enters the sandbox. A token stops working when its
+episode closes.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from orchard_cli.proxy.records import CallRecord, EpisodeSummary
+
+if TYPE_CHECKING:
+    from orchard_cli.proxy.records import CallUsage
+
+
+class Episode:
+    """State shared by the proxy's loop (writes) and the run's thread (reads)."""
+
+    def __init__(self, episode_id: str, root_url: str, *, token: str | None = None,
+                 max_calls: int | None = None, max_tokens: int | None = None) -> None:
+        self.id = episode_id
+        self.token = token or f"orch-ep-{secrets.token_urlsafe(24)}"
+        self.base_url = f"{root_url}/e/{self.token}/v1"
+        self.max_calls, self.max_tokens = max_calls, max_tokens
+        self.capped: str | None = None
+        self.closed = False
+        self.opened_at = time.time()
+        self._records: list[CallRecord] = []
+        self._admitted = 0
+        self._tokens = 0
+        self._inflight = 0
+        self._idle = threading.Condition()
+        self._registry: dict[str, Episode] | None = None  # the proxy's token table, set on open
+
+    @property
+    def api_key(self) -> str:
+        """The key to give the harness: valid for this episode only, while it is open."""
+        return self.token
+
+    def env(self, key_var: str = "OPENAI_API_KEY", base_url_var: str = "OPENAI_BASE_URL") -> dict[str, str]:
+        """Environment variables for a harness: this episode's URL and token, never the real key."""
+        return {key_var: self.token, base_url_var: self.base_url}
+
+    # -- the proxy's side (event loop thread) --------------------------------------------------
+    def admit(self) -> tuple[int, str | None]:
+        """Count a new call: its sequence number, and why it is refused when over a cap."""
+        seq = self._admitted
+        self._admitted += 1
+        with self._idle:
+            self._inflight += 1
+        if self.max_calls is not None and seq >= self.max_calls:
+            self.capped = self.capped or f"max_calls={self.max_calls} reached"
+            return seq, self.capped
+        if self.max_tokens is not None and self._tokens >= self.max_tokens:
+            self.capped = self.capped or f"max_tokens={self.max_tokens} reached ({self._tokens} used)"
+            return seq, self.capped
+        return seq, None
+
+    def add(self, record: CallRecord, usage: CallUsage | None) -> None:
+        if usage is not None:
+            self._tokens += usage.total_tokens
+        with self._idle:
+            self._records.append(record)
+            self._inflight -= 1
+            self._idle.notify_all()
+
+    def abandon(self) -> None:
+        """A call that ends without a record (a bug path): keep the in-flight count right."""
+        with self._idle:
+            self._inflight -= 1
+            self._idle.notify_all()
+
+    # -- the run's side ------------------------------------------------------------------------
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until every admitted call has its record (the harness may exit a moment before)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._inflight <= 0, timeout)
+
+    @property
+    def records(self) -> list[CallRecord]:
+        """The episode's call records in arrival order (waits briefly for calls in flight)."""
+        self.wait_idle()
+        with self._idle:
+            return sorted(self._records, key=lambda r: r.seq)
+
+    def close(self, timeout: float = 10.0) -> EpisodeSummary:
+        """Revoke the token (later calls get 401) and summarize the episode."""
+        self.wait_idle(timeout)
+        self.closed = True
+        if self._registry is not None:
+            self._registry.pop(self.token, None)
+        return self.summary()
+
+    @property
+    def tokens_used(self) -> int:
+        return self._tokens
+
+    def summary(self) -> EpisodeSummary:
+        records = self.records
+        usage = [r.usage for r in records if r.usage is not None]
+        return EpisodeSummary(
+            episode=self.id, calls=len(records),
+            input_tokens=sum(u.input_tokens for u in usage),
+            output_tokens=sum(u.output_tokens for u in usage),
+            errors=sum(1 for r in records if r.error is not None),
+            infra_errors=sum(1 for r in records if r.error is not None and r.error.type == "infra"),
+            capped=self.capped)
