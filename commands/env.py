@@ -232,6 +232,8 @@ def gc(backend: BackendChoice = None, fmt: FormatOpt = OutputFormat.text) -> Non
     else:
         name = backend or (last.backend if last else daemon.DEFAULT_BACKEND)
         reaped, where = _gc_in_process(name), f"in-process ({name})"
+        if last is not None and name == last.backend:
+            daemon.forget_stale()
     if fmt == OutputFormat.json:
         emit_json({"via": where, "reaped": reaped})
         return

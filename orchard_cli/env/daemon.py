@@ -71,14 +71,17 @@ def read_state() -> ServiceState | None:
 
 
 def running_state() -> ServiceState | None:
-    """The recorded service if its process still runs; a stale record is removed."""
+    """The recorded service if its process still runs. A stale record (the service was killed)
+    stays until `env gc` / `env down` has reaped its backend, or `env up` replaces it."""
     state = read_state()
-    if state is None:
-        return None
-    if not state.alive:
+    return state if state is not None and state.alive else None
+
+
+def forget_stale() -> None:
+    """Remove the record of a service that no longer runs."""
+    state = read_state()
+    if state is not None and not state.alive:
         _remove_state(state.pid)
-        return None
-    return state
 
 
 def _write_state(state: ServiceState) -> None:
@@ -129,8 +132,6 @@ def _bind(host: str, port: int) -> socket.socket:
 def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
           on_ready: Callable[[ServiceState], None] | None = None, log_level: str = "info") -> None:
     """Run the service in this process until SIGTERM / SIGINT; then destroy its sandboxes."""
-    import uvicorn
-
     from orchard_cli.env.auth import service_key
     from orchard_cli.env.manager import EnvManager
     from orchard_cli.env.service import create_app
@@ -149,10 +150,12 @@ def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = 
                          backend=manager.backend.name, host=host, port=actual_port,
                          started_at=time.time(), key=key_source(),
                          log=os.environ.get("ORCHARD_ENV_LOG"))
+    import uvicorn
+
     app = create_app(manager, key)
     config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=log_level == "debug")
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
     _write_state(state)
     try:
         if on_ready:
@@ -162,6 +165,38 @@ def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = 
         _remove_state(state.pid)
         sock.close()
         os.close(lock)
+    if server.stop_signal == signal.SIGINT:
+        raise KeyboardInterrupt
+
+
+def _server_class():
+    """uvicorn.Server that returns after SIGTERM / SIGINT (having shut down gracefully) instead
+    of re-raising the signal, so `serve` can clean up and the process exits normally."""
+    import threading
+    from contextlib import contextmanager
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        stop_signal: int | None = None
+
+        def handle_exit(self, sig, frame) -> None:
+            self.stop_signal = self.stop_signal or sig
+            super().handle_exit(sig, frame)
+
+        @contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            old = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+
+    return Server
 
 
 def _lock() -> int:

@@ -238,7 +238,9 @@ def test_round_trip_through_the_client(service):
     result = client.apply_patch(sid, PATCH)
     assert result.applied and result.method, result.output
     assert client.read_file(sid, "hello.txt") == b"hello world\n"
-    assert not client.apply_patch(sid, PATCH.replace("-hello\n", "-absent\n")).applied
+    stale = PATCH.replace("-hello\n", "-absent\n").replace("+hello world\n", "+other\n")
+    assert not client.apply_patch(sid, stale).applied
+    assert client.read_file(sid, "hello.txt") == b"hello world\n"
 
     before = client.get_sandbox(sid).last_heartbeat
     time.sleep(0.05)
