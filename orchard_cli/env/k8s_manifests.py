@@ -2,6 +2,8 @@
 
 Nothing here imports the `kubernetes` client: these are pure functions of a `SandboxSpec`, so they
 are tested field by field without a cluster, and the backend (`kubernetes.py`) only sends them.
+`pod_state` and `resource_of` read the client's answers back (a Pod's phase and reason, a
+resource's id, owner and expiry).
 
 Network policies are created per sandbox (named like the pod, selecting its `orchard.sandbox_id`
 label), not once per namespace: a 'proxy' policy names that sandbox's own proxy address, each
@@ -16,10 +18,11 @@ import hashlib
 import ipaddress
 import json
 import re
+from typing import Any
 
 import yaml
 
-from orchard_cli.env.models import SandboxSpec
+from orchard_cli.env.models import Resource, SandboxSpec
 from orchard_cli.errors import UsageError
 
 MANAGED = "orchard.managed"
@@ -198,6 +201,55 @@ def network_policy_body(sandbox_id: str, spec: SandboxSpec, *, namespace: str, o
     }
 
 
+# ---- reading objects back (V1Pod / V1ObjectMeta models from the client) ---------------------
+
+# Waiting reasons that will not resolve by waiting.
+FATAL_WAITING = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+                           "CreateContainerConfigError", "CreateContainerError",
+                           "RunContainerError", "CrashLoopBackOff"})
+
+def pod_state(pod: Any, *, fail_unschedulable: bool = True) -> tuple[str, str]:
+    """('running' | 'pending' | 'failed', reason) from a V1Pod's status."""
+    status = pod.status
+    phase = (status.phase if status else None) or "Pending"
+    statuses = (status.container_statuses or []) if status else []
+    running, waiting = False, []
+    for cs in statuses:
+        state = cs.state
+        if state and state.terminated:
+            t = state.terminated
+            why = " ".join(x for x in (t.reason, t.message) if x)
+            return "failed", f"container exited with {t.exit_code}" + (f" ({why})" if why else "")
+        if state and state.waiting and state.waiting.reason:
+            if state.waiting.reason in FATAL_WAITING:
+                return "failed", f"{state.waiting.reason}: {state.waiting.message or cs.image}"
+            waiting.append(state.waiting.reason)
+        running = running or bool(state and state.running)
+    if phase in ("Failed", "Succeeded"):
+        detail = " ".join(x for x in (status.reason, status.message) if x)
+        return "failed", f"pod {phase}" + (f": {detail}" if detail else "")
+    if phase == "Running" and running:
+        return "running", ""
+    for cond in (status.conditions or []) if status else []:
+        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+            reason = f"Unschedulable: {cond.message or ''}".strip()
+            return ("failed" if fail_unschedulable else "pending"), reason
+    return "pending", f"phase {phase}" + (f" ({', '.join(waiting)})" if waiting else "")
+
+
+def resource_of(meta: Any, detail: str) -> Resource | None:
+    labels, notes = meta.labels or {}, meta.annotations or {}
+    sandbox_id = labels.get(SANDBOX_ID)
+    if not sandbox_id:
+        return None
+    try:
+        expires = float(notes.get(EXPIRES) or labels.get(EXPIRES) or 0)
+    except ValueError:
+        expires = 0.0
+    return Resource(sandbox_id=sandbox_id, owner=notes.get(OWNER, ""), expires_at=expires,
+                    detail=detail)
+
+
 # ---- the service itself, for `orchard env up --backend kubernetes --print-manifests` ----------
 
 _SECRET_NOTE = """\
@@ -247,8 +299,12 @@ def service_objects(namespace: str = "orchard", image: str = SERVICE_IMAGE,
                          {"name": "tmp", "mountPath": "/tmp"}],
     }
     return [
+        # Pod Security 'baseline': whoever holds the service account can create pods here, but
+        # no privileged, hostPath or host-namespace ones (sandbox pods pass 'baseline').
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": namespace, "labels": dict(app)}},
+         "metadata": {"name": namespace, "labels": dict(app, **{
+             "pod-security.kubernetes.io/enforce": "baseline",
+             "pod-security.kubernetes.io/enforce-version": "latest"})}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("orchard-env")},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": meta("orchard-env"), "rules": role_rules},

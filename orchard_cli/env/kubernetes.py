@@ -28,6 +28,7 @@ import re
 import shlex
 import socket
 import tarfile
+import threading
 import time
 from typing import Any, ClassVar
 
@@ -44,16 +45,11 @@ from orchard_cli.errors import (
     InfraError,
     MissingDependencyError,
     NotFoundError,
-    OrchardError,
     SandboxError,
     UsageError,
 )
 
 INSTALL_HINT = "pip install 'orchard-cli[kubernetes]'"
-# Waiting reasons that will not resolve by waiting.
-FATAL_WAITING = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-                           "CreateContainerConfigError", "CreateContainerError",
-                           "RunContainerError", "CrashLoopBackOff"})
 EXEC_GRACE_SECONDS = 10.0    # beyond the command's timeout before the client gives up
 MAX_FILE_BYTES = 512 << 20   # the most read_file brings back
 NOT_FOUND_EXIT = 44          # read_file's wrapper: no such file
@@ -196,7 +192,11 @@ class KubernetesSandbox:
 
 
 class KubernetesBackend:
-    """Sandboxes as Pods in one namespace. NetworkPolicy enforcement depends on the CNI."""
+    """Sandboxes as Pods in one namespace (default: ORCHARD_K8S_NAMESPACE, else 'orchard').
+
+    spec.image 'host' (the local backend's default) means `default_image` here. NetworkPolicy
+    enforcement depends on the cluster's CNI plugin.
+    """
 
     name: ClassVar[str] = "kubernetes"
     unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts"})
@@ -219,32 +219,35 @@ class KubernetesBackend:
         self.request_timeout = request_timeout
         self._api = api_client
         self._own_client = api_client is None
+        self._lock = threading.Lock()
 
     # ---- the client ----------------------------------------------------------------------------
 
     def _client(self) -> Any:
-        if self._api is None:
-            try:
-                from kubernetes import client, config
-            except ImportError as exc:
-                raise MissingDependencyError("the kubernetes backend needs the kubernetes client",
-                                             hint=INSTALL_HINT) from exc
-            in_cluster = self.in_cluster
-            if in_cluster is None:
-                in_cluster = not (self.kubeconfig or os.environ.get("KUBECONFIG")) and bool(
-                    os.environ.get("KUBERNETES_SERVICE_HOST"))
-            try:
-                if in_cluster:
-                    cfg = client.Configuration()
-                    config.load_incluster_config(client_configuration=cfg)
-                    self._api = client.ApiClient(cfg)
-                else:
-                    self._api = config.new_client_from_config(config_file=self.kubeconfig,
-                                                              context=self.context)
-            except Exception as exc:
-                raise InfraError(f"cannot load the Kubernetes configuration: {exc}",
-                                 hint="set KUBECONFIG, or pass kubeconfig=/context=") from exc
+        with self._lock:
+            if self._api is None:
+                self._api = self._load_client()
         return self._api
+
+    def _load_client(self) -> Any:
+        try:
+            from kubernetes import client, config
+        except ImportError as exc:
+            raise MissingDependencyError("the kubernetes backend needs the kubernetes client",
+                                         hint=INSTALL_HINT) from exc
+        in_cluster = self.in_cluster
+        if in_cluster is None:
+            in_cluster = not (self.kubeconfig or os.environ.get("KUBECONFIG")) and bool(
+                os.environ.get("KUBERNETES_SERVICE_HOST"))
+        try:
+            if in_cluster:
+                cfg = client.Configuration()
+                config.load_incluster_config(client_configuration=cfg)
+                return client.ApiClient(cfg)
+            return config.new_client_from_config(config_file=self.kubeconfig, context=self.context)
+        except Exception as exc:
+            raise InfraError(f"cannot load the Kubernetes configuration: {exc}",
+                             hint="set KUBECONFIG, or pass kubeconfig=/context=") from exc
 
     def _core(self) -> Any:
         from kubernetes import client
@@ -257,6 +260,7 @@ class KubernetesBackend:
     def _call(self, what: str, fn: Any, *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
         """Call the API; map its failures to OrchardErrors. With missing_ok a 404 returns None."""
         from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import HTTPError as Urllib3Error
         try:
             return fn(*args, _request_timeout=self.request_timeout, **kwargs)
         except ApiException as exc:
@@ -273,9 +277,7 @@ class KubernetesBackend:
             if exc.status == 0:
                 raise InfraError(f"cannot reach the Kubernetes API to {what}: {msg}") from exc
             raise SandboxError(f"Kubernetes could not {what}: {exc.status} {msg}") from exc
-        except OrchardError:
-            raise
-        except Exception as exc:  # urllib3 connection failures and the like
+        except (Urllib3Error, OSError) as exc:  # connection refused, DNS, TLS, timeouts
             host = getattr(getattr(self._api, "configuration", None), "host", "?")
             raise InfraError(f"cannot reach the Kubernetes API at {host} to {what}: {exc}") from exc
 
@@ -331,11 +333,11 @@ class KubernetesBackend:
         return sorted({info[4][0] for info in infos})
 
     def _wait_running(self, name: str) -> Any:
-        deadline = time.monotonic() + self.create_timeout
+        deadline, delay = time.monotonic() + self.create_timeout, self.poll_interval
         core = self._core()
         while True:
             pod = self._call("read a pod", core.read_namespaced_pod, name, self.namespace)
-            state, reason = pod_state(pod, fail_unschedulable=self.fail_unschedulable)
+            state, reason = m.pod_state(pod, fail_unschedulable=self.fail_unschedulable)
             if state == "running":
                 return pod
             if state == "failed":
@@ -344,7 +346,8 @@ class KubernetesBackend:
             if time.monotonic() >= deadline:
                 raise SandboxError(f"pod {name} not running after {self.create_timeout:g}s: {reason}",
                                    hint="look at `kubectl describe pod` for its events")
-            time.sleep(self.poll_interval)
+            time.sleep(delay)
+            delay = min(delay * 1.5, max(self.poll_interval, 2.0))  # spare the API server
 
     def _tail_logs(self, core: Any, name: str) -> str:
         try:
@@ -360,14 +363,14 @@ class KubernetesBackend:
         pods = self._call("list pods", self._core().list_namespaced_pod, self.namespace,
                           label_selector=selector)
         for pod in pods.items:
-            res = _resource(pod.metadata, f"pod/{pod.metadata.name} "
+            res = m.resource_of(pod.metadata, f"pod/{pod.metadata.name} "
                                           f"{(pod.status.phase if pod.status else None) or '?'}")
             if res:
                 found[res.sandbox_id] = res
         policies = self._call("list NetworkPolicies", self._net().list_namespaced_network_policy,
                               self.namespace, label_selector=selector)
         for policy in policies.items:
-            res = _resource(policy.metadata, f"networkpolicy/{policy.metadata.name} (no pod)")
+            res = m.resource_of(policy.metadata, f"networkpolicy/{policy.metadata.name} (no pod)")
             if res and res.sandbox_id not in found:
                 found[res.sandbox_id] = res
         return list(found.values())
@@ -435,45 +438,3 @@ class KubernetesBackend:
             return None, out, err, True, None
         code, error = exit_status(status)
         return code, out, err, False, error
-
-
-def pod_state(pod: Any, *, fail_unschedulable: bool = True) -> tuple[str, str]:
-    """('running' | 'pending' | 'failed', reason) from a V1Pod's status."""
-    status = pod.status
-    phase = (status.phase if status else None) or "Pending"
-    statuses = (status.container_statuses or []) if status else []
-    running, waiting = False, []
-    for cs in statuses:
-        state = cs.state
-        if state and state.terminated:
-            t = state.terminated
-            why = " ".join(x for x in (t.reason, t.message) if x)
-            return "failed", f"container exited with {t.exit_code}" + (f" ({why})" if why else "")
-        if state and state.waiting and state.waiting.reason:
-            if state.waiting.reason in FATAL_WAITING:
-                return "failed", f"{state.waiting.reason}: {state.waiting.message or cs.image}"
-            waiting.append(state.waiting.reason)
-        running = running or bool(state and state.running)
-    if phase in ("Failed", "Succeeded"):
-        detail = " ".join(x for x in (status.reason, status.message) if x)
-        return "failed", f"pod {phase}" + (f": {detail}" if detail else "")
-    if phase == "Running" and running:
-        return "running", ""
-    for cond in (status.conditions or []) if status else []:
-        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
-            reason = f"Unschedulable: {cond.message or ''}".strip()
-            return ("failed" if fail_unschedulable else "pending"), reason
-    return "pending", f"phase {phase}" + (f" ({', '.join(waiting)})" if waiting else "")
-
-
-def _resource(meta: Any, detail: str) -> Resource | None:
-    labels, notes = meta.labels or {}, meta.annotations or {}
-    sandbox_id = labels.get(m.SANDBOX_ID)
-    if not sandbox_id:
-        return None
-    try:
-        expires = float(notes.get(m.EXPIRES) or labels.get(m.EXPIRES) or 0)
-    except ValueError:
-        expires = 0.0
-    return Resource(sandbox_id=sandbox_id, owner=notes.get(m.OWNER, ""), expires_at=expires,
-                    detail=detail)

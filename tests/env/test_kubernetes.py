@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from orchard_cli.env import k8s_manifests as m
-from orchard_cli.env.kubernetes import KubernetesBackend, exec_argv, exit_status, pod_state
+from orchard_cli.env.kubernetes import KubernetesBackend, exec_argv, exit_status
 from orchard_cli.env.manager import EnvManager
 from orchard_cli.env.models import TRUNCATION_MARKER, ExecRequest, SandboxSpec
 from orchard_cli.env.owner import _host, current_owner
@@ -140,16 +140,16 @@ def _pod(status: dict):
 
 
 def test_pod_state_reasons():
-    assert pod_state(_pod({"phase": "Pending"})) == ("pending", "phase Pending")
+    assert m.pod_state(_pod({"phase": "Pending"})) == ("pending", "phase Pending")
     waiting = {"name": "sandbox", "image": "x", "imageID": "", "ready": False, "restartCount": 0}
     pulling = _pod({"phase": "Pending", "containerStatuses": [dict(waiting, state={"waiting": {
         "reason": "ImagePullBackOff", "message": "Back-off pulling image \"x\""}})]})
-    assert pod_state(pulling) == ("failed", 'ImagePullBackOff: Back-off pulling image "x"')
+    assert m.pod_state(pulling) == ("failed", 'ImagePullBackOff: Back-off pulling image "x"')
     unsched = _pod({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
                    "reason": "Unschedulable", "message": "0/3 nodes: Insufficient cpu"}]})
-    assert pod_state(unsched)[0] == "failed"
-    assert pod_state(unsched, fail_unschedulable=False)[0] == "pending"
-    assert pod_state(_pod({"phase": "Failed", "reason": "DeadlineExceeded"})) == \
+    assert m.pod_state(unsched)[0] == "failed"
+    assert m.pod_state(unsched, fail_unschedulable=False)[0] == "pending"
+    assert m.pod_state(_pod({"phase": "Failed", "reason": "DeadlineExceeded"})) == \
         ("failed", "pod Failed: DeadlineExceeded")
 
 
@@ -525,6 +525,19 @@ def test_exec_and_files_through_the_exec_websocket(fake_kube, tmp_path):
         sandbox.read_file(str(tmp_path / "deep"))
 
 
+def test_concurrent_execs_and_rest_calls_do_not_mix(fake_kube, tmp_path):
+    """stream() swaps its ApiClient's transport while connecting: REST calls made meanwhile on a
+    shared client would go out as websockets. Each exec has its own client, so this holds."""
+    from concurrent.futures import ThreadPoolExecutor
+    backend = backend_for(fake_kube)
+    sandbox = backend.create("sb-par", SandboxSpec(image="fake/ok", workdir=str(tmp_path)), OWNER, 2e9)
+    with ThreadPoolExecutor(8) as pool:
+        jobs = [pool.submit(sandbox.exec, ExecRequest(command=f"echo {i}")) for i in range(24)]
+        listings = [pool.submit(backend.resources) for _ in range(24)]
+        assert [j.result().stdout for j in jobs] == [f"{i}\n" for i in range(24)]
+        assert all([r.sandbox_id for r in f.result()] == ["sb-par"] for f in listings)
+
+
 def test_env_manager_over_the_backend(fake_kube, tmp_path):
     with EnvManager(backend=backend_for(fake_kube), reap_interval=3600) as env:
         info = env.create_sandbox(SandboxSpec(image="fake/ok", workdir=str(tmp_path)))
@@ -544,6 +557,18 @@ def test_unreachable_api_is_an_infra_error():
         backend.resources()
 
 
+def test_missing_configuration_is_an_infra_error(tmp_path, monkeypatch):
+    from orchard_cli.errors import InfraError
+    monkeypatch.setenv("ORCHARD_K8S_NAMESPACE", "from-env")
+    backend = KubernetesBackend(kubeconfig=str(tmp_path / "no-such-kubeconfig"))
+    assert backend.namespace == "from-env"
+    with pytest.raises(InfraError, match="cannot load the Kubernetes configuration"):
+        backend.resources()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(InfraError, match="cannot load the Kubernetes configuration"):
+        KubernetesBackend(in_cluster=True).resources()
+
+
 def test_mounts_are_refused(fake_kube):
     spec = SandboxSpec(image="fake/ok", mounts=[{"source": "/opt", "target": "/opt"}])
     with pytest.raises(UsageError, match="cannot mount"):
@@ -553,28 +578,46 @@ def test_mounts_are_refused(fake_kube):
 
 # ---- 3. a real cluster (KUBECONFIG) -----------------------------------------------------------
 
+def _real_backend() -> KubernetesBackend:
+    return KubernetesBackend(namespace=os.environ.get("ORCHARD_K8S_NAMESPACE", "orchard"),
+                             default_image=os.environ.get("ORCHARD_K8S_IMAGE", m.DEFAULT_IMAGE))
+
+
 @pytest.mark.k8s
 def test_real_cluster_sandbox_round_trip():
-    backend = KubernetesBackend(namespace=os.environ.get("ORCHARD_K8S_NAMESPACE", "orchard"),
-                                default_image=os.environ.get("ORCHARD_K8S_IMAGE", m.DEFAULT_IMAGE))
+    backend = _real_backend()
     with EnvManager(backend=backend, reap_interval=3600) as env:
         info = env.create_sandbox(SandboxSpec(network="none", memory="256Mi", timeout=600))
         sid = info.sandbox_id
         job = env.exec(sid, ExecRequest(command="echo hi; echo oops >&2; exit 4", wait=True))
         assert (job.exit_code, job.stdout, job.stderr) == (4, "hi\n", "oops\n")
+        job = env.exec(sid, ExecRequest(command=["cat"], stdin="piped\n", wait=True))
+        assert (job.exit_code, job.stdout) == (0, "piped\n")
         env.write_file(sid, "a/b.txt", b"\x00bytes\xff")
         assert env.read_file(sid, "a/b.txt") == b"\x00bytes\xff"
         with pytest.raises(NotFoundError):
             env.read_file(sid, "nope.txt")
         job = env.exec(sid, ExecRequest(command="touch /etc/x", wait=True))
-        assert job.exit_code != 0  # read-only root
-        job = env.exec(sid, ExecRequest(command="sleep 60 & sleep 60", timeout_seconds=2, wait=True))
-        assert job.status == "timeout"
-        job = env.exec(sid, ExecRequest(command="ps -e -o comm= 2>/dev/null | grep -c sleep || true",
-                                        wait=True))
-        assert job.stdout.strip() in ("0", "")  # the timed-out tree is gone
+        assert job.exit_code not in (0, None)  # read-only root filesystem
+        job = env.exec(sid, ExecRequest(command="sleep 61 & sleep 61", timeout_seconds=2, wait=True))
+        assert job.status == "timeout" and job.exit_code is None
+        count = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 6[1]' || true"
+        job = env.exec(sid, ExecRequest(command=count, wait=True))
+        assert job.stdout.strip() == "0"  # the timed-out process tree is gone
         assert sid in {r.sandbox_id for r in backend.resources()}
     assert sid not in {r.sandbox_id for r in backend.resources()}
+
+
+@pytest.mark.k8s
+def test_real_cluster_network_none_blocks_what_full_reaches():
+    probe = ("timeout 5 bash -c 'echo > /dev/tcp/$KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT'"
+             " 2>/dev/null && echo open || echo closed")
+    with EnvManager(backend=_real_backend(), reap_interval=3600) as env:
+        seen = {}
+        for network in ("full", "none"):
+            sid = env.create_sandbox(SandboxSpec(network=network, timeout=300)).sandbox_id
+            seen[network] = env.exec(sid, ExecRequest(command=probe, wait=True)).stdout.strip()
+    assert seen == {"full": "open", "none": "closed"}  # 'none' open: the CNI ignores policies
 
 
 # ---- 4. the service manifests -----------------------------------------------------------------
@@ -590,6 +633,7 @@ def test_render_manifests_is_valid_yaml_of_valid_objects():
         assert doc["kind"] == "Namespace" or doc["metadata"]["namespace"] == "orch"
         model_check(doc)
     by_kind = {d["kind"]: d for d in docs}
+    assert by_kind["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     rules = {r["resources"][0]: set(r["verbs"]) for r in by_kind["Role"]["rules"]}
     assert rules == {"pods": {"create", "get", "list", "delete"}, "pods/exec": {"create", "get"},
                      "pods/log": {"get"}, "networkpolicies": {"create", "get", "list", "delete"}}
