@@ -97,8 +97,8 @@ def exit_status(raw: bytes | str) -> tuple[int | None, str | None]:
     if status.get("status") == "Success":
         return 0, None
     for cause in (status.get("details") or {}).get("causes") or []:
-        if cause.get("reason") == "ExitCode":
-            return int(cause.get("message", "")), None
+        if cause.get("reason") == "ExitCode" and str(cause.get("message", "")).isdigit():
+            return int(cause["message"]), None
     return None, status.get("message") or "exec failed"
 
 
