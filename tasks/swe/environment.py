@@ -41,6 +41,9 @@ BUILD_TIMEOUT = 3600.0
 # Lines of pre_install that change the system, not the repository: skipped where the root
 # filesystem is the host's and read-only.
 SYSTEM_LINE = re.compile(r"^\s*(sudo\s|apt(-get)?\s|locale-gen|update-locale|dpkg|yum\s)|\s/(etc|usr)/")
+# Every command starts with the environment active (as in SWE-bench's images), for agents too.
+ACTIVE_ENV = {"PATH": f"{ENV_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+              "CONDA_PREFIX": ENV_PREFIX, "CONDA_DEFAULT_ENV": "testbed", "HOME": "/tmp"}
 GIT_ENV = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
            "GIT_CONFIG_VALUE_0": "*", "GIT_TERMINAL_PROMPT": "0"}
 
@@ -173,7 +176,7 @@ def local_spec(key: str, repo_path: Path, *, network: str = "none", writable_env
     if writable_env:
         mounts.append(Mount(source=str(cache), target=CACHE_MOUNT, read_only=False))
     return SandboxSpec(image="host", workdir=TESTBED, network=network, memory="8Gi", cpu=2.0,
-                       pids=4096, timeout=timeout, env={**GIT_ENV, "HOME": "/tmp"}, mounts=mounts,
+                       pids=4096, timeout=timeout, env={**GIT_ENV, **ACTIVE_ENV}, mounts=mounts,
                        labels=labels or {})
 
 

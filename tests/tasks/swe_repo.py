@@ -13,8 +13,12 @@ from pathlib import Path
 
 REPO = "acme/calc"
 CREATED_AT = "2024-05-01T12:00:00Z"
-RECIPE = {"python": "3.10", "packages": ["pytest==8.2.0"],
-          "install": ["python -m pip install -e ."], "log_parser": "pytest"}
+# No network in tests: the runner is unittest (read by the official django parser, which reads
+# unittest's verbose output), the install builds with the interpreter's own setuptools, and the
+# one package uv installs is a wheel the test writes into the mirror (seen at /orchard/repo).
+RECIPE = {"python": "3.10", "packages": ["calc-extras @ file:///orchard/repo/dist/calc_extras-1.0-py3-none-any.whl"],
+          "install": ["python -m pip install --no-build-isolation -e ."], "log_parser": "django"}
+TEST_CMD = "python -m unittest -v tests.test_calc"
 
 BUGGY = '''def add(a, b):
     return a - b
@@ -27,22 +31,22 @@ def sub(a, b):
 def mul(a, b):
     return a * b
 '''
-TESTS = '''import pytest
+TESTS = '''import unittest
 
+import calc_extras
 from calc import mul, sub
 
 
-def test_sub():
-    assert sub(3, 1) == 2
+class CalcTests(unittest.TestCase):
+    def test_sub(self):
+        self.assertEqual(sub(3, 1), calc_extras.TWO)
 
+    def test_mul(self):
+        self.assertEqual(mul(2, 3), 6)
 
-def test_mul():
-    assert mul(2, 3) == 6
-
-
-@pytest.mark.skip(reason="not today")
-def test_later():
-    assert False
+    @unittest.skip("not today")
+    def test_later(self):
+        self.fail()
 '''
 
 
@@ -72,7 +76,9 @@ def make_repo(mirror: Path) -> tuple[Path, str]:
                                    'setup(name="calc", version="0.1", packages=["calc"])\n')
     (work / "calc" / "__init__.py").write_text(BUGGY)
     (work / "tests" / "test_calc.py").write_text(TESTS)
-    (work / ".gitignore").write_text("*.egg-info/\n__pycache__/\n")
+    (work / "tests" / "__init__.py").write_text("")
+    (work / ".gitignore").write_text("*.egg-info/\n__pycache__/\ndist/\n")
+    write_wheel(work / "dist")
     git(work, "init", "-q", "-b", "main")
     git(work, "add", "-A")
     git(work, "commit", "-qm", "calc with a bug in add")
@@ -90,11 +96,12 @@ def make_instances(mirror: Path) -> dict:
                          .replace("return a * b", "return a ** b"))
     test_patch = diff_of(work, "tests/test_calc.py", TESTS.replace(
         "from calc import mul, sub", "from calc import add, mul, sub").replace(
-        "def test_sub():", "def test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():"))
+        "    def test_sub(self):", "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+                               "    def test_sub(self):"))
     not_applying = gold.replace("return a - b", "return a - b - 0").replace("+    return a + b",
                                                                          "+    return b + a")
-    f2p = ["tests/test_calc.py::test_add"]
-    p2p = ["tests/test_calc.py::test_sub", "tests/test_calc.py::test_mul"]
+    f2p = ["test_add (tests.test_calc.CalcTests)"]
+    p2p = ["test_sub (tests.test_calc.CalcTests)", "test_mul (tests.test_calc.CalcTests)"]
     common = {"repo": REPO, "base_commit": base, "environment_setup_commit": base,
               "patch": gold, "test_patch": test_patch, "created_at": CREATED_AT, "version": "0.1",
               "FAIL_TO_PASS": json.dumps(f2p), "PASS_TO_PASS": json.dumps(p2p),
@@ -102,7 +109,7 @@ def make_instances(mirror: Path) -> dict:
     scripted = {**common, "instance_id": "acme__calc-1", "environment": RECIPE,
                 "eval_script": dataset_style_script(base, test_patch)}
     own = {**common, "instance_id": "acme__calc-2",
-           "environment": {**RECIPE, "test_cmd": "pytest -rA tests/test_calc.py"}}
+           "environment": {**RECIPE, "test_cmd": TEST_CMD}}
     return {"scripted": scripted, "own": own, "gold": gold, "wrong": wrong, "hang": hang,
             "breaks_p2p": breaks_p2p, "not_applying": not_applying, "base": base}
 
@@ -114,7 +121,29 @@ def dataset_style_script(base: str, test_patch: str) -> str:
         "conda activate testbed", "cd /testbed", "git config --global --add safe.directory /testbed",
         "cd /testbed", "git status", "git show", f"git -c core.fileMode=false diff {base}",
         "source /opt/miniconda3/bin/activate", "conda activate testbed",
-        "python -m pip install -e .", f"git checkout {base} tests/test_calc.py",
+        RECIPE["install"][0], f"git checkout {base} tests/test_calc.py",
         f"git apply -v - <<'EOF_114329324912'\n{test_patch}\nEOF_114329324912",
-        ": '>>>>> Start Test Output'", "pytest -rA tests/test_calc.py", ": '>>>>> End Test Output'",
+        ": '>>>>> Start Test Output'", TEST_CMD, ": '>>>>> End Test Output'",
         f"git checkout {base} tests/test_calc.py", ""])
+
+
+def write_wheel(folder: Path) -> Path:
+    """A pure-Python wheel written by hand (no build tools, no network)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "calc_extras-1.0-py3-none-any.whl"
+    files = {"calc_extras.py": "TWO = 2\n",
+             "calc_extras-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: calc-extras\nVersion: 1.0\n",
+             "calc_extras-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(text.encode())}")
+        record.append("calc_extras-1.0.dist-info/RECORD,,")
+        wheel.writestr("calc_extras-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path

@@ -1,0 +1,142 @@
+"""Grading a real SWE-bench-format instance on the real local backend (bubblewrap).
+
+The instance is built by `swe_repo`: a git repository with a bug, the fix as gold patch, a test
+patch adding the FAIL_TO_PASS test. Both an eval_script instance (written for /testbed and
+`conda activate testbed` like the dataset's) and an own-recipe instance are graded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.tasks.registry import load_suite
+from orchard_cli.tasks.swe import EnvironmentUnavailable
+from orchard_cli.tasks.swe import environment as envs
+
+sys.path.insert(0, str(Path(__file__).parent))
+import swe_repo  # noqa: E402
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("swe-local")
+    instances = swe_repo.make_instances(root / "mirror")
+    data = root / "calc.jsonl"
+    data.write_text("\n".join(json.dumps(instances[k]) for k in ("scripted", "own")) + "\n")
+    env = connect("local")
+    yield {"root": root, "home": root / "home", "instances": instances, "data": data, "env": env}
+    env.close()
+
+
+@pytest.fixture
+def home(world, monkeypatch):
+    """One ORCHARD_HOME for the module, so the environment is built once."""
+    monkeypatch.setenv("ORCHARD_HOME", str(world["home"]))
+    return world["home"]
+
+
+def load(world, **options):
+    family, tasks = load_suite(str(world["data"]), repo_mirror=str(world["root"] / "mirror"))
+    for key, value in options.items():
+        setattr(family, key, value)
+    return family, {t.task_id: t for t in tasks}
+
+
+def grade(world, family, task, patch):
+    with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
+        family.setup(task, sandbox)
+        return family.grade(task, sandbox, patch)
+
+
+def test_environment_is_built_once_and_reused(world, home):
+    family, tasks = load(world)
+    first, second = tasks["acme__calc-1"], tasks["acme__calc-2"]
+    key = family.env_key(first)
+    assert key == family.env_key(second)  # same repo/version/recipe
+    started = time.monotonic()
+    with SandboxHandle.create(world["env"], family.sandbox_spec(first, "local")) as sandbox:
+        family.setup(first, sandbox)
+        cold = time.monotonic() - started
+        head = sandbox.exec("git log --format=%s -n 2 && git status --porcelain && "
+                            "python -c 'import calc, calc_extras, sys; print(calc.__file__, sys.prefix)'")
+        assert head.ok, head.stderr
+        assert head.stdout.splitlines()[:2] == ["SWE-bench", "calc with a bug in add"]
+        assert "/testbed/calc/__init__.py /opt/miniconda3/envs/testbed" in head.stdout
+    marker = family.environment_info(first)
+    assert marker["exclude_newer"] == "2024-05-01T12:00:00Z" and marker["python"].endswith("3.10.13") \
+        or marker["python"].split("/")[-1].startswith("3.10")
+    log_mtime = (envs.envs_root() / key / "build.log").stat().st_mtime
+    started = time.monotonic()
+    with SandboxHandle.create(world["env"], family.sandbox_spec(second, "local")) as sandbox:
+        family.setup(second, sandbox)
+        warm = time.monotonic() - started
+    assert family.environment_info(second)["built_at"] == marker["built_at"]
+    assert (envs.envs_root() / key / "build.log").stat().st_mtime == log_mtime
+    assert warm < cold
+    print(f"env build cold {cold:.2f}s (build {marker['build_seconds']}s), warm setup {warm:.2f}s")
+
+
+@pytest.mark.parametrize("instance", ["acme__calc-1", "acme__calc-2"])
+@pytest.mark.parametrize("patch,category", [
+    ("gold", "resolved"), ("", "empty_patch"), ("wrong", "unresolved"),
+    ("breaks_p2p", "unresolved"), ("not_applying", "patch_apply_failed")])
+def test_grading_categories(world, home, instance, patch, category):
+    family, tasks = load(world)
+    task = tasks[instance]
+    outcome = grade(world, family, task, world["instances"][patch] if patch else "")
+    assert outcome.category == category, outcome.log[-2000:]
+    assert outcome.resolved is (category == "resolved")
+    if category in ("resolved", "unresolved"):
+        tests = outcome.tests
+        assert tests["log_valid"] and ">>>>> Start Test Output" in outcome.log
+        f2p_ok = patch in ("gold", "breaks_p2p")
+        assert tests["FAIL_TO_PASS"]["success" if f2p_ok else "failure"] == task.record["FAIL_TO_PASS"]
+        p2p_failed = tests["PASS_TO_PASS"]["failure"]
+        assert p2p_failed == (["test_mul (tests.test_calc.CalcTests)"] if patch == "breaks_p2p" else [])
+    if patch == "gold":
+        assert family.gold_patch(task) == world["instances"]["gold"]
+        assert outcome.reward == 1.0
+
+
+def test_timeout(world, home):
+    family, tasks = load(world, test_timeout=6)
+    outcome = grade(world, family, tasks["acme__calc-2"], world["instances"]["hang"])
+    assert outcome.category == "timeout" and not outcome.resolved
+    assert "6 s" in outcome.error
+
+
+def test_eval_script_install_line_is_moved_to_build_time(world, home):
+    family, tasks = load(world)
+    outcome = grade(world, family, tasks["acme__calc-1"], world["instances"]["gold"])
+    assert outcome.category == "resolved"
+    assert "pip install" not in outcome.log  # the dataset-style script's install line was removed
+    assert "+ conda activate testbed" in outcome.log
+
+
+def test_missing_repository_and_commit_are_environment_errors(world, home, tmp_path):
+    family, tasks = load(world)
+    family.repo_mirror = str(tmp_path)
+    with pytest.raises(EnvironmentUnavailable, match="has no acme/calc"):
+        family.sandbox_spec(tasks["acme__calc-1"], "local")
+    family, tasks = load(world)
+    task = tasks["acme__calc-2"]
+    task.record["base_commit"] = "1" * 40
+    with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
+        with pytest.raises(family.environment_error, match="could not check out 111111111111"):
+            family.setup(task, sandbox)
+
+
+def test_docker_without_the_image_is_an_environment_error(world, home):
+    family, tasks = load(world)
+    task = tasks["acme__calc-1"]
+    task.record["image"] = "swebench/sweb.eval.x86_64.acme_1776_calc-1:latest"
+    with pytest.raises(EnvironmentUnavailable, match="orchard/base"):
+        family.sandbox_spec(task, "docker")
