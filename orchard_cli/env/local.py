@@ -1,0 +1,503 @@
+"""The `local` backend: sandboxes on this machine with bubblewrap, cgroups and one runner each.
+
+Each sandbox is a folder `state_dir("env", "local")/<id>/` holding `meta.json` (id, owner, expiry,
+pids, cgroups: enough for `resources()` and `destroy()` to handle it from any process), `work/`
+(bound at the workdir), `tmp/` (bound at /tmp) and `runner.log`. Inside bwrap the root is a
+read-only copy of the image ('host' = this machine's /, or a directory holding a root filesystem),
+every namespace is unshared (network too, unless network='full'), ORCHARD_HOME is hidden, and only
+the workdir, /tmp and read-write mounts are writable. One long-lived runner (`local_runner.py`)
+per sandbox spawns its commands, so an exec costs a fork rather than a bwrap start. Limits
+(memory, pids, cpu) come from cgroups (`cgroups.py`), reported in `SandboxInfo.limits`.
+
+network='proxy': the runner listens on 127.0.0.1:<port> inside the sandbox's own network namespace
+and forwards each connection over a bound Unix socket to a thread here, which connects to
+proxy_url. Nothing else is reachable, not even the host's loopback.
+
+Without bwrap there is no isolation, and we never pretend otherwise: a warning is issued once,
+creating a sandbox raises SandboxError with the install hint, unless ORCHARD_ALLOW_NO_ISOLATION=1,
+in which case commands run on the host (isolation='none', every capability listed unsupported)
+with cwd under the workdir or /tmp mapped to the sandbox's host folders; absolute sandbox paths
+written inside commands are not rewritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+from orchard_cli.env import cgroups
+from orchard_cli.env.base import CAPABILITIES
+from orchard_cli.env.local_files import SandboxFiles
+from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
+from orchard_cli.env.models import (
+    TRUNCATION_MARKER,
+    ExecRequest,
+    ExecResult,
+    Resource,
+    SandboxInfo,
+    SandboxSpec,
+)
+from orchard_cli.errors import SandboxError, UsageError
+from orchard_cli.home import orchard_home, state_dir
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+READY_TIMEOUT = 30.0
+SKIP_TOP = {"proc", "dev", "tmp"}
+_RUNNER_SOURCE: str | None = None
+_warned = False
+_spawn_lock = threading.Lock()
+_spawner = None
+
+
+def _runner_source() -> str:
+    global _RUNNER_SOURCE
+    if _RUNNER_SOURCE is None:
+        _RUNNER_SOURCE = (Path(__file__).with_name("local_runner.py")).read_text()
+    return _RUNNER_SOURCE
+
+
+def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    """Popen from one long-lived thread: --die-with-parent follows the *thread* that forked."""
+    global _spawner
+    with _spawn_lock:
+        if _spawner is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _spawner = ThreadPoolExecutor(1, thread_name_prefix="orchard-local-spawner")
+    return _spawner.submit(subprocess.Popen, argv, **kwargs).result()
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _image_root(image: str) -> Path:
+    if image == "host":
+        return Path("/")
+    root = Path(image)
+    if root.is_absolute() and root.is_dir() and any((root / d).exists() for d in ("bin", "usr")):
+        return root
+    raise UsageError(
+        f"the local backend cannot use image {image!r}",
+        hint="use 'host' (this machine's tools, read-only) or the absolute path of a folder "
+             "holding a root filesystem; for container images use --backend docker")
+
+
+def _in_image(root: Path, path: str) -> bool:
+    return os.path.lexists(str(root) + path)
+
+
+def _python(root: Path) -> str:
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
+        if _in_image(root, candidate):
+            return candidate
+    if root == Path("/"):
+        return os.path.realpath(sys.executable)
+    raise UsageError(f"image {str(root)!r} has no python3, which the local sandbox runner needs",
+                     hint="install python3 in the root filesystem (it only needs the standard library)")
+
+
+class _Channel:
+    """Requests to one runner over its stdin; a reader thread hands each JSON reply to its caller."""
+
+    def __init__(self, proc: subprocess.Popen, log: Path) -> None:
+        self.proc = proc
+        self.log = log
+        self.ready = threading.Event()
+        self.hello: dict = {}
+        self.dead: str | None = None
+        self._pending: dict[int, list] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        threading.Thread(target=self._read, name=f"orchard-local-{proc.pid}", daemon=True).start()
+
+    def send(self, frame: dict) -> None:
+        import marshal
+
+        data = marshal.dumps(frame, 2)
+        view = memoryview(len(data).to_bytes(4, "big") + data)
+        with self._write_lock:
+            while view:
+                view = view[os.write(self.proc.stdin.fileno(), view):]
+
+    def call(self, frame: dict, timeout: float) -> dict:
+        slot = [threading.Event(), None]
+        with self._lock:
+            self._next += 1
+            frame["id"] = self._next
+            self._pending[self._next] = slot
+            dead = self.dead
+        if dead:
+            return {"error": dead}
+        try:
+            self.send(frame)
+        except OSError as exc:
+            return {"error": f"sandbox runner is gone ({exc.strerror})"}
+        if not slot[0].wait(timeout):
+            return {"error": f"sandbox runner did not answer within {timeout:.0f}s"}
+        return slot[1]
+
+    def _read(self) -> None:
+        for line in io.BufferedReader(self.proc.stdout, 1 << 16):
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            if reply.get("ready"):
+                self.hello = reply
+                self.ready.set()
+                continue
+            with self._lock:
+                slot = self._pending.pop(reply.get("id"), None)
+            if slot:
+                slot[1] = reply
+                slot[0].set()
+        code = self.proc.wait()
+        with self._lock:
+            self.dead = f"sandbox runner exited (status {code}): {self.log_tail()}"
+            pending, self._pending = self._pending, {}
+        for slot in pending.values():
+            slot[1] = {"error": self.dead}
+            slot[0].set()
+        self.ready.set()
+
+    def log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-600:].strip() or "no output"
+        except OSError:
+            return "no log"
+
+
+def _text(data: str, dropped: int) -> str:
+    text = base64.b64decode(data).decode("utf-8", "replace") if data else ""
+    return text + TRUNCATION_MARKER.format(dropped=dropped) if dropped else text
+
+
+class LocalSandbox:
+    def __init__(self, backend: "LocalBackend", info: SandboxInfo, folder: Path, shell: str,
+                 channel: _Channel, cgroup_dirs: list[str], proxy: ProxyForwarder | None) -> None:
+        self.info = info
+        self.folder = folder
+        self._backend = backend
+        self._shell = shell
+        self._channel = channel
+        self._cgroups = cgroup_dirs
+        self._proxy = proxy
+        self._files = SandboxFiles(info.spec, folder / "work", folder / "tmp")
+        spec = info.spec
+        self._isolated = info.isolation == "bwrap"
+        home = spec.workdir if self._isolated else str(folder / "work")
+        self._env = {"PATH": DEFAULT_PATH, "HOME": home, "LANG": "C.UTF-8", **spec.env}
+        if not self._isolated:
+            self._env["TMPDIR"] = str(folder / "tmp")
+        if spec.network == "proxy":
+            port = channel.hello.get("port")
+            self._env["ORCHARD_PROXY_URL"] = sandbox_proxy_url(spec.proxy_url, port) \
+                if self._isolated else spec.proxy_url
+        self._destroyed = False
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        command = request.command
+        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        cwd = request.cwd or self.info.spec.workdir
+        env = {**self._env, **request.env}
+        if not self._isolated:
+            cwd = str(self._files.host_path(cwd))
+            env["PWD"] = cwd
+        frame = {"op": "exec", "argv": argv, "cwd": cwd, "env": env,
+                 "stdin": request.stdin.encode() if request.stdin else None,
+                 "timeout": float(request.timeout_seconds), "limit": int(request.output_limit)}
+        reply = self._channel.call(frame, timeout=request.timeout_seconds + 60)
+        if reply.get("error") and "exit" not in reply:
+            return ExecResult(exit_code=None, error=reply["error"])
+        error = reply.get("error")
+        return ExecResult(
+            exit_code=reply.get("exit"),
+            stdout=_text(reply.get("out", ""), reply.get("out_dropped", 0)),
+            stderr=_text(reply.get("err", ""), reply.get("err_dropped", 0)),
+            stdout_truncated=reply.get("out_dropped", 0) > 0,
+            stderr_truncated=reply.get("err_dropped", 0) > 0,
+            timed_out=bool(reply.get("timed_out")),
+            duration_seconds=reply.get("duration", 0.0),
+            error=base64.b64decode(error).decode(errors="replace") if error else None)
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        self._files.write(path, data, mode)
+
+    def read_file(self, path: str) -> bytes:
+        return self._files.read(path)
+
+    def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        proc = self._channel.proc
+        if self._isolated:
+            proc.kill()     # the pid namespace dies with bwrap
+        else:
+            proc.stdin.close()  # the runner kills its commands and exits
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+        if self._proxy:
+            self._proxy.close()
+        self._backend._forget(self.info.sandbox_id)
+        self._backend._remove(self.folder, self._cgroups)
+
+
+class LocalBackend:
+    """Sandboxes on this machine: bubblewrap + cgroups + one runner per sandbox."""
+
+    name = "local"
+    unsupported: frozenset[str] = frozenset()
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = Path(root) if root else state_dir("env", "local")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.bwrap = shutil.which("bwrap")
+        self.cgroups = cgroups.detect()
+        unsupported = set()
+        if not self.bwrap:
+            _warn_no_bwrap()
+            unsupported |= CAPABILITIES
+        if not self.cgroups.usable:
+            unsupported |= {"memory_limit", "pids_limit"}
+        self.unsupported = frozenset(unsupported)
+        self.options = {"root": str(self.root)}
+        self._live: dict[str, LocalSandbox] = {}
+        self._lock = threading.Lock()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> LocalSandbox:
+        if not self.bwrap and os.environ.get("ORCHARD_ALLOW_NO_ISOLATION") != "1":
+            raise SandboxError(
+                "bubblewrap (bwrap) is not installed, so local sandboxes cannot be isolated",
+                hint="apt-get install bubblewrap (or set ORCHARD_ALLOW_NO_ISOLATION=1 to run "
+                     "commands on the host without isolation)")
+        image = _image_root(spec.image)
+        if not self.bwrap and spec.image != "host":
+            raise UsageError("an image folder needs bubblewrap", hint="apt-get install bubblewrap")
+        folder = self.root / sandbox_id
+        folder.mkdir()
+        meta = {"schema_version": 1, "sandbox_id": sandbox_id, "owner": owner,
+                "expires_at": expires_at, "created_at": time.time(), "backend_pid": os.getpid(),
+                "image": spec.image, "workdir": spec.workdir, "labels": spec.labels,
+                "isolation": "bwrap" if self.bwrap else "none", "limits": self.cgroups.label,
+                "cgroups": []}
+        _write_meta(folder, meta)
+        for sub in ("work", "tmp"):
+            (folder / sub).mkdir()
+        (folder / "tmp").chmod(0o1777)
+        dirs = cgroups.create(self.cgroups, sandbox_id, memory=spec.memory_bytes, pids=spec.pids,
+                              cpu=spec.cpu) if self.cgroups.usable else []
+        meta["cgroups"] = dirs
+        _write_meta(folder, meta)
+        proxy = None
+        config: dict = {}
+        if spec.network == "proxy" and self.bwrap:
+            (folder / "run").mkdir()
+            proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
+            config["proxy_socket"] = "/.orchard/proxy.sock"
+        python = _python(image)
+        argv = [python, "-I", "-S", "-c", _runner_source()]
+        if self.bwrap:
+            argv = [*self._bwrap_args(image, folder, spec), "--", *argv]
+        log = open(folder / "runner.log", "wb")
+        try:
+            proc = _spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=log, bufsize=0, start_new_session=True,
+                          cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
+        finally:
+            log.close()
+        channel = _Channel(proc, folder / "runner.log")
+        try:
+            channel.send(config)
+        except OSError:
+            pass
+        if not channel.ready.wait(READY_TIMEOUT) or not channel.hello:
+            proc.kill()
+            proc.wait()
+            if proxy:
+                proxy.close()
+            raise SandboxError(f"local sandbox did not start: {channel.dead or channel.log_tail()}")
+        grand = _children(proc.pid)
+        runner_pid = (_children(grand[0]) or [0])[0] if self.bwrap and grand else proc.pid
+        meta.update(bwrap_pid=proc.pid, bwrap_start=_start_time(proc.pid), runner_pid=runner_pid)
+        _write_meta(folder, meta)
+        shell = "/bin/bash" if _in_image(image, "/bin/bash") else "/bin/sh"
+        info = SandboxInfo(
+            sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
+            isolation=meta["isolation"], limits=self.cgroups.label, expires_at=expires_at,
+            details={"workspace": str(folder / "work"), "folder": str(folder),
+                     "runner_pid": str(runner_pid), "bwrap_pid": str(proc.pid),
+                     "cgroups": ",".join(dirs)})
+        sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, proxy)
+        with self._lock:
+            self._live[sandbox_id] = sandbox
+        return sandbox
+
+    def _bwrap_args(self, image: Path, folder: Path, spec: SandboxSpec) -> list[str]:
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        if spec.network == "full":
+            args.append("--share-net")
+        binds = [(spec.workdir, str(folder / "work"), False)]
+        binds += [(m.target.rstrip("/") or "/", m.source, m.read_only) for m in spec.mounts]
+        args += _image_args(image, [t for t, _, _ in binds] + ["/.orchard"])
+        if image == Path("/"):
+            for hidden in _hidden_paths([self.root, orchard_home()]):
+                args += ["--tmpfs", hidden]
+        args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(folder / "tmp"), "/tmp"]
+        for target, source, read_only in binds:
+            args += ["--ro-bind" if read_only else "--bind", source, target]
+        if spec.network == "proxy":
+            args += ["--ro-bind", str(folder / "run"), "/.orchard"]
+        return [*args, "--remount-ro", "/", "--chdir", spec.workdir]
+
+    def resources(self) -> list[Resource]:
+        found = []
+        for folder in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if not folder.is_dir() or folder.name.startswith("."):
+                continue
+            meta = _read_meta(folder)
+            if meta is None and time.time() - folder.stat().st_mtime < 60:
+                continue    # being created right now; its meta.json is on the way
+            meta = meta or {}
+            found.append(Resource(sandbox_id=folder.name, owner=meta.get("owner", ""),
+                                  expires_at=meta.get("expires_at", 0.0), detail=str(folder)))
+        return found
+
+    def destroy(self, sandbox_id: str) -> None:
+        if "/" in sandbox_id or sandbox_id in ("", ".", ".."):
+            raise UsageError(f"invalid sandbox id {sandbox_id!r}")
+        with self._lock:
+            live = self._live.get(sandbox_id)
+        if live is not None:
+            live.destroy()
+            return
+        folder = self.root / sandbox_id
+        meta = _read_meta(folder) or {}
+        pid = meta.get("bwrap_pid")
+        if pid and meta.get("bwrap_start") and _start_time(pid) == meta["bwrap_start"]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self._remove(folder, meta.get("cgroups", []))
+
+    def close(self) -> None:
+        with self._lock:
+            live = list(self._live.values())
+        for sandbox in live:
+            sandbox.destroy()
+
+    def _forget(self, sandbox_id: str) -> None:
+        with self._lock:
+            self._live.pop(sandbox_id, None)
+
+    @staticmethod
+    def _remove(folder: Path, cgroup_dirs: list[str]) -> None:
+        cgroups.kill_and_remove(cgroup_dirs)     # raises if they stay busy: keep the folder then
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            raise SandboxError(f"could not remove {folder}")
+
+
+def _image_args(image: Path, targets: list[str]) -> list[str]:
+    """Bind the image read-only, one top-level entry at a time, on bwrap's tmpfs root.
+
+    A folder that must hold a new mount point (a workdir or mount target missing from the image)
+    is rebuilt on the tmpfs as well, entry by entry, so bwrap can create the mount point there.
+    """
+    rebuild = {"/"}
+    for target in targets:
+        if _in_image(image, target):
+            continue
+        parts = target.strip("/").split("/")
+        for i in range(1, len(parts)):
+            prefix = "/" + "/".join(parts[:i])
+            host = str(image) + prefix
+            if os.path.islink(host) or not os.path.isdir(host):
+                break
+            rebuild.add(prefix)
+    skip = set(targets)
+    args: list[str] = []
+
+    def emit(folder: str) -> None:
+        for name in sorted(os.listdir(str(image) + folder)):
+            path = folder.rstrip("/") + "/" + name
+            if (folder == "/" and name in SKIP_TOP) or path in skip:
+                continue
+            host = str(image) + path
+            if os.path.islink(host):
+                args.extend(["--symlink", os.readlink(host), path])
+            elif path in rebuild:
+                args.extend(["--dir", path])
+                emit(path)
+            else:
+                args.extend(["--ro-bind", host, path])
+
+    emit("/")
+    return args
+
+
+def _hidden_paths(paths: list[Path]) -> list[str]:
+    """Orchard's own state, hidden from 'host' sandboxes (when /tmp does not hide it already)."""
+    found: list[str] = []
+    for path in sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts)):
+        if len(path.parts) < 2 or path.parts[1] in SKIP_TOP:
+            continue
+        if not any(str(path).startswith(f + "/") or str(path) == f for f in found):
+            found.append(str(path))
+    return found
+
+
+def _warn_no_bwrap() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn("bubblewrap (bwrap) is not installed: local sandboxes have NO isolation "
+                      "(apt-get install bubblewrap)", RuntimeWarning, stacklevel=3)
+
+
+def _write_meta(folder: Path, meta: dict) -> None:
+    tmp = folder / ".meta.json.tmp"
+    tmp.write_text(json.dumps(meta))
+    tmp.replace(folder / "meta.json")
+
+
+def _read_meta(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None

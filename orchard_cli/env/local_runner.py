@@ -1,0 +1,427 @@
+"""The agent that runs INSIDE a local sandbox: one per sandbox, for its whole life.
+
+Started by `local.py` as `python3 -I -S -c <this source>` under bubblewrap, it spawns every command
+of its sandbox, so a command costs a fork + exec rather than a bwrap start (5-7 ms). It is one
+single-threaded poll loop (a fork bomb that exhausts the pids limit cannot stop it making threads,
+and forking a single-threaded process is safe):
+
+  backend -> runner  frames on stdin: 4-byte big-endian length + marshal (version 2) of a dict;
+                     the first frame is the config, then {"op": "exec", "id", "argv", "cwd", "env",
+                     "stdin", "timeout", "limit"}.
+  runner -> backend  JSON lines on stdout: {"ready": 1, ...} once, then one line per finished
+                     command. Byte strings travel as base64, so the backend never parses anything
+                     but JSON from inside the sandbox.
+
+Each command runs in its own session (setsid) with ORCHARD_JOB=<token> in its environment; a
+timeout SIGKILLs the process group and every process carrying the token (children that escaped with
+setsid). Output beyond `limit` bytes is read and dropped (the child never blocks), and counted.
+With a proxy socket in the config it also listens on 127.0.0.1 inside the sandbox's network
+namespace and forwards each connection to that Unix socket (the backend relays it to proxy_url).
+
+Keep this file importable by any python3 >= 3.6, with only built-in modules on the hot path.
+"""
+
+import binascii
+import marshal
+import posix as os
+import select
+import sys
+import time
+
+try:
+    import _signal as signal
+except ImportError:  # pragma: no cover - very old or unusual interpreters
+    import signal
+
+GRACE = 0.5     # after a command exits, wait this long for children still holding its pipes
+CHUNK = 65536
+ERRNO_NOENT = 2
+ERRNO_AGAIN = 11
+EXIT_OK = 0
+
+
+def b64(data):
+    return binascii.b2a_base64(data).decode("ascii").strip()
+
+
+def dumps(obj):
+    """A tiny JSON encoder for what we send: ints, floats, None, bools and bytes (as base64)."""
+    parts = []
+    for key, value in obj.items():
+        if value is None:
+            text = "null"
+        elif value is True or value is False:
+            text = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            text = repr(value)
+        else:
+            text = '"' + b64(value) + '"'
+        parts.append('"%s":%s' % (key, text))
+    return ("{" + ",".join(parts) + "}\n").encode("ascii")
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def which(name, env):
+    if "/" in name:
+        return [name]
+    return [d.rstrip("/") + "/" + name for d in env.get("PATH", "/usr/bin:/bin").split(":") if d]
+
+
+def child(argv, cwd, env, fds):
+    """In the forked child: never returns."""
+    code = 126
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for sig in (signal.SIGPIPE, getattr(signal, "SIGXFSZ", None), signal.SIGCHLD):
+            if sig is not None:
+                signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            os.write(2, ("orchard: cannot enter %s: %s\n" % (cwd, exc.strerror)).encode())
+            os._exit(126)
+        error = None
+        for path in which(argv[0], env):
+            try:
+                os.execve(path, argv, env)
+            except OSError as exc:
+                if error is None or exc.errno != ERRNO_NOENT:
+                    error = exc
+        code = 127 if error is None or error.errno == ERRNO_NOENT else 126
+        reason = error.strerror if error is not None else "not found"
+        os.write(2, ("orchard: %s: %s\n" % (argv[0], reason)).encode())
+    finally:
+        os._exit(code)
+
+
+class Job:
+    def __init__(self, req):
+        self.id = req["id"]
+        self.limit = req["limit"]
+        self.start = time.monotonic()
+        self.deadline = self.start + req["timeout"]
+        self.token = "%d-%d-%d" % (os.getpid(), self.id, int(self.start * 1e6))
+        self.buf = {1: bytearray(), 2: bytearray()}
+        self.dropped = {1: 0, 2: 0}
+        self.fds = {}           # our end of the pipe -> 0 (stdin), 1 (stdout) or 2 (stderr)
+        self.stdin = req.get("stdin")
+        self.status = None
+        self.exited_at = None
+        self.timed_out = False
+        self.error = None
+        env = dict(req["env"])
+        env["ORCHARD_JOB"] = self.token
+        pipes = []
+        try:
+            if self.stdin:
+                pipes.append(os.pipe())
+                child_in = pipes[-1][0]
+            else:
+                child_in = os.open("/dev/null", os.O_RDONLY)
+                pipes.append((child_in, -1))
+            pipes.append(os.pipe())
+            pipes.append(os.pipe())
+            self.pid = os.fork()
+        except OSError as exc:
+            for r, w in pipes:
+                for fd in (r, w):
+                    if fd >= 0:
+                        os.close(fd)
+            raise exc
+        if self.pid == 0:
+            child(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]))
+        os.close(child_in)
+        os.close(pipes[1][1])
+        os.close(pipes[2][1])
+        if self.stdin:
+            self.fds[pipes[0][1]] = 0
+            self.stdin = memoryview(self.stdin)
+        self.fds[pipes[1][0]] = 1
+        self.fds[pipes[2][0]] = 2
+
+    def on_ready(self, fd):
+        if self.fds[fd] == 0:
+            try:
+                n = os.write(fd, self.stdin[:CHUNK])
+            except OSError:
+                n = len(self.stdin)
+            self.stdin = self.stdin[n:]
+            if not self.stdin:
+                self.close(fd)
+            return
+        data = os.read(fd, CHUNK)
+        if not data:
+            self.close(fd)
+            return
+        stream = self.fds[fd]
+        room = self.limit - len(self.buf[stream])
+        self.buf[stream] += data[:max(room, 0)]
+        self.dropped[stream] += max(len(data) - max(room, 0), 0)
+
+    def close(self, fd):
+        del self.fds[fd]
+        os.close(fd)
+
+    def reap(self, block=False):
+        if self.status is None:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid:
+                self.status = status
+                self.exited_at = time.monotonic()
+
+    def done(self, now):
+        if self.status is None:
+            return False
+        return not [s for s in self.fds.values() if s != 0] or now > self.exited_at + GRACE
+
+    def kill(self):
+        """SIGKILL the command's process group and every process carrying its token."""
+        for _ in range(100):
+            try:
+                os.killpg(self.pid, 9)
+            except OSError:
+                break
+        marker = ("ORCHARD_JOB=%s\0" % self.token).encode()
+        for _ in range(20):
+            found = 0
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) == os.getpid():
+                    continue
+                try:
+                    fd = os.open("/proc/%s/environ" % name, os.O_RDONLY)
+                    try:
+                        env = os.read(fd, 1 << 20)
+                    finally:
+                        os.close(fd)
+                    if b"\0" + marker in b"\0" + env:
+                        os.kill(int(name), 9)
+                        found += 1
+                except OSError:
+                    pass
+            if not found:
+                break
+
+    def result(self):
+        for fd in list(self.fds):
+            self.close(fd)
+        code = signum = None
+        if not self.timed_out and self.status is not None:
+            if os.WIFSIGNALED(self.status):
+                signum = os.WTERMSIG(self.status)
+                code = 128 + signum
+            else:
+                code = os.WEXITSTATUS(self.status)
+        return dumps({"id": self.id, "exit": code, "signal": signum, "timed_out": self.timed_out,
+                      "out": bytes(self.buf[1]), "err": bytes(self.buf[2]),
+                      "out_dropped": self.dropped[1], "err_dropped": self.dropped[2],
+                      "duration": round(time.monotonic() - self.start, 6),
+                      "error": self.error})
+
+
+class Relay:
+    """One proxied connection: bytes both ways between a TCP client and the backend's socket."""
+
+    def __init__(self, a, b):
+        self.socks = {a.fileno(): a, b.fileno(): b}
+        self.peer = {a.fileno(): b.fileno(), b.fileno(): a.fileno()}
+        self.pending = {a.fileno(): b"", b.fileno(): b""}   # bytes waiting to go TO this fd
+        self.eof = set()
+
+    def masks(self):
+        out = {}
+        for fd in self.socks:
+            mask = 0
+            if fd not in self.eof and not self.pending[self.peer[fd]]:
+                mask |= select.POLLIN
+            if self.pending[fd]:
+                mask |= select.POLLOUT
+            out[fd] = mask
+        return out
+
+    def on_ready(self, fd, events):
+        sock = self.socks[fd]
+        try:
+            if events & select.POLLOUT and self.pending[fd]:
+                self.pending[fd] = self.pending[fd][sock.send(self.pending[fd]):]
+                if not self.pending[fd] and self.peer[fd] in self.eof:
+                    sock.shutdown(1)
+            if events & (select.POLLIN | select.POLLHUP | select.POLLERR) and fd not in self.eof:
+                data = sock.recv(CHUNK)
+                if data:
+                    self.pending[self.peer[fd]] += data
+                else:
+                    self.eof.add(fd)
+                    if not self.pending[self.peer[fd]]:
+                        self.socks[self.peer[fd]].shutdown(1)
+        except OSError as exc:
+            if exc.errno != ERRNO_AGAIN:
+                self.dead()
+        if events & (select.POLLERR | select.POLLHUP) and fd in self.eof and not self.pending[fd]:
+            self.dead()
+
+    def dead(self):
+        self.eof.update(self.socks)
+        self.pending = dict.fromkeys(self.socks, b"")
+
+    def finished(self):
+        return len(self.eof) == 2 and not any(self.pending.values())
+
+    def close(self):
+        for sock in self.socks.values():
+            sock.close()
+
+
+class Runner:
+    def __init__(self):
+        self.inbuf = bytearray()
+        self.config = None
+        self.jobs = {}          # fd -> job
+        self.active = []
+        self.relays = []
+        self.listener = None
+        rd, self.wake_w = os.pipe()
+        self.wake_r = rd
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(rd, False)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
+        signal.set_wakeup_fd(self.wake_w)
+
+    def read_frames(self):
+        data = os.read(0, CHUNK)
+        if not data:
+            return False
+        self.inbuf += data
+        while len(self.inbuf) >= 4:
+            size = int.from_bytes(self.inbuf[:4], "big")
+            if len(self.inbuf) < 4 + size:
+                break
+            frame = marshal.loads(bytes(self.inbuf[4:4 + size]))
+            del self.inbuf[:4 + size]
+            self.handle(frame)
+        return True
+
+    def handle(self, req):
+        if self.config is None:
+            self.config = req
+            port = None
+            if req.get("proxy_socket"):
+                import socket
+                self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                self.listener.bind(("127.0.0.1", req.get("proxy_port", 0)))
+                self.listener.listen(128)
+                self.listener.setblocking(False)
+                port = self.listener.getsockname()[1]
+            write_all(1, dumps({"ready": 1, "pid": os.getpid(), "port": port}))
+            return
+        try:
+            job = Job(req)
+        except OSError as exc:
+            write_all(1, dumps({"id": req["id"], "exit": None, "timed_out": False,
+                                "error": ("cannot start the command: %s" % exc).encode()}))
+            return
+        self.active.append(job)
+        for fd in job.fds:
+            self.jobs[fd] = job
+
+    def accept(self):
+        import socket
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(self.config["proxy_socket"])
+        except OSError:
+            conn.close()
+            upstream.close()
+            return
+        conn.setblocking(False)
+        upstream.setblocking(False)
+        self.relays.append(Relay(conn, upstream))
+
+    def loop(self):
+        while True:
+            now = time.monotonic()
+            timeout = 1.0
+            for job in self.active:
+                left = (job.exited_at + GRACE if job.status is not None else job.deadline) - now
+                timeout = min(timeout, max(left, 0))
+            poller = select.poll()
+            poller.register(0, select.POLLIN)
+            poller.register(self.wake_r, select.POLLIN)
+            if self.listener is not None:
+                poller.register(self.listener.fileno(), select.POLLIN)
+            for fd, job in self.jobs.items():
+                poller.register(fd, select.POLLOUT if job.fds[fd] == 0 else select.POLLIN)
+            relay_of = {}
+            for relay in self.relays:
+                for fd, mask in relay.masks().items():
+                    relay_of[fd] = relay
+                    poller.register(fd, mask)
+            for fd, events in poller.poll(timeout * 1000):
+                if fd == 0:
+                    if not self.read_frames():
+                        return
+                elif fd == self.wake_r:
+                    try:
+                        os.read(fd, 512)
+                    except OSError:
+                        pass
+                    for job in self.active:
+                        job.reap()
+                elif self.listener is not None and fd == self.listener.fileno():
+                    self.accept()
+                elif fd in relay_of:
+                    relay_of[fd].on_ready(fd, events)
+                elif fd in self.jobs:
+                    job = self.jobs[fd]
+                    job.on_ready(fd)
+                    if fd not in job.fds:
+                        del self.jobs[fd]
+            self.finish(time.monotonic())
+
+    def finish(self, now):
+        for relay in [r for r in self.relays if r.finished()]:
+            relay.close()
+            self.relays.remove(relay)
+        for job in list(self.active):
+            job.reap()
+            if job.status is None and now >= job.deadline:
+                job.timed_out = True
+                job.kill()
+                job.reap(block=True)
+            if job.timed_out or job.done(now):
+                for fd in job.fds:
+                    self.jobs.pop(fd, None)
+                self.active.remove(job)
+                write_all(1, job.result())
+
+    def shutdown(self):
+        for job in self.active:
+            job.kill()
+
+
+def main():
+    runner = Runner()
+    try:
+        runner.loop()
+    finally:
+        runner.shutdown()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
