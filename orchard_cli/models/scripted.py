@@ -99,7 +99,7 @@ class ScriptedEndpoint:
     def start(self) -> EndpointInfo:
         if self._server is None:
             self._server = BackgroundServer(self.app, host=self._host, port=self._port,
-                                            name="orchard-scripted")
+                                            name="orchard-scripted", grace_s=0.2)
             self._server.start()
         assert self._server.url is not None
         return self.info(self._server.url)

@@ -19,11 +19,11 @@ AppFactory = Callable[[], Any]  # returns an aiohttp.web.Application; called ins
 _BACKLOG = 1024  # the default (128 in aiohttp, 5 in http.server) stalls concurrency benchmarks
 
 
-async def _start_site(app: Any, host: str, port: int) -> tuple[Any, str]:
+async def _start_site(app: Any, host: str, port: int, grace_s: float = 2.0) -> tuple[Any, str]:
     from aiohttp import web
 
-    # in-flight calls get 2 s to finish when the server stops (aiohttp's default is 60 s)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    # in-flight calls get `grace_s` to finish when the server stops (aiohttp's default is 60 s)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=grace_s)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=_BACKLOG, reuse_address=True)
     try:
@@ -41,8 +41,9 @@ class BackgroundServer:
     """An aiohttp app served from a daemon thread that owns its own event loop."""
 
     def __init__(self, app_factory: AppFactory, *, host: str = "127.0.0.1", port: int = 0,
-                 name: str = "orchard-server") -> None:
+                 name: str = "orchard-server", grace_s: float = 2.0) -> None:
         self._factory = app_factory
+        self._grace = grace_s
         self._host, self._port, self._name = host, port, name
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -70,7 +71,7 @@ class BackgroundServer:
             try:
                 self.app = self._factory()
                 self._runner, self.url = loop.run_until_complete(
-                    _start_site(self.app, self._host, self._port))
+                    _start_site(self.app, self._host, self._port, self._grace))
             except BaseException as exc:  # handed to the starting thread
                 failure.append(exc)
                 ready.set()

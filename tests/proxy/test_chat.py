@@ -1,0 +1,120 @@
+"""Chat completions through the real proxy: records for plain and streamed calls, routing, files."""
+
+from __future__ import annotations
+
+import json
+
+from proxy_helpers import CHAT, client, sse_events
+
+from orchard_cli.proxy import CallRecord, read_records
+
+
+def test_chat_non_stream_is_forwarded_and_recorded(scripted, proxy_for, tmp_path):
+    upstream = scripted(["hello there friend"], dialects=("chat",))
+    out = tmp_path / "calls.jsonl"
+    proxy = proxy_for(upstream, out=out)
+    episode = proxy.open_episode("task-1")
+
+    resp = client(episode).post("/chat/completions", json=CHAT)
+
+    assert resp.status_code == 200
+    assert resp.json()["choices"][0]["message"]["content"] == "hello there friend"
+    [record] = episode.records
+    assert record.schema_version == 1
+    assert (record.episode, record.seq, record.endpoint, record.upstream_endpoint) == ("task-1", 0, "chat", "chat")
+    assert record.stream is False and record.status == 200 and record.error is None
+    assert record.request == CHAT
+    assert record.response == resp.json()
+    assert record.usage.output_tokens == 3 and record.usage.total_tokens == record.usage.input_tokens + 3
+    assert record.attempts == 1
+    assert 0 <= record.timing.first_byte_ms <= record.timing.ended_ms
+    assert upstream.requests[0]["body"] == CHAT  # forwarded unchanged
+    proxy.stop()
+    [on_disk] = read_records(out)
+    assert on_disk == record
+
+
+def test_chat_stream_is_relayed_and_assembled(scripted, proxy_for):
+    upstream = scripted([{"content": "one two three", "tool_calls": [
+        {"name": "exec", "arguments": {"command": "ls -la /tmp"}}]}])
+    proxy = proxy_for(upstream)
+    episode = proxy.open_episode()
+
+    body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
+    with client(episode).stream("POST", "/chat/completions", json=body) as resp:
+        raw = resp.read()
+        assert resp.headers["content-type"].startswith("text/event-stream")
+    assert raw.endswith(b"data: [DONE]\n\n")
+    chunks = sse_events(raw)
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "one two three"
+
+    [record] = episode.records
+    assert record.stream is True
+    message = record.response["choices"][0]["message"]
+    assert message["content"] == "one two three"
+    [call] = message["tool_calls"]
+    assert call["function"]["name"] == "exec"
+    assert json.loads(call["function"]["arguments"]) == {"command": "ls -la /tmp"}
+    assert record.response["choices"][0]["finish_reason"] == "tool_calls"
+    assert record.usage is not None and record.usage.output_tokens > 0
+    assert record.timing.first_byte_ms is not None
+
+
+def test_logprobs_and_token_ids_are_recorded_when_the_upstream_returns_them(scripted, proxy_for):
+    upstream = scripted(["alpha beta", "gamma delta"])
+    proxy = proxy_for(upstream, extra_body={"logprobs": True, "return_token_ids": True})
+    episode = proxy.open_episode()
+    http = client(episode)
+
+    http.post("/chat/completions", json=CHAT)
+    with http.stream("POST", "/chat/completions", json={**CHAT, "stream": True}) as resp:
+        resp.read()
+
+    for record in episode.records:
+        assert record.upstream_request["logprobs"] is True  # injected by extra_body
+        assert len(record.completion_token_ids) == 2
+        assert len(record.logprobs) == 2 and all(lp < 0 for lp in record.logprobs)
+        assert record.prompt_token_ids
+    plain, streamed = episode.records
+    assert streamed.stream and not plain.stream
+
+
+def test_model_override_and_models_route(scripted, proxy_for):
+    upstream = scripted(["ok"], model="real-model")
+    proxy = proxy_for(upstream, model="real-model")
+    episode = proxy.open_episode()
+    http = client(episode)
+
+    assert http.get("/models").json()["data"][0]["id"] == "real-model"
+    http.post("/chat/completions", json={**CHAT, "model": "alias"})
+    assert upstream.requests[0]["body"]["model"] == "real-model"
+    [record] = episode.records
+    assert record.request["model"] == "alias" and record.upstream_request["model"] == "real-model"
+
+
+def test_bearer_token_routes_on_plain_v1_and_closed_tokens_are_refused(scripted, proxy_for):
+    upstream = scripted(["a", "b"])
+    proxy = proxy_for(upstream)
+    episode = proxy.open_episode("by-bearer")
+    import httpx
+
+    plain = httpx.Client(base_url=proxy.base_url, headers={"Authorization": f"Bearer {episode.api_key}"})
+    assert plain.post("/chat/completions", json=CHAT).status_code == 200
+    assert episode.records[0].episode == "by-bearer"
+
+    unknown = httpx.Client(base_url=proxy.base_url, headers={"Authorization": "Bearer nope"})
+    assert unknown.post("/chat/completions", json=CHAT).status_code == 401
+
+    summary = episode.close()
+    assert summary.calls == 1 and summary.capped is None
+    assert plain.post("/chat/completions", json=CHAT).status_code == 401
+    assert client(episode).post("/chat/completions", json=CHAT).status_code == 401
+    assert len(upstream.requests) == 1  # refused calls never reach the upstream
+
+
+def test_records_validate_from_their_own_json(scripted, proxy_for):
+    proxy = proxy_for(scripted(["x"]))
+    episode = proxy.open_episode()
+    client(episode).post("/chat/completions", json=CHAT)
+    [record] = episode.records
+    assert CallRecord.model_validate_json(record.model_dump_json()) == record
