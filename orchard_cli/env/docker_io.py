@@ -1,29 +1,31 @@
-"""Plumbing for the docker backend: safe host-side file access, the proxy bridge, engine exec.
+"""Plumbing for the docker backend: host-side files, the runner channel, engine exec, archives.
 
 - `HostTree`: the sandbox's workspace and /tmp are host folders bound into the container, so files
   are read and written host-side. Paths are resolved with the sandbox's view of symlinks, and every
   component is opened with O_NOFOLLOW, so a symlink planted in the workspace never leads the host
   process out of it (a path that leads elsewhere in the container is served by an exec instead).
-- `ProxyBridge`: with network='proxy' the container has no network at all; the agent inside
-  forwards 127.0.0.1:PORT to a Unix socket in the control folder, and this bridge, on the host,
-  forwards that socket to the one allowed proxy URL.
+- `RunnerChannel`: frames to and JSON lines from the sandbox runner (`local_runner.py`, the same
+  one the local backend uses) over two FIFOs in the bind-mounted control folder.
 - `engine_exec`: a command through the engine's exec API, used when the image has no python3 for
-  the agent (or `exec_mode='engine'`), with the same timeout and truncation rules.
+  the runner (or `exec_mode='engine'`), with the same timeout, kill and truncation rules.
+- `extract_workdir`: an image's files at the workdir, from the engine's tar stream, into a folder.
 """
 
 from __future__ import annotations
 
 import errno
+import io
+import json
+import marshal
 import os
-import posixpath
-import socket
+import select
 import stat
+import tarfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from orchard_cli.errors import NotFoundError, UsageError
 
@@ -33,9 +35,10 @@ from orchard_cli.errors import NotFoundError, UsageError
 class HostTree:
     """Sandbox paths below `roots` (sandbox dir -> host dir), accessed without following links out."""
 
-    def __init__(self, roots: dict[str, Path]) -> None:
+    def __init__(self, roots: dict[str, Path], read_only: frozenset[str] = frozenset()) -> None:
         # Longest first, so /tmp/work (a workdir below /tmp) wins over /tmp.
         self.roots = dict(sorted(roots.items(), key=lambda kv: -len(kv[0])))
+        self.read_only = {str(self.roots[r]) for r in read_only}
 
     def _split(self, path: str) -> tuple[str, list[str]] | None:
         for root in self.roots:
@@ -91,7 +94,7 @@ class HostTree:
 
     @staticmethod
     def _open_dir(root: Path, parts: list[str], create: bool) -> int:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in parts:
                 if create:
@@ -99,7 +102,8 @@ class HostTree:
                         os.mkdir(part, 0o755, dir_fd=fd)
                     except FileExistsError:
                         pass
-                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=fd)
                 os.close(fd)
                 fd = nxt
         except BaseException:
@@ -112,8 +116,9 @@ class HostTree:
             raise UsageError(f"{shown} is a directory")
         try:
             dfd = self._open_dir(root, parts[:-1], create=False)
-            try:
-                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+            try:  # O_NONBLOCK: a FIFO planted in the workspace must not hang us
+                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                             dir_fd=dfd)
             finally:
                 os.close(dfd)
         except FileNotFoundError as exc:
@@ -121,23 +126,29 @@ class HostTree:
         except OSError as exc:
             raise self._refuse(exc, shown) from exc
         with os.fdopen(fd, "rb") as fh:
-            if stat.S_ISDIR(os.fstat(fh.fileno()).st_mode):
-                raise UsageError(f"{shown} is a directory")
+            kind = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(kind):
+                raise UsageError(f"{shown} is {'a directory' if stat.S_ISDIR(kind) else 'not a regular file'}")
             return fh.read()
 
     def write(self, root: Path, parts: list[str], data: bytes, mode: int, shown: str) -> None:
         if not parts:
             raise UsageError(f"{shown} is a directory")
+        if str(root) in self.read_only:
+            raise UsageError(f"{shown!r} is on a read-only mount")
         try:
             dfd = self._open_dir(root, parts[:-1], create=True)
             try:
-                fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                             mode & 0o7777, dir_fd=dfd)
+                fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, mode & 0o7777, dir_fd=dfd)
             finally:
                 os.close(dfd)
         except OSError as exc:
             raise self._refuse(exc, shown) from exc
         with os.fdopen(fd, "wb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UsageError(f"{shown!r} is not a regular file")
+            os.ftruncate(fd, 0)
             fh.write(data)
             os.fchmod(fh.fileno(), mode & 0o7777)
 
@@ -148,72 +159,6 @@ class HostTree:
         if exc.errno == errno.EISDIR:
             return UsageError(f"{shown} is a directory")
         return UsageError(f"cannot access {shown!r}: {exc.strerror}")
-
-
-# ---- the proxy bridge ------------------------------------------------------------------------
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-
-class ProxyBridge:
-    """Unix socket (host end of the sandbox's proxy port) -> the proxy's TCP address."""
-
-    def __init__(self, sock_path: Path, proxy_url: str) -> None:
-        parts = urlsplit(proxy_url)
-        self.address = (parts.hostname or "127.0.0.1",
-                        parts.port or (443 if parts.scheme == "https" else 80))
-        self.path = sock_path
-        self._stop = threading.Event()
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(str(sock_path))
-        os.chmod(sock_path, 0o666)
-        self._listener.listen(128)
-        self._listener.settimeout(0.5)
-        threading.Thread(target=self._serve, name=f"orchard-bridge-{sock_path.parent.name}",
-                         daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._connect, args=(conn,), daemon=True).start()
-
-    def _connect(self, conn: socket.socket) -> None:
-        conn.settimeout(None)
-        try:
-            upstream = socket.create_connection(self.address, timeout=10)
-        except OSError:
-            conn.close()
-            return
-        upstream.settimeout(None)
-        t = threading.Thread(target=_pump, args=(upstream, conn), daemon=True)
-        t.start()
-        _pump(conn, upstream)
-        t.join()
-        conn.close()
-        upstream.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        try:
-            self._listener.close()
-        except OSError:
-            pass
 
 
 # ---- exec through the engine -----------------------------------------------------------------
@@ -318,5 +263,155 @@ def _unlink(path: Path) -> None:
         pass
 
 
-def sandbox_join(*parts: str) -> str:
-    return posixpath.join(*parts)
+# ---- the runner channel ----------------------------------------------------------------------
+
+
+class RunnerChannel:
+    """The host end of `local_runner.py` inside a container: frames (4-byte length + marshal v2)
+    into the FIFO `in`, one JSON line per reply out of the FIFO `out`, matched by id.
+
+    Both ends are opened before the container starts, so no open ever blocks: `in` read-write (the
+    runner sees EOF when this process goes away), `out` read-only and non-blocking. Poll reports
+    hang-up on `out` only after a writer has come and gone, so the reader waits for the runner
+    to start and notices when it dies."""
+
+    def __init__(self, ctl: Path) -> None:
+        for name in ("in", "out"):
+            os.mkfifo(ctl / name, 0o600)
+        self._in = os.open(ctl / "in", os.O_RDWR | os.O_CLOEXEC)
+        self._out = os.open(ctl / "out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        self.log = ctl / "runner.log"
+        self.hello: dict = {}
+        self.ready = threading.Event()
+        self.dead: str | None = None
+        self._pending: dict[int, list] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._read, name=f"orchard-docker-{ctl.parent.name}",
+                         daemon=True).start()
+
+    def send(self, frame: dict) -> None:
+        data = marshal.dumps(frame, 2)
+        view = memoryview(len(data).to_bytes(4, "big") + data)
+        with self._write_lock:
+            while view:
+                view = view[os.write(self._in, view):]
+
+    def call(self, frame: dict, timeout: float) -> dict:
+        slot: list = [threading.Event(), None]
+        with self._lock:
+            if self.dead:
+                return {"error": self.dead}
+            self._next += 1
+            frame["id"] = self._next
+            self._pending[self._next] = slot
+        try:
+            self.send(frame)
+        except OSError as exc:
+            return {"error": f"sandbox runner is gone ({exc.strerror})"}
+        if not slot[0].wait(timeout):
+            return {"error": f"sandbox runner did not answer within {timeout:.0f}s"}
+        return slot[1]
+
+    def _read(self) -> None:
+        buf = b""
+        poller = select.poll()
+        poller.register(self._out, select.POLLIN)
+        while not self._closed:
+            try:
+                events = poller.poll(500)
+                chunk = os.read(self._out, 1 << 16) if events else None
+            except OSError:
+                break
+            if chunk is None:
+                continue
+            if not chunk:
+                break  # every writer is gone: the runner exited
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                self._dispatch(line)
+        with self._lock:
+            self.dead = self.dead or f"sandbox runner exited: {self.log_tail()}"
+            pending, self._pending = self._pending, {}
+        for slot in pending.values():
+            slot[1] = {"error": self.dead}
+            slot[0].set()
+        self.ready.set()
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return
+        if reply.get("ready"):
+            self.hello = reply
+            self.ready.set()
+            return
+        with self._lock:
+            slot = self._pending.pop(reply.get("id"), None)
+        if slot:
+            slot[1] = reply
+            slot[0].set()
+
+    def log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-600:].strip() or "no output"
+        except OSError:
+            return "no log"
+
+    def close(self) -> None:
+        self._closed = True
+        self.dead = self.dead or "sandbox destroyed"
+        for fd in (self._in, self._out):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# ---- image files at the workdir --------------------------------------------------------------
+
+
+class _IterReader(io.RawIOBase):
+    """A raw reader over the engine's chunk iterator (tarfile's stream mode reads it)."""
+
+    def __init__(self, chunks) -> None:
+        self._chunks = iter(chunks)
+        self._chunk = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._chunk:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return 0
+            self._chunk = memoryview(nxt)
+        n = min(len(buffer), len(self._chunk))
+        buffer[:n] = self._chunk[:n]
+        self._chunk = self._chunk[n:]
+        return n
+
+
+def extract_workdir(chunks, workdir: str, dest: Path) -> None:
+    """Unpack the engine's archive of `workdir` into `dest` (which takes the folder's mode and
+    owner). tarfile's 'tar' filter refuses members that would land outside `dest`."""
+    top = workdir.rstrip("/").rsplit("/", 1)[-1]
+    with tarfile.open(fileobj=io.BufferedReader(_IterReader(chunks), 1 << 20), mode="r|") as tar:
+        for member in tar:
+            if member.name == top:
+                if member.isdir():
+                    os.chmod(dest, member.mode & 0o7777)
+                    if os.geteuid() == 0:
+                        os.chown(dest, member.uid, member.gid)
+                continue
+            if not member.name.startswith(top + "/"):
+                continue
+            member.name = member.name[len(top) + 1:]
+            if member.islnk():
+                member.linkname = member.linkname[len(top) + 1:]
+            tar.extract(member, dest, set_attrs=True, filter="tar")
