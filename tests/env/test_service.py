@@ -283,18 +283,19 @@ def test_shutdown_destroys_the_sandboxes(tmp_path):
 def test_many_concurrent_waits_do_not_block_the_service(service):
     client = service.client()
     sid = client.create_sandbox(SandboxSpec(memory="256Mi")).sandbox_id
-    job = client.exec(sid, ExecRequest(command="sleep 4; echo done"))
+    job = client.exec(sid, ExecRequest(command="until [ -e go ]; do sleep 0.05; done; echo done",
+                                       timeout_seconds=30))
     waiters = 80  # twice anyio's default thread limit
+    shared = service.client()
     with ThreadPoolExecutor(waiters) as pool:
-        futures = [pool.submit(lambda: EnvClient(service.url, key=service.key).wait_job(job.job_id, 60))
-                   for _ in range(waiters)]
-        time.sleep(1.0)
+        futures = [pool.submit(shared.wait_job, job.job_id, 60) for _ in range(waiters)]
+        time.sleep(1.5)  # every waiter is now blocked in the service
+        assert not any(f.done() for f in futures)
         started = time.perf_counter()
         quick = client.exec(sid, ExecRequest(command="echo alive", wait=True))
-        with service.http(service.key) as http:
-            assert http.get("/sandboxes").status_code == 200
         assert quick.stdout == "alive\n"
         assert time.perf_counter() - started < 2.0
+        client.write_file(sid, "go", b"")
         results = [f.result() for f in futures]
     assert all(r.ok and r.stdout == "done\n" for r in results)
     client.close()
