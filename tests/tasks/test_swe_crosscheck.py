@@ -1,0 +1,181 @@
+"""Cross-check: orchard's verdicts against the official grader of the OTHER major version.
+
+orchard parses logs with swebench 4.1.0's parsers and applies SWE-bench's rules itself. Here the
+same logs go to swebench 5.x's own `get_eval_report`, run in a virtual environment of its own
+(created once, cached under pytest's cache dir) through a subprocess; every verdict and every
+per-test success/failure list must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from orchard_cli.tasks.swe.grading import verdict
+
+SWEBENCH5 = "swebench==5.0.2"
+SCRIPT = Path(__file__).with_name("official5_verdict.py")
+START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
+
+
+@pytest.fixture(scope="session")
+def official5(request) -> str:
+    """The python of a venv holding swebench 5.x (--no-deps) and unidiff, created once."""
+    given = os.environ.get("ORCHARD_SWEBENCH5_PYTHON")
+    if given:
+        return given
+    folder = Path(request.config.cache.mkdir("swebench5-venv"))
+    python = folder / "bin" / "python"
+    ready = folder / ".ready"
+    if ready.is_file() and ready.read_text() == SWEBENCH5 and python.exists():
+        return str(python)
+    venv.EnvBuilder(with_pip=True, clear=True).create(folder)
+    result = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", SWEBENCH5,
+                             "unidiff==1.0.1"], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        pytest.skip(f"could not install {SWEBENCH5} from the package index: {result.stderr[-300:]}")
+    ready.write_text(SWEBENCH5)
+    return str(python)
+
+
+def wrap(body: str, before: str = "+ source /opt/miniconda3/bin/activate\n") -> str:
+    return f"{before}+ : '{START}'\n{body}\n+ : '{END}'\n+ git checkout abc tests\n"
+
+
+def pytest_log(lines: list[str]) -> str:
+    return wrap("============================= test session starts ==============================\n"
+                "collected 6 items\n\ntests/test_a.py ..F.s\n\n"
+                "=========================== short test summary info ============================\n"
+                + "\n".join(lines) + "\n========================= 1 failed, 4 passed in 0.52s =========================")
+
+
+A, B, C = "tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three"
+D = "tests/test_a.py::test_param[log(photon)-x]"
+DJ_A, DJ_B = "test_order_by (expressions.tests.BasicExpressionsTests)", \
+    "test_filter (expressions.tests.BasicExpressionsTests)"
+
+
+def django_log(a: str, b: str, extra: str = "") -> str:
+    return wrap("Testing against Django installed in '/testbed/django'\nImporting application expressions\n"
+                f"Skipping setup of unused database(s): other.\n{DJ_A} ... {a}\n{DJ_B} ... {b}\n{extra}"
+                "\n----------------------------------------------------------------------\n"
+                "Ran 2 tests in 0.012s\n")
+
+
+def sympy_log(results: dict[str, str]) -> str:
+    body = "\n".join(f"{name} {status}" for name, status in results.items())
+    return wrap("============================= test process starts ==============================\n"
+                "executable:         /opt/miniconda3/envs/testbed/bin/python  (3.9.20-final-0) [CPython]\n"
+                f"sympy/geometry/tests/test_point.py[{len(results)}] \n{body}\n"
+                "________________________________________________________________________________\n"
+                "== tests finished: 2 passed, 1 failed, in 1.00 seconds ==")
+
+
+CASES = [
+    # (name, repo, log_parser, F2P, P2P, log)
+    ("pytest all pass", "pytest-dev/pytest", "parse_log_pytest", [A], [B, C],
+     pytest_log([f"PASSED {A}", f"PASSED {B}", f"PASSED {C}"])),
+    ("pytest F2P fails", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     pytest_log([f"PASSED {B}", f"FAILED {A} - AssertionError: assert 1 == 2"])),
+    ("pytest F2P skipped", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     pytest_log([f"PASSED {B}", f"SKIPPED {A}"])),
+    ("pytest P2P skipped", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     pytest_log([f"PASSED {A}", f"SKIPPED {B}"])),
+    ("pytest F2P missing", "pytest-dev/pytest", "parse_log_pytest", [A, C], [B],
+     pytest_log([f"PASSED {A}", f"PASSED {B}"])),
+    ("pytest F2P xfail", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     pytest_log([f"XFAIL {A} - reason: known", f"PASSED {B}"])),
+    ("pytest P2P error", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     pytest_log([f"PASSED {A}", f"ERROR {B} - fixture 'tmpdir' not found"])),
+    ("pytest collection error", "pydata/xarray", "parse_log_xarray", [A], [B],
+     wrap("collected 0 items / 1 error\n\n==================================== ERRORS ====================================\n"
+          "______________________ ERROR collecting tests/test_a.py _______________________\n"
+          "ImportError while importing test module '/testbed/tests/test_a.py'.\n"
+          "=========================== short test summary info ============================\n"
+          "ERROR tests/test_a.py\n!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!")),
+    ("pytest truncated id", "pytest-dev/pytest", "parse_log_pytest", ["tests/test_a.py::test_param[log(photon"], [B],
+     pytest_log([f"PASSED {D}", f"PASSED {B}"])),
+    ("log cut before the end marker", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     f"+ : '{START}'\ncollected 2 items\n\ntests/test_a.py .."),
+    ("timeout code", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     pytest_log([f"PASSED {A}", f"PASSED {B}"]) + "\n>>>>> Tests Timed Out\n"),
+    ("patch failed code", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     ">>>>> Patch Apply Failed\n" + pytest_log([f"PASSED {A}", f"PASSED {B}"])),
+    ("pytest_v2 colours", "astropy/astropy", "parse_log_astropy", [A], [B],
+     wrap(f"\x1b[32mPASSED\x1b[0m {A}\n\x1b[32mPASSED\x1b[0m {B}")),
+    ("pytest_v2 old style", "sphinx-doc/sphinx", "parse_log_sphinx", [A], [B],
+     wrap(f"{A} PASSED\n{B} FAILED")),
+    ("scikit F2P failed with message", "scikit-learn/scikit-learn", "parse_log_scikit", [A], [B],
+     wrap(f"PASSED {B}\nFAILED {A} - ValueError: bad - really")),
+    ("pytest_options path param", "psf/requests", "parse_log_requests",
+     ["tests/test_r.py::test_path[/data.txt]"], [B],
+     wrap(f"PASSED tests/test_r.py::test_path[/home/u/x/data.txt]\nPASSED {B}")),
+    ("pylint options", "pylint-dev/pylint", "parse_log_pylint", [A], [B, C],
+     wrap(f"PASSED {A}\nPASSED {B}\nFAILED {C}")),
+    ("django all ok", "django/django", "parse_log_django", [DJ_A], [DJ_B], django_log("ok", "ok")),
+    ("django F2P FAIL", "django/django", "parse_log_django", [DJ_A], [DJ_B], django_log("FAIL", "ok")),
+    ("django F2P skipped", "django/django", "parse_log_django", [DJ_A], [DJ_B],
+     django_log("skipped 'Database has feature(s) supports_over_clause'", "ok")),
+    ("django P2P error", "django/django", "parse_log_django", [DJ_A], [DJ_B], django_log("ok", "ERROR")),
+    ("django docstring line then ok", "django/django", "parse_log_django", [DJ_A], [DJ_B],
+     wrap(f"{DJ_A} ... System check identified no issues (0 silenced).\nok\n{DJ_B} ... ok\n")),
+    ("sympy all ok", "sympy/sympy", "parse_log_sympy", ["test_issue_11617"], ["test_point", "test_transform"],
+     sympy_log({"test_point": "ok", "test_issue_11617": "ok", "test_transform": "ok"})),
+    ("sympy F2P F", "sympy/sympy", "parse_log_sympy", ["test_issue_11617"], ["test_point"],
+     sympy_log({"test_point": "ok", "test_issue_11617": "F"})),
+    ("sympy P2P E", "sympy/sympy", "parse_log_sympy", ["test_issue_11617"], ["test_point"],
+     sympy_log({"test_point": "E", "test_issue_11617": "ok"})),
+    ("sympy F2P missing", "sympy/sympy", "parse_log_sympy", ["test_issue_11617"], ["test_point"],
+     sympy_log({"test_point": "ok"})),
+    ("matplotlib mouse buttons", "matplotlib/matplotlib", "parse_log_matplotlib",
+     ["lib/matplotlib/tests/test_widgets.py::test_span[1]"], [B],
+     wrap(f"PASSED lib/matplotlib/tests/test_widgets.py::test_span[MouseButton.LEFT]\nPASSED {B}")),
+    ("seaborn", "mwaskom/seaborn", "parse_log_seaborn", ["tests/test_core.py::TestX::test_y"], [B],
+     wrap(f"tests/test_core.py::TestX::test_y PASSED [ 50%]\nPASSED {B}")),
+    ("results only outside the markers", "pytest-dev/pytest", "parse_log_pytest", [A], [B],
+     f"PASSED {A}\nPASSED {B}\n" + wrap("")),
+]
+
+
+def test_verdicts_match_swebench5(official5):
+    cases = [{"instance_id": f"x__y-{i}", "repo": repo, "version": "1.0", "log_parser": parser,
+              "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, "log": log}
+             for i, (_, repo, parser, f2p, p2p, log) in enumerate(CASES)]
+    result = subprocess.run([official5, str(SCRIPT)], input=json.dumps(cases), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    theirs = json.loads(result.stdout)
+    mismatches = []
+    resolved_count = 0
+    for (name, *_), case, official in zip(CASES, cases, theirs):
+        resolved, report = verdict(case, case["log"], case["log_parser"])
+        resolved_count += resolved
+        if resolved != official["resolved"]:
+            mismatches.append(f"{name}: orchard resolved={resolved}, swebench 5 {official['resolved']}")
+        elif official["tests_status"] and report["log_valid"]:
+            for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+                for side in ("success", "failure"):
+                    if sorted(report[key][side]) != sorted(official["tests_status"][key][side]):
+                        mismatches.append(f"{name}: {key} {side} {report[key][side]} != "
+                                          f"{official['tests_status'][key][side]}")
+    assert not mismatches, "\n".join(mismatches)
+    assert len(CASES) >= 20 and 0 < resolved_count < len(CASES)  # both verdicts are exercised
+
+
+def test_skipped_fail_to_pass_is_a_failure():
+    """The rule 4.1.0's own report misses (a skipped F2P test drops out of its count)."""
+    case = {"instance_id": "x__y-1", "repo": "pytest-dev/pytest", "FAIL_TO_PASS": [A], "PASS_TO_PASS": [B]}
+    resolved, report = verdict(case, pytest_log([f"SKIPPED {A}", f"PASSED {B}"]), "pytest")
+    assert not resolved and report["FAIL_TO_PASS"]["failure"] == [A]
+    resolved, report = verdict(case, pytest_log([f"PASSED {A}", f"SKIPPED {B}"]), "pytest")
+    assert resolved and report["PASS_TO_PASS"]["success"] == [B]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
