@@ -203,6 +203,7 @@ def interpreter(version: str) -> Path:
     return found[-1]
 
 
+PINNED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*===?\s*[^,;*]+$")
 KEEP_SITE = re.compile(r"^(pip|setuptools|wheel|pkg_resources|_distutils_hack|distutils-precedence\.pth)"
                        r"([-.].*)?$")
 
@@ -263,6 +264,11 @@ def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: 
                  uv: str) -> str:
     uv_install = (f"{shlex.quote(uv)} pip install --python {ENV_PREFIX}/bin/python "
                   f"--exclude-newer {shlex.quote(date)}")
+    # An exact pin in the recipe wins over the era date (SWE-bench's specs pin some packages to
+    # releases newer than the instance, e.g. mpmath==1.3.0 for sympy 1.7).
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for name in sorted({m.group(1).lower() for d in deps if (m := PINNED.match(d))}):
+        uv_install += f" --exclude-newer-package {shlex.quote(name)}={now}"
     lines = ["set -euxo pipefail",
              f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_NATIVE_TLS=1",
              *checkout_script(commit), "source /opt/miniconda3/bin/activate", "conda activate testbed",
