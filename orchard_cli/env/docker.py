@@ -185,6 +185,7 @@ class DockerBackend:
         if exec_mode not in ("auto", "engine"):
             raise UsageError(f"exec_mode must be 'auto' or 'engine', not {exec_mode!r}")
         self.exec_mode = exec_mode
+        self.options = {"exec_mode": exec_mode}  # how to make an equal backend in another process
         self._client = client
         self._lock = threading.Lock()
         self._live: dict[str, tuple[RunnerChannel | None, ProxyForwarder | None]] = {}

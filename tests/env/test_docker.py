@@ -256,3 +256,24 @@ def _engine_run(sandbox):
     return engine_exec(sandbox.backend.api, sandbox.container_id, "true", env={},
                        cwd="/workspace", stdin=None, timeout=30, limit=1024,
                        ctl_host=sandbox.root / "ctl", ctl_sandbox="/run/orchard")
+
+
+ENGINE_CHECKS = ["exec", "jobs", "cwd_env", "timeout", "truncation", "files", "apply_patch",
+                 "network_proxy", "memory_limit", "gc_orphan"]
+
+
+@pytest.fixture(scope="module")
+def engine_env():
+    manager = EnvManager(DockerBackend(exec_mode="engine"))
+    yield manager
+    manager.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", ENGINE_CHECKS)
+def test_conformance_through_the_engine_exec_path(check, engine_env, base):
+    """Images without python3 get the engine exec path: it must keep the same contract."""
+    from orchard_cli.env.conformance import CHECKS
+
+    CHECKS[check](engine_env, {"image": base})
+    assert engine_env.list_sandboxes() == []
