@@ -17,6 +17,7 @@ inside from its first instruction; `kill_and_remove` SIGKILLs whatever is left a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -79,19 +80,26 @@ def _try_v2(point: str, own: str) -> tuple[Path | None, str]:
     missing = [c for c in NEEDED if c not in available]
     if missing:
         return None, f"cgroup v2 controllers {', '.join(missing)} are not available in {parent}"
-    wanted = [c for c in (*NEEDED, "cpu") if c in available]
     try:
-        enabled = set(_read(parent / "cgroup.subtree_control").split())
-        if not set(wanted) <= enabled:
-            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
-        base = parent / "orchard"
-        base.mkdir(exist_ok=True)
-        if not set(wanted) <= set(_read(base / "cgroup.subtree_control").split()):
-            (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+        _ensure_base(parent / "orchard", v2=True)
+        with contextlib.suppress(OSError):
+            (parent / "orchard").rmdir()   # made again by the first sandbox
     except OSError as exc:
         return None, (f"cannot delegate cgroup v2 controllers below {parent} ({exc.strerror}); run "
                       "orchard in a delegated cgroup or set ORCHARD_CGROUP_PARENT")
-    return base, ""
+    return parent / "orchard", ""
+
+
+def _ensure_base(base: Path, v2: bool) -> None:
+    """The `orchard` folder that holds the sandboxes' cgroups (removed again when empty)."""
+    if v2:
+        wanted = [c for c in (*NEEDED, "cpu")
+                  if c in _read(base.parent / "cgroup.controllers").split()]
+        if not set(wanted) <= set(_read(base.parent / "cgroup.subtree_control").split()):
+            (base.parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+    base.mkdir(exist_ok=True)
+    if v2 and not set(wanted) <= set(_read(base / "cgroup.subtree_control").split()):
+        (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
 
 
 def _try_v1(mounts, own_paths: dict[str, str]) -> tuple[dict[str, Path], str]:
@@ -103,11 +111,9 @@ def _try_v1(mounts, own_paths: dict[str, str]) -> tuple[dict[str, Path], str]:
                 return {}, f"no cgroup v1 {controller} hierarchy is mounted"
             continue
         base = Path(mount[2]) / _relative(own_paths[controller], mount[1]) / "orchard"
-        try:
-            base.mkdir(parents=False, exist_ok=True)
-        except OSError as exc:
+        if not os.access(base.parent, os.W_OK):
             if controller in NEEDED:
-                return {}, f"cannot create cgroup {base} ({exc.strerror})"
+                return {}, f"cgroup {base.parent} is not writable"
             continue
         parents[controller] = base
     return parents, ""
@@ -144,7 +150,14 @@ def create(support: CgroupSupport, name: str, *, memory: int, pids: int, cpu: fl
     try:
         for controller, parent in support.parents.items():
             path = parent / name
-            path.mkdir()
+            for attempt in range(3):    # a concurrent destroy may remove the empty parent
+                _ensure_base(parent, v2=support.mode == "cgroup-v2")
+                try:
+                    path.mkdir()
+                    break
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
             made.append(str(path))
             if support.mode == "cgroup-v2":
                 _write(path / "memory.max", memory)
@@ -191,6 +204,7 @@ def procs(dirs: list[str]) -> set[int]:
 def kill_and_remove(dirs: list[str], timeout: float = 10.0) -> None:
     """SIGKILL every process in `dirs`, then remove them. Idempotent; raises if they stay busy."""
     dirs = [d for d in dirs if os.path.isdir(d)]
+    removed = list(dirs)
     if not dirs:
         return
     for d in dirs:
@@ -219,6 +233,9 @@ def kill_and_remove(dirs: list[str], timeout: float = 10.0) -> None:
                 left.append(d)
         dirs = left
         if not dirs:
+            for parent in {os.path.dirname(d) for d in removed}:
+                with contextlib.suppress(OSError):
+                    os.rmdir(parent)    # the empty `orchard` folder: leave no trace behind
             return
         if time.monotonic() > deadline:
             raise SandboxError(f"cgroups {', '.join(dirs)} are still busy after {timeout:.0f}s")

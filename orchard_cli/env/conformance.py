@@ -354,8 +354,8 @@ print(n)
 def check_pids_limit(env, spec_kwargs: dict) -> None:
     with sandbox(env, spec_kwargs) as bystander, sandbox(env, spec_kwargs, pids=64) as info:
         sid = info.sandbox_id
-        job = run(env, sid, "bomb() { bomb | bomb & }; bomb; sleep 4; echo survived",
-                  timeout_seconds=6)
+        job = run(env, sid, "bomb() { bomb | bomb & }; bomb; sleep 2; echo survived",
+                  timeout_seconds=3)
         assert job.status in ("timeout", "completed", "error"), job
         _recovers(env, sid)
         forked = ok(env, sid, ["python3", "-c", FORKS], timeout_seconds=60)

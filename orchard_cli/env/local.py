@@ -105,7 +105,7 @@ def _image_root(image: str) -> Path:
 
 
 def _in_image(root: Path, path: str) -> bool:
-    return os.path.lexists(str(root) + path)
+    return os.path.lexists(str(root).rstrip("/") + path)
 
 
 def _python(root: Path) -> str:
@@ -445,20 +445,21 @@ def _image_args(image: Path, targets: list[str]) -> list[str]:
             continue
         parts = target.strip("/").split("/")
         for i in range(1, len(parts)):
-            prefix = "/" + "/".join(parts[:i])
-            host = str(image) + prefix
+            folder = "/" + "/".join(parts[:i])
+            host = str(image).rstrip("/") + folder
             if os.path.islink(host) or not os.path.isdir(host):
                 break
-            rebuild.add(prefix)
+            rebuild.add(folder)
     skip = set(targets)
     args: list[str] = []
+    prefix = str(image).rstrip("/")
 
     def emit(folder: str) -> None:
-        for name in sorted(os.listdir(str(image) + folder)):
+        for name in sorted(os.listdir(prefix + folder)):
             path = folder.rstrip("/") + "/" + name
             if (folder == "/" and name in SKIP_TOP) or path in skip:
                 continue
-            host = str(image) + path
+            host = prefix + path
             if os.path.islink(host):
                 args.extend(["--symlink", os.readlink(host), path])
             elif path in rebuild:

@@ -102,9 +102,10 @@ class SandboxFiles:
                 raise UsageError(f"{path!r} is a directory") from None
             except OSError as exc:
                 raise PathEscapeError(f"cannot write {path!r}: {exc.strerror}") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UsageError(f"{path!r} is not a regular file")
             with os.fdopen(fd, "wb") as fh:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise UsageError(f"{path!r} is not a regular file")
                 os.ftruncate(fd, 0)
                 fh.write(data)
                 os.fchmod(fh.fileno(), mode & 0o7777)
@@ -121,10 +122,12 @@ class SandboxFiles:
                 raise NotFoundError(f"no file {path!r} in the sandbox") from None
             except OSError as exc:
                 raise PathEscapeError(f"cannot read {path!r}: {exc.strerror}") from None
+            kind = os.fstat(fd).st_mode
+            if not stat.S_ISREG(kind):
+                os.close(fd)
+                what = "a directory" if stat.S_ISDIR(kind) else "not a regular file"
+                raise UsageError(f"{path!r} is {what}")
             with os.fdopen(fd, "rb") as fh:
-                kind = os.fstat(fh.fileno()).st_mode
-                if not stat.S_ISREG(kind):
-                    raise UsageError(f"{path!r} is {'a directory' if stat.S_ISDIR(kind) else 'not a regular file'}")
                 return fh.read()
         finally:
             os.close(parent)

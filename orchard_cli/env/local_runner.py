@@ -186,31 +186,7 @@ class Job:
         return not [s for s in self.fds.values() if s != 0] or now > self.exited_at + GRACE
 
     def kill(self):
-        """SIGKILL the command's process group and every process carrying its token."""
-        for _ in range(100):
-            try:
-                os.killpg(self.pid, 9)
-            except OSError:
-                break
-        marker = ("ORCHARD_JOB=%s\0" % self.token).encode()
-        for _ in range(20):
-            found = 0
-            for name in os.listdir("/proc"):
-                if not name.isdigit() or int(name) == os.getpid():
-                    continue
-                try:
-                    fd = os.open("/proc/%s/environ" % name, os.O_RDONLY)
-                    try:
-                        env = os.read(fd, 1 << 20)
-                    finally:
-                        os.close(fd)
-                    if b"\0" + marker in b"\0" + env:
-                        os.kill(int(name), 9)
-                        found += 1
-                except OSError:
-                    pass
-            if not found:
-                break
+        kill_jobs([self])
 
     def result(self):
         for fd in list(self.fds):
@@ -227,6 +203,36 @@ class Job:
                       "out_dropped": self.dropped[1], "err_dropped": self.dropped[2],
                       "duration": round(time.monotonic() - self.start, 6),
                       "error": self.error})
+
+
+def kill_jobs(jobs):
+    """SIGKILL the jobs' process groups and every process carrying one of their tokens."""
+    for job in jobs:
+        for _ in range(100):
+            try:
+                os.killpg(job.pid, 9)
+            except OSError:
+                break
+    markers = [("ORCHARD_JOB=%s\0" % job.token).encode() for job in jobs]
+    me = os.getpid()
+    for _ in range(20):
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                fd = os.open("/proc/%s/environ" % name, os.O_RDONLY)
+                try:
+                    env = b"\0" + os.read(fd, 1 << 20)
+                finally:
+                    os.close(fd)
+                if any(b"\0" + marker in env for marker in markers):
+                    os.kill(int(name), 9)
+                    found += 1
+            except OSError:
+                pass
+        if not found:
+            break
 
 
 class Relay:
@@ -288,6 +294,7 @@ class Runner:
         self.config = None
         self.jobs = {}          # fd -> job
         self.active = []
+        self.started = []       # every job ever started: its leftovers die with the runner
         self.relays = []
         self.listener = None
         rd, self.wake_w = os.pipe()
@@ -332,6 +339,7 @@ class Runner:
                                 "error": ("cannot start the command: %s" % exc).encode()}))
             return
         self.active.append(job)
+        self.started.append(job)
         for fd in job.fds:
             self.jobs[fd] = job
 
@@ -410,8 +418,7 @@ class Runner:
                 write_all(1, job.result())
 
     def shutdown(self):
-        for job in self.active:
-            job.kill()
+        kill_jobs(self.started)
 
 
 def main():

@@ -1,0 +1,308 @@
+"""The local backend beyond the conformance suite: escapes, reporting, scale, orphans, no bwrap."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchard_cli.env import cgroups, local
+from orchard_cli.env.base import CAPABILITIES
+from orchard_cli.env.conformance import loopback_server, make_orphan, ok, run
+from orchard_cli.env.manager import EnvManager
+from orchard_cli.env.models import ExecRequest, SandboxSpec
+from orchard_cli.errors import NotFoundError, PathEscapeError, SandboxError, UsageError
+
+pytestmark = pytest.mark.bwrap
+
+
+@pytest.fixture()
+def env(tmp_path):
+    manager = EnvManager("local", root=str(tmp_path / "local"))
+    yield manager
+    manager.close()
+
+
+@pytest.fixture()
+def sid(env):
+    return env.create_sandbox(SandboxSpec()).sandbox_id
+
+
+def _gone(pid: int, timeout: float = 5.0) -> bool:
+    """True once `pid` has exited (a zombie counts as exited)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _marked_processes(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return [p for p in found if not _gone(p, 0)]
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+def test_symlinks_cannot_escape_the_workspace(env, sid):
+    ok(env, sid, "ln -s /etc etc-link; ln -s /etc/passwd pw; ln -s ../../.. up; "
+                 "echo real > real.txt; ln -s real.txt alias; ln -s /workspace/real.txt abs-alias; "
+                 "ln -s /tmp tmp-link; echo in-tmp > /tmp/t.txt")
+    for path in ("etc-link/passwd", "pw", "up/etc/passwd", "etc-link/orchard-probe"):
+        with pytest.raises(PathEscapeError):
+            env.read_file(sid, path)
+        with pytest.raises(PathEscapeError):
+            env.write_file(sid, path, b"x")
+    assert not os.path.exists("/etc/orchard-probe")
+    assert Path("/etc/passwd").read_bytes() != b"x"
+    assert env.read_file(sid, "alias") == b"real\n"
+    assert env.read_file(sid, "abs-alias") == b"real\n"
+    assert env.read_file(sid, "tmp-link/t.txt") == b"in-tmp\n"
+    env.write_file(sid, "alias", b"through the link\n")
+    assert ok(env, sid, "cat real.txt") == "through the link\n"
+    workspace = env.get_sandbox(sid).details["workspace"]
+    ok(env, sid, f"ln -s {workspace}/real.txt host-path-link")
+    with pytest.raises((PathEscapeError, NotFoundError)):   # the sandbox's view, not the host's
+        env.read_file(sid, "host-path-link")
+
+
+def test_file_api_edges(env, sid):
+    ok(env, sid, "mkdir d; mkfifo fifo")
+    with pytest.raises(UsageError):
+        env.read_file(sid, "d")
+    with pytest.raises(UsageError):
+        env.write_file(sid, "fifo", b"would block")
+    with pytest.raises(NotFoundError):
+        env.read_file(sid, "nope/deeper.txt")
+    env.write_file(sid, "/tmp/a/b/c.txt", b"deep", mode=0o600)
+    assert ok(env, sid, "stat -c %a /tmp/a/b/c.txt").strip() == "600"
+
+
+# ---- exec ------------------------------------------------------------------------------------
+
+def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
+    assert run(env, sid, "kill -9 $$").exit_code == 137
+    assert run(env, sid, "printf 'a\\377b'").stdout == "a\ufffdb"
+    job = run(env, sid, "sleep 1 &")
+    assert job.ok and job.duration_seconds < 1.0, "a background child held the command open"
+    runner = int(env.get_sandbox(sid).details["runner_pid"])
+    os.kill(runner, 9)
+    job = run(env, sid, "echo hi")
+    assert job.status == "error" and job.exit_code is None and "runner" in job.error, job
+
+
+def test_exec_round_trip_is_fast(env, sid):
+    """A loose guard against losing the long-lived runner (a bwrap per command costs 5-7 ms)."""
+    def once(fn) -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+
+    floor = statistics.median(once(lambda: subprocess.run(["true"])) for _ in range(30))
+    sandboxed = statistics.median(
+        once(lambda: env.exec(sid, ExecRequest(command=["true"], wait=True))) for _ in range(30))
+    assert sandboxed < floor + 0.015, f"exec {sandboxed * 1e3:.1f} ms vs floor {floor * 1e3:.1f} ms"
+
+
+# ---- reporting -------------------------------------------------------------------------------
+
+def test_isolation_and_limits_are_reported_and_enforced(env):
+    info = env.create_sandbox(SandboxSpec(memory="256Mi", pids=99, cpu=0.5))
+    assert (info.backend, info.status, info.isolation) == ("local", "ready", "bwrap")
+    support = cgroups.detect()
+    assert info.limits == support.label and info.limits in ("cgroup-v1", "cgroup-v2")
+    assert Path(info.details["workspace"]).is_dir()
+    runner = int(info.details["runner_pid"])
+    dirs = info.details["cgroups"].split(",")
+    assert all(runner in cgroups.procs([d]) for d in dirs), "the runner is not in its cgroups"
+    if info.limits == "cgroup-v1":
+        mem = next(d for d in dirs if "/memory/" in d)
+        assert Path(mem, "memory.limit_in_bytes").read_text().strip() == str(256 * 1024**2)
+        pids = next(d for d in dirs if "/pids/" in d)
+        assert Path(pids, "pids.max").read_text().strip() == "99"
+    else:
+        assert Path(dirs[0], "memory.max").read_text().strip() == str(256 * 1024**2)
+        assert Path(dirs[0], "pids.max").read_text().strip() == "99"
+    # A command is in the cgroups from its first instruction.
+    ok(env, info.sandbox_id, "sleep 30 &")
+    assert len(cgroups.procs(dirs)) >= 2
+
+
+def test_without_a_usable_cgroup_limits_say_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(local.cgroups, "detect",
+                        lambda: cgroups.CgroupSupport("none", reason="no cgroup for this test"))
+    with EnvManager("local", root=str(tmp_path / "local")) as env:
+        assert {"memory_limit", "pids_limit"} <= env.backend.unsupported
+        info = env.create_sandbox(SandboxSpec())
+        assert info.limits == "none: no cgroup for this test"
+        assert ok(env, info.sandbox_id, "echo fine") == "fine\n"
+
+
+def test_without_bwrap_it_refuses_unless_allowed(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+    monkeypatch.setattr(local, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="NO isolation"):
+        env = EnvManager("local", root=str(tmp_path / "local"))
+    try:
+        assert env.backend.unsupported == CAPABILITIES
+        with pytest.raises(SandboxError) as err:
+            env.create_sandbox(SandboxSpec())
+        assert "apt-get install bubblewrap" in err.value.hint
+        monkeypatch.setenv("ORCHARD_ALLOW_NO_ISOLATION", "1")
+        info = env.create_sandbox(SandboxSpec())
+        assert info.isolation == "none"
+        assert ok(env, info.sandbox_id, "pwd").strip() == info.details["workspace"]
+        env.write_file(info.sandbox_id, "f.txt", b"shared")
+        assert ok(env, info.sandbox_id, "cat f.txt; echo $HOME") == \
+            f"shared{info.details['workspace']}\n"
+        ok(env, info.sandbox_id, "sleep 6000.4343 > /dev/null 2>&1 &")
+    finally:
+        env.close()
+    deadline = time.monotonic() + 5
+    while _marked_processes("6000.4343") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _marked_processes("6000.4343") == [], "a command outlived its unisolated sandbox"
+
+
+def test_bad_images_are_usage_errors(env):
+    for image in ("orchard/base:bookworm", "relative/dir", "/no/such/dir"):
+        with pytest.raises(UsageError) as err:
+            env.create_sandbox(SandboxSpec(image=image))
+        assert "'host'" in err.value.hint and "root filesystem" in err.value.hint
+    assert not list(env.backend.root.iterdir())
+
+
+# ---- network ---------------------------------------------------------------------------------
+
+class _Big(http.server.BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True
+    body = os.urandom(3 << 20)
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_proxy_relays_large_bodies_and_full_network_reaches_the_host(env):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Big)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        sid = env.create_sandbox(SandboxSpec(network="proxy", proxy_url=url)).sandbox_id
+        fetch = ("import hashlib, os, urllib.request as u; "
+                 "print(hashlib.sha256(u.urlopen(os.environ['ORCHARD_PROXY_URL'] + '/big').read())"
+                 ".hexdigest())")
+        import hashlib
+        expected = hashlib.sha256(_Big.body).hexdigest()
+        jobs = [env.exec(sid, ExecRequest(command=["python3", "-c", fetch])) for _ in range(4)]
+        for job in jobs:
+            done = env.wait_job(job.job_id, timeout=60)
+            assert done.ok and done.stdout.strip() == expected, done
+    finally:
+        server.shutdown()
+        server.server_close()
+    with loopback_server("host") as host:
+        full = env.create_sandbox(SandboxSpec(network="full")).sandbox_id
+        port = host.server_address[1]
+        assert run(env, full, f"exec 3<>/dev/tcp/127.0.0.1/{port}").exit_code == 0
+
+
+def test_orchard_home_is_hidden_from_host_sandboxes(monkeypatch):
+    home = Path(tempfile.mkdtemp(prefix="orchard-home-", dir="/var/tmp"))
+    try:
+        monkeypatch.setenv("ORCHARD_HOME", str(home))
+        (home / "secret.txt").write_text("key")
+        with EnvManager("local") as env:
+            sid = env.create_sandbox(SandboxSpec()).sandbox_id
+            assert ok(env, sid, f"ls -A {home}; echo end") == "end\n"
+            assert ok(env, sid, "ls /var/tmp >/dev/null && echo visible") == "visible\n"
+    finally:
+        shutil.rmtree(home)
+
+
+# ---- scale and cleanup -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_hundred_sandboxes_then_nothing_left(tmp_path):
+    env = EnvManager("local", root=str(tmp_path / "local"))
+    try:
+        infos = [env.create_sandbox(SandboxSpec(), wait=False) for _ in range(100)]
+        infos = [env.wait_sandbox(i.sandbox_id, timeout=120) for i in infos]
+        assert [i.status for i in infos] == ["ready"] * 100, [i.error for i in infos if i.error]
+        jobs = [env.exec(i.sandbox_id, ExecRequest(
+            command=f"sleep 6000.4242 > /dev/null 2>&1 & echo {n}")) for n, i in enumerate(infos)]
+        assert [env.wait_job(j.job_id, 60).stdout for j in jobs] == [f"{n}\n" for n in range(100)]
+        assert len(_marked_processes("6000.4242")) == 100
+        pids = [int(i.details[k]) for i in infos for k in ("runner_pid", "bwrap_pid")]
+        dirs = [d for i in infos for d in i.details["cgroups"].split(",") if d]
+        folders = [Path(i.details["folder"]) for i in infos]
+        assert len(env.backend.resources()) == 100
+    finally:
+        env.close()
+    assert not any(f.exists() for f in folders)
+    assert not any(os.path.exists(d) for d in dirs)
+    assert all(_gone(p) for p in pids)
+    assert _marked_processes("6000.4242") == []
+    assert list(env.backend.root.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_owner_then_gc_leaves_nothing(env):
+    orphan = make_orphan(env.backend, {})
+    folder = env.backend.root / orphan
+    meta = local._read_meta(folder)
+    assert meta["owner"] != env.owner and meta["cgroups"] == [
+        d for d in meta["cgroups"] if os.path.isdir(d)]
+    assert _gone(meta["bwrap_pid"]) and _gone(meta["runner_pid"]), \
+        "the sandbox outlived its owner (--die-with-parent)"
+    assert orphan in [r.sandbox_id for r in env.backend.resources()]
+    assert orphan in env.gc()
+    assert not folder.exists()
+    assert not any(os.path.exists(d) for d in meta["cgroups"])
+    env.backend.destroy(orphan)  # idempotent
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_root_filesystem_folder_as_image(env, tmp_path):
+    from orchard_cli.env.images import ensure_base_image
+
+    image = ensure_base_image()
+    rootfs = tmp_path / "rootfs"
+    rootfs.mkdir()
+    container = subprocess.run(["docker", "create", image, "true"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    try:
+        export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(rootfs)], stdin=export.stdout, check=True)
+        assert export.wait() == 0
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+    info = env.create_sandbox(SandboxSpec(image=str(rootfs), workdir="/home/agent/work"))
+    out = ok(env, info.sandbox_id, "cat /etc/debian_version; pwd; python3 -c 'print(1)'")
+    assert out.splitlines()[1:] == ["/home/agent/work", "1"], out
+    assert run(env, info.sandbox_id, "touch /etc/x").exit_code != 0
