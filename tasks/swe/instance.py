@@ -127,6 +127,7 @@ def eval_script(record: dict[str, Any], recipe: EnvironmentRecipe, *, keep_insta
     start, end = official.markers()
     base = record["base_commit"]
     test_patch = record["test_patch"]
+    official.modules()
     files = modified_files(test_patch)
     test_cmd = recipe.test_cmd
     if not record.get("environment"):  # the official spec: add the test directives
@@ -143,12 +144,10 @@ def eval_script(record: dict[str, Any], recipe: EnvironmentRecipe, *, keep_insta
 
 
 def modified_files(patch: str) -> list[str]:
-    """Files a patch changes that exist before it (SWE-bench resets those before the test patch)."""
-    files = []
-    for old, new in re.findall(r"^--- (\S+)\n\+\+\+ (\S+)", patch, flags=re.M):
-        if old != "/dev/null" and new != "/dev/null":
-            files.append(old[2:] if old.startswith("a/") else old)
-    return list(dict.fromkeys(files))
+    """The files a patch changes that exist before it (official: SWE-bench resets them)."""
+    from swebench.harness.utils import get_modified_files
+
+    return get_modified_files(patch)
 
 
 def test_directives(record: dict[str, Any]) -> list[str]:

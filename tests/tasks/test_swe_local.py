@@ -71,8 +71,8 @@ def test_environment_is_built_once_and_reused(world, home):
         assert head.stdout.splitlines()[:2] == ["SWE-bench", "calc with a bug in add"]
         assert "/testbed/calc/__init__.py /opt/miniconda3/envs/testbed" in head.stdout
     marker = family.environment_info(first)
-    assert marker["exclude_newer"] == "2024-05-01T12:00:00Z" and marker["python"].endswith("3.10.13") \
-        or marker["python"].split("/")[-1].startswith("3.10")
+    assert marker["exclude_newer"] == "2024-05-01T12:00:00Z"  # the instance's created_at
+    assert Path(marker["python"]).name.startswith("3.10.")
     log_mtime = (envs.envs_root() / key / "build.log").stat().st_mtime
     started = time.monotonic()
     with SandboxHandle.create(world["env"], family.sandbox_spec(second, "local")) as sandbox:
