@@ -63,10 +63,19 @@ class SWEFamily:
 
     # ---- sandboxes -------------------------------------------------------------------------
 
+    def repository(self, task: Task):
+        """The local git repository holding the task's base commit. A synthesized instance (one
+        with a `source` field) is rebuilt from its recorded sdist (`orchard tasks synth`)."""
+        if task.record.get("source"):
+            from orchard_cli.tasks.synth.source import rebuild_repository
+
+            return rebuild_repository(task.record)
+        return envs.repository(task.record["repo"], self.repo_mirror)
+
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
         labels = {"orchard.task": task.task_id[:63], "orchard.family": self.name}
         if backend == "local":
-            repo_path = envs.repository(task.record["repo"], self.repo_mirror)
+            repo_path = self.repository(task)
             return envs.local_spec(self.env_key(task), repo_path, labels=labels)
         if backend in ("docker", "kubernetes"):
             image = task.record.get("image")
@@ -85,7 +94,7 @@ class SWEFamily:
         if sandbox.info.backend != "local":
             return  # an official image already holds /testbed at its base commit
         recipe = self.recipe(task)
-        repo_path = envs.repository(task.record["repo"], self.repo_mirror)
+        repo_path = self.repository(task)
         envs.ensure_local(sandbox.env, self.env_key(task), recipe, task.record, repo_path)
         script = envs.instance_setup_script(recipe, task.record["base_commit"])
         sandbox.write_file("/tmp/orchard-setup.sh", script)

@@ -1,0 +1,318 @@
+"""`orchard tasks synth`: SWE tasks made from real packages by procedural bug injection.
+
+For each NAME==VERSION: fetch the sdist (pip), make the deterministic repository, let the SWE
+family build its environment and set a sandbox up, run the suite twice (reliable tests only),
+then try seeded AST mutations of non-test code, keeping a mutant when 1..max_failing reliable
+tests fail. Each kept mutant becomes a SWE-bench instance, validated before it is written: in
+fresh sandboxes the gold patch resolves and the unpatched tree does not, by the family's grader.
+Nothing is written unless every package went through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchard_cli.errors import OrchardError, UsageError
+from orchard_cli.home import state_dir
+from orchard_cli.tasks.synth import records, source, statement, tests_run
+from orchard_cli.tasks.synth.mutate import KINDS, Mutation, find_mutations, is_source_file
+from orchard_cli.tasks.synth.validate import validate
+
+SCHEMA_VERSION = 1
+DEFAULT_MAX_FAILING = 10
+CANDIDATES_PER_TASK = 25
+FAST_SUITE_SECONDS = 5.0
+BASELINE_TIMEOUT = 1200.0
+
+Say = Callable[[str], None]
+
+
+class SynthError(OrchardError):
+    """A package cannot be made into tasks (no tests, tests failing before mutation, ...)."""
+
+
+class SynthConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    packages: list[str] = Field(min_length=1)
+    """NAME==VERSION of each package."""
+    n: int = Field(10, ge=1)
+    """Tasks wanted per package."""
+    seed: int = 0
+    max_failing: int = Field(DEFAULT_MAX_FAILING, ge=1)
+    """A mutant is kept when between 1 and this many tests fail."""
+    max_candidates: int | None = Field(None, ge=1)
+    """Mutants tried per package at most; default 25 x n."""
+    python: str = Field("3.11", pattern=r"^\d+\.\d+$")
+    writer_model: str | None = None
+    base_url: str | None = None
+    backend: str = "local"
+
+
+class KindStats(BaseModel):
+    tried: int = 0
+    kept: int = 0
+
+
+class PackageReport(BaseModel):
+    package: str
+    version: str
+    sha256: str = ""
+    tests: int = 0
+    """Tests that passed on both clean runs."""
+    flaky: int = 0
+    candidates: int = 0
+    """Mutants enumerated in the package's non-test code."""
+    tried: int = 0
+    kept: int = 0
+    rejected: dict[str, int] = Field(default_factory=dict)
+    kinds: dict[str, KindStats] = Field(default_factory=dict)
+    writer_fallbacks: int = 0
+    seconds: dict[str, float] = Field(default_factory=dict)
+    """env (build + setup), baseline, search, validate, total."""
+
+
+class SynthReport(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    out: str | None = None
+    seed: int
+    max_failing: int
+    tasks: int = 0
+    seconds: float = 0.0
+    packages: list[PackageReport] = Field(default_factory=list)
+
+
+def candidate_order(mutations: list[Mutation], seed: int, key: str) -> list[Mutation]:
+    """Seeded and spread: each kind shuffled, then taken in turns, kind by kind."""
+    rng = random.Random(f"{seed}:{key}")
+    groups = {kind: sorted((m for m in mutations if m.kind == kind), key=lambda m: (m.path, m.start))
+              for kind in KINDS}
+    for kind in KINDS:
+        rng.shuffle(groups[kind])
+    order: list[Mutation] = []
+    while any(groups.values()):
+        for kind in KINDS:
+            if groups[kind]:
+                order.append(groups[kind].pop(0))
+    return order
+
+
+def _tracked(repo: Path) -> list[str]:
+    return sorted(source.git(repo, "ls-files", "-z").split("\0")[:-1])
+
+
+def _names(mutation: Mutation) -> list[str]:
+    parts = [p for p in mutation.function.split(".") if p and not p.startswith("<")]
+    stem = Path(mutation.path).stem
+    module = Path(mutation.path).parent.name if stem == "__init__" else stem
+    return list(dict.fromkeys([*reversed(parts), module]))
+
+
+class _Package:
+    def __init__(self, config: SynthConfig, spec: str, env: Any, family: Any, say: Say) -> None:
+        self.config, self.env, self.family, self.say = config, env, family, say
+        self.name, self.version = source.parse_spec(spec)
+        self.label = f"{self.name}=={self.version}"
+        self.report = PackageReport(package=self.name, version=self.version,
+                                    kinds={k: KindStats() for k in KINDS})
+
+    def reject(self, reason: str) -> None:
+        self.report.rejected[reason] = self.report.rejected.get(reason, 0) + 1
+
+    def run(self) -> list[dict[str, Any]]:
+        started = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix="synth-", dir=state_dir("synth", "work")))
+        try:
+            return self._run(work, started)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            self.report.seconds["total"] = round(time.monotonic() - started, 1)
+
+    def _run(self, work: Path, started: float) -> list[dict[str, Any]]:
+        scratch = work / "tree"
+        self.say(f"{self.label}: fetching the sdist")
+        clean, digest, archive = source.clean_tree(self.name, self.version, None, scratch)
+        if not tests_run.ships_tests(scratch):
+            raise SynthError(f"{self.label} ships no tests in its sdist")
+        self.report.sha256 = digest
+        src = source.SdistSource(package=self.name, version=self.version, filename=archive.name,
+                                 sha256=digest, commit=clean)
+        environment = tests_run.recipe(scratch, self.config.python)
+        created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        clean_task = self.family.task(
+            records.clean_record(self.name, self.version, src, environment, created_at), "synth")
+        self.say(f"{self.label}: building its environment and running its tests twice")
+        mark = time.monotonic()
+        try:
+            bench = tests_run.Workbench(self.family, clean_task, self.env, self.config.backend)
+            bench.__enter__()
+        except OrchardError as exc:
+            raise SynthError(f"{self.label}: its environment could not be set up: {exc.message}",
+                             hint=exc.hint) from exc
+        try:
+            self.report.seconds["env"] = round(time.monotonic() - mark, 1)
+            mark = time.monotonic()
+            base, runs = bench.baseline(BASELINE_TIMEOUT)
+            self.report.seconds["baseline"] = round(time.monotonic() - mark, 1)
+            self._check_baseline(base, runs)
+            return self._search(bench, base, scratch, src, environment, created_at)
+        finally:
+            bench.__exit__(None, None, None)
+
+    def _check_baseline(self, base: tests_run.Baseline, runs: list[tests_run.Run]) -> None:
+        if any(r.timed_out for r in runs):
+            raise SynthError(f"{self.label}: its test suite ran past {BASELINE_TIMEOUT:g} s")
+        if not base.reliable and not base.broken:
+            last = next((l for l in reversed(runs[0].log.splitlines()) if l.strip()), "no output")
+            raise SynthError(f"{self.label}: its test suite ran no test ({last.strip()[:200]})")
+        if base.broken:
+            example = sorted(base.broken)[0]
+            total = len(base.broken) + len(base.reliable) + len(base.flaky)
+            raise SynthError(f"{self.label}: {len(base.broken)} of {total} tests fail before any "
+                             f"mutation (e.g. {example})",
+                             hint="pick another release, or one whose tests pass on Python "
+                                  f"{self.config.python}")
+        self.report.tests, self.report.flaky = len(base.reliable), len(base.flaky)
+        self.say(f"{self.label}: {len(base.reliable)} reliable tests, {len(base.flaky)} flaky, "
+                 f"{base.seconds:.1f} s per run")
+
+    def _search(self, bench: tests_run.Workbench, base: tests_run.Baseline, scratch: Path,
+                src: source.SdistSource, environment: dict[str, Any],
+                created_at: str) -> list[dict[str, Any]]:
+        config, report = self.config, self.report
+        texts = {p: (scratch / p).read_text(errors="replace") for p in _tracked(scratch)
+                 if p.endswith(".py")}
+        mutations = [m for p in sorted(texts) if is_source_file(p) for m in find_mutations(p, texts[p])]
+        report.candidates = len(mutations)
+        order = candidate_order(mutations, config.seed, f"{source.canonical(self.name)}=={self.version}")
+        budget = config.max_candidates or CANDIDATES_PER_TASK * config.n
+        timeout = max(30.0, 10 * base.seconds)
+        used: set[tuple[str, str]] = set()
+        kept: list[dict[str, Any]] = []
+        search_s = validate_s = 0.0
+        for mutation in order:
+            if len(kept) >= config.n or report.tried >= budget:
+                break
+            if (mutation.path, mutation.function) in used:
+                continue
+            files: list[str] | None = None
+            if base.seconds > FAST_SUITE_SECONDS:
+                files = tests_run.relevant_files(base.files, texts, _names(mutation))
+                if not files:
+                    self.reject("untested")
+                    continue
+            report.tried += 1
+            report.kinds[mutation.kind].tried += 1
+            mark = time.monotonic()
+            outcome = self._try(bench, base, mutation, texts[mutation.path], files, timeout)
+            search_s += time.monotonic() - mark
+            if isinstance(outcome, str):
+                self.reject(outcome)
+                continue
+            failing, run = outcome
+            mark = time.monotonic()
+            record = self._record(scratch, mutation, texts[mutation.path], failing, base, run,
+                                  src, environment, created_at)
+            problem = validate(self.family, self.env, record, config.backend)
+            validate_s += time.monotonic() - mark
+            if problem:
+                self.reject(f"validation: {problem}")
+                self.say(f"{self.label}: {mutation.describe()} failed validation: {problem}")
+                continue
+            used.add((mutation.path, mutation.function))
+            report.kinds[mutation.kind].kept += 1
+            kept.append(record)
+            self.say(f"{self.label}: kept {len(kept)}/{config.n}: {mutation.kind} in "
+                     f"{mutation.function} ({len(failing)} failing)")
+        report.kept = len(kept)
+        report.seconds.update(search=round(search_s, 1), validate=round(validate_s, 1))
+        return kept
+
+    def _try(self, bench: tests_run.Workbench, base: tests_run.Baseline, mutation: Mutation,
+             original: str, files: list[str] | None, timeout: float):
+        """(failing tests, full run) when the mutant is worth keeping, else the reason it is not."""
+        bench.write(mutation.path, mutation.apply(original))
+        try:
+            scope = base.reliable if files is None else set().union(*(base.files[f] for f in files))
+            run = bench.run(files, timeout=timeout)
+            if run.timed_out:
+                return "timeout"
+            failing = run.failing(scope)
+            if files is not None and failing and len(failing) <= self.config.max_failing:
+                run = bench.run(None, timeout=timeout)
+                if run.timed_out:
+                    return "timeout"
+                failing = run.failing(base.reliable)
+        finally:
+            bench.write(mutation.path, original)
+        if not failing:
+            return "no test fails"
+        if len(failing) > self.config.max_failing:
+            return "too many tests fail"
+        return failing, run
+
+    def _record(self, scratch: Path, mutation: Mutation, original: str, failing: set[str],
+                base: tests_run.Baseline, run: tests_run.Run, src: source.SdistSource,
+                environment: dict[str, Any], created_at: str) -> dict[str, Any]:
+        base_commit, patch = records.mutant_commit(scratch, self.name, self.version, mutation, original)
+        ordered = sorted(failing)
+        failed = statement.failures(run.log, ordered)
+        key = records.instance_id(self.name, self.version, mutation)
+        text = statement.template(self.name, self.version, failed, key)
+        if self.config.writer_model:
+            try:
+                text = statement.write_with_model(self.name, self.version, failed,
+                                                  model=self.config.writer_model,
+                                                  base_url=self.config.base_url or "")
+            except Exception as exc:  # the template stands; the report counts the fallback
+                self.report.writer_fallbacks += 1
+                self.say(f"{self.label}: the writer model failed ({type(exc).__name__}: "
+                         f"{str(exc)[:120]}); using the template")
+        return records.task_record(
+            package=self.name, version=self.version, mutation=mutation, base_commit=base_commit,
+            patch=patch, statement=text, fail_to_pass=ordered,
+            pass_to_pass=sorted(base.reliable - failing), environment=environment, source=src,
+            created_at=created_at, seed=self.config.seed)
+
+
+def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dict[str, Any]], SynthReport]:
+    """Tasks for every package of `config`, validated; raises SynthError on the first bad package."""
+    from orchard_cli.env import connect
+    from orchard_cli.tasks.registry import load_family
+
+    if config.writer_model and not config.base_url:
+        raise UsageError("--writer-model needs --base-url (an OpenAI-compatible endpoint)")
+    started = time.monotonic()
+    report = SynthReport(seed=config.seed, max_failing=config.max_failing)
+    family = load_family("swe")
+    env = connect(config.backend)
+    tasks: list[dict[str, Any]] = []
+    try:
+        for spec in config.packages:
+            package = _Package(config, spec, env, family, say)
+            report.packages.append(package.report)
+            tasks += package.run()
+    finally:
+        env.close()
+    report.tasks = len(tasks)
+    report.seconds = round(time.monotonic() - started, 1)
+    return tasks, report
+
+
+def write_suite(tasks: list[dict[str, Any]], out: Path) -> None:
+    """One instance per line, written whole or not at all."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as handle:
+        for task in tasks:
+            handle.write(json.dumps(task, sort_keys=False) + "\n")
+    tmp.replace(out)

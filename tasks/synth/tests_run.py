@@ -1,0 +1,203 @@
+"""Running a package's tests the way the SWE family grades them, to find mutants worth keeping.
+
+The environment is the SWE family's own: a synthesized instance carries an `environment` recipe
+(the package installed editable, its test extras and pytest, `pytest -rA`, the official pytest
+log parser), so the family builds it, sets a sandbox up from it and grades in it. `Workbench`
+holds one such sandbox at the clean commit and runs the eval script there, the whole suite or
+some test files, after writing a mutated module; results are read by the family's own grader
+functions (`grading.parse_log` / `verdict`), so the test ids we record are the ids it grades.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.env import Env, SandboxHandle
+from orchard_cli.errors import OrchardError
+from orchard_cli.tasks.base import Task
+
+TEST_EXTRAS = ("test", "tests", "testing")
+TEST_CMD = "python -m pytest -rA -p no:cacheprovider --color=no"
+INSTALL = "python -m pip install -e ."
+EVAL_SCRIPT = "/tmp/orchard-synth-eval.sh"
+EVAL_LOG = "/tmp/orchard-synth-eval.log"
+PASSING = ("PASSED",)
+
+
+def _requirements_from_metadata(text: str) -> tuple[list[str], list[str]]:
+    """(runtime, test) requirement strings from a PKG-INFO's Requires-Dist lines."""
+    message = email.parser.HeaderParser().parsestr(text)
+    runtime, tests = [], []
+    for value in message.get_all("Requires-Dist") or []:
+        requirement, _, marker = value.partition(";")
+        extras = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+        if not extras:
+            runtime.append(value.strip())
+        elif any(e.lower() in TEST_EXTRAS for e in extras):
+            rest = re.sub(r"(and\s+)?extra\s*==\s*['\"][^'\"]+['\"](\s+and)?", "", marker).strip()
+            tests.append(requirement.strip() + (f"; {rest}" if rest else ""))
+    return runtime, tests
+
+
+def _requirements_from_egg_info(repo: Path) -> tuple[list[str], list[str]]:
+    runtime, tests, section = [], [], ""
+    for requires in sorted(repo.glob("*.egg-info/requires.txt")) + sorted(repo.glob("src/*.egg-info/requires.txt")):
+        for line in requires.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1]
+            elif line and not section:
+                runtime.append(line)
+            elif line and section.split(":")[0].lower() in TEST_EXTRAS:
+                marker = section.partition(":")[2]
+                tests.append(line + (f"; {marker}" if marker else ""))
+        break
+    return runtime, tests
+
+
+def test_requirements(repo: Path) -> list[str]:
+    """What the package needs to run its tests: its runtime requirements, the requirements of its
+    extras named test/tests/testing (PKG-INFO, else *.egg-info/requires.txt), and pytest."""
+    pkg_info = repo / "PKG-INFO"
+    runtime, tests = _requirements_from_metadata(pkg_info.read_text(errors="replace")) \
+        if pkg_info.is_file() else ([], [])
+    if not runtime and not tests:
+        runtime, tests = _requirements_from_egg_info(repo)
+    wanted = runtime + tests
+    if not any(re.match(r"^pytest\b(?![-_])", r, re.I) for r in wanted):
+        wanted.append("pytest")
+    return list(dict.fromkeys(wanted))
+
+
+def recipe(repo: Path, python: str) -> dict[str, Any]:
+    """The `environment` field of the package's tasks."""
+    return {"python": python, "packages": test_requirements(repo), "install": [INSTALL],
+            "test_cmd": TEST_CMD, "log_parser": "pytest"}
+
+
+def ships_tests(repo: Path) -> bool:
+    for path in repo.rglob("*.py"):
+        name = path.name
+        if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+            return True
+    return False
+
+
+@dataclass
+class Run:
+    """One run of the eval script: test ids and their status, as the family's grader reads them."""
+
+    statuses: dict[str, str]
+    seconds: float
+    timed_out: bool = False
+    valid: bool = True
+    log: str = ""
+
+    def failing(self, among: set[str]) -> set[str]:
+        """Tests of `among` that did not pass (failed, errored, or vanished)."""
+        return {t for t in among if self.statuses.get(t) not in PASSING}
+
+
+@dataclass
+class Baseline:
+    reliable: set[str]
+    """Passed in both runs on the clean tree: the only tests FAIL_TO_PASS / PASS_TO_PASS use."""
+    flaky: set[str]
+    broken: set[str]
+    """Did not pass in either run."""
+    seconds: float
+    files: dict[str, set[str]] = field(default_factory=dict)
+    """Test file -> its reliable tests."""
+
+
+def test_file(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
+
+
+class Workbench:
+    """One sandbox set up by the SWE family for the clean tree of a package."""
+
+    def __init__(self, family: Any, task: Task, env: Env, backend: str = "local") -> None:
+        self.family = family
+        self.task = task
+        self.env = env
+        self.backend = backend
+        self.sandbox: SandboxHandle | None = None
+        self.workdir = "/testbed"
+
+    def __enter__(self) -> "Workbench":
+        spec = self.family.sandbox_spec(self.task, self.backend)
+        self.sandbox = SandboxHandle.create(self.env, spec)
+        try:
+            self.family.setup(self.task, self.sandbox)
+        except BaseException:
+            self.sandbox.destroy()
+            raise
+        self.workdir = self.sandbox.workdir
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.sandbox is not None:
+            try:
+                self.sandbox.destroy()
+            except OrchardError:
+                pass
+
+    def write(self, path: str, text: str) -> None:
+        assert self.sandbox is not None
+        self.sandbox.write_file(f"{self.workdir}/{path}", text)
+
+    def run(self, files: list[str] | None = None, timeout: float = 600.0) -> Run:
+        """The eval script with the test command limited to `files` (all tests when None)."""
+        from orchard_cli.tasks.swe.grading import parse_log
+        from orchard_cli.tasks.swe.instance import eval_script
+
+        assert self.sandbox is not None
+        recipe = self.family.recipe(self.task)
+        if files:
+            recipe = recipe.model_copy(update={
+                "test_cmd": f"{recipe.test_cmd} {' '.join(shlex.quote(f) for f in files)}"})
+        script = eval_script(self.task.record, recipe).replace(
+            "#!/bin/bash\n", "#!/bin/bash\nexport PYTHONDONTWRITEBYTECODE=1\n", 1)
+        self.sandbox.write_file(EVAL_SCRIPT, script, 0o755)
+        started = time.monotonic()
+        job = self.sandbox.exec(f"bash {EVAL_SCRIPT} > {EVAL_LOG} 2>&1", timeout=timeout)
+        seconds = time.monotonic() - started
+        log = self.sandbox.read_file(EVAL_LOG).decode(errors="replace")
+        if job.status == "error":
+            raise OrchardError(f"the sandbox could not run the tests: {job.error}")
+        statuses, valid = parse_log(self.task.record, log, "pytest")
+        return Run(statuses, seconds, timed_out=job.status == "timeout", valid=valid, log=log)
+
+    def baseline(self, timeout: float) -> tuple[Baseline, list[Run]]:
+        runs = [self.run(timeout=timeout) for _ in range(2)]
+        passed = [{t for t, s in r.statuses.items() if s in PASSING} for r in runs]
+        seen = set(runs[0].statuses) | set(runs[1].statuses)
+        reliable = passed[0] & passed[1]
+        flaky = (passed[0] | passed[1]) - reliable
+        broken = {t for t in seen - reliable - flaky
+                  if runs[0].statuses.get(t) not in ("SKIPPED", "XFAIL")
+                  and runs[1].statuses.get(t) not in ("SKIPPED", "XFAIL")}
+        files: dict[str, set[str]] = {}
+        for test in sorted(reliable):
+            files.setdefault(test_file(test), set()).add(test)
+        return Baseline(reliable, flaky, broken, max(r.seconds for r in runs), files), runs
+
+
+def relevant_files(files: dict[str, set[str]], texts: dict[str, str], names: list[str]) -> list[str]:
+    """Test files whose text mentions one of `names` as a word (the mutated function, its class,
+    its module), most specific name first."""
+    for name in names:
+        if not name or name.startswith("<"):
+            continue
+        pattern = re.compile(rf"\b{re.escape(name)}\b")
+        hits = sorted(f for f in files if pattern.search(texts.get(f, "")))
+        if hits:
+            return hits
+    return []
