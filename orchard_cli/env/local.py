@@ -29,7 +29,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from orchard_cli.env import cgroups
 from orchard_cli.env.base import CAPABILITIES
+from orchard_cli.env.local_bwrap import bwrap_argv, image_root, in_image, runner_python
 from orchard_cli.env.local_files import SandboxFiles
 from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
 from orchard_cli.env.models import (
@@ -52,7 +52,6 @@ from orchard_cli.home import orchard_home, state_dir
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_TIMEOUT = 30.0
-SKIP_TOP = {"proc", "dev", "tmp"}
 _RUNNER_SOURCE: str | None = None
 _warned = False
 _spawn_lock = threading.Lock()
@@ -90,32 +89,6 @@ def _children(pid: int) -> list[int]:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
-
-
-def _image_root(image: str) -> Path:
-    if image == "host":
-        return Path("/")
-    root = Path(image)
-    if root.is_absolute() and root.is_dir() and any((root / d).exists() for d in ("bin", "usr")):
-        return root
-    raise UsageError(
-        f"the local backend cannot use image {image!r}",
-        hint="use 'host' (this machine's tools, read-only) or the absolute path of a folder "
-             "holding a root filesystem; for container images use --backend docker")
-
-
-def _in_image(root: Path, path: str) -> bool:
-    return os.path.lexists(str(root).rstrip("/") + path)
-
-
-def _python(root: Path) -> str:
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
-        if _in_image(root, candidate):
-            return candidate
-    if root == Path("/"):
-        return os.path.realpath(sys.executable)
-    raise UsageError(f"image {str(root)!r} has no python3, which the local sandbox runner needs",
-                     hint="install python3 in the root filesystem (it only needs the standard library)")
 
 
 class _Channel:
@@ -304,7 +277,7 @@ class LocalBackend:
                 "bubblewrap (bwrap) is not installed, so local sandboxes cannot be isolated",
                 hint="apt-get install bubblewrap (or set ORCHARD_ALLOW_NO_ISOLATION=1 to run "
                      "commands on the host without isolation)")
-        image = _image_root(spec.image)
+        image = image_root(spec.image)
         if not self.bwrap and spec.image != "host":
             raise UsageError("an image folder needs bubblewrap", hint="apt-get install bubblewrap")
         folder = self.root / sandbox_id
@@ -328,10 +301,11 @@ class LocalBackend:
             (folder / "run").mkdir()
             proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
             config["proxy_socket"] = "/.orchard/proxy.sock"
-        python = _python(image)
+        python = runner_python(image)
         argv = [python, "-I", "-S", "-c", _runner_source()]
         if self.bwrap:
-            argv = [*self._bwrap_args(image, folder, spec), "--", *argv]
+            argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
+                    *argv]
         log = open(folder / "runner.log", "wb")
         try:
             proc = _spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.PIPE,
@@ -354,7 +328,7 @@ class LocalBackend:
         runner_pid = (_children(grand[0]) or [0])[0] if self.bwrap and grand else proc.pid
         meta.update(bwrap_pid=proc.pid, bwrap_start=_start_time(proc.pid), runner_pid=runner_pid)
         _write_meta(folder, meta)
-        shell = "/bin/bash" if _in_image(image, "/bin/bash") else "/bin/sh"
+        shell = "/bin/bash" if in_image(image, "/bin/bash") else "/bin/sh"
         info = SandboxInfo(
             sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
             isolation=meta["isolation"], limits=self.cgroups.label, expires_at=expires_at,
@@ -365,23 +339,6 @@ class LocalBackend:
         with self._lock:
             self._live[sandbox_id] = sandbox
         return sandbox
-
-    def _bwrap_args(self, image: Path, folder: Path, spec: SandboxSpec) -> list[str]:
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
-        if spec.network == "full":
-            args.append("--share-net")
-        binds = [(spec.workdir, str(folder / "work"), False)]
-        binds += [(m.target.rstrip("/") or "/", m.source, m.read_only) for m in spec.mounts]
-        args += _image_args(image, [t for t, _, _ in binds] + ["/.orchard"])
-        if image == Path("/"):
-            for hidden in _hidden_paths([self.root, orchard_home()]):
-                args += ["--tmpfs", hidden]
-        args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(folder / "tmp"), "/tmp"]
-        for target, source, read_only in binds:
-            args += ["--ro-bind" if read_only else "--bind", source, target]
-        if spec.network == "proxy":
-            args += ["--ro-bind", str(folder / "run"), "/.orchard"]
-        return [*args, "--remount-ro", "/", "--chdir", spec.workdir]
 
     def resources(self) -> list[Resource]:
         found = []
@@ -431,56 +388,6 @@ class LocalBackend:
             shutil.rmtree(folder, ignore_errors=True)
         if folder.exists():
             raise SandboxError(f"could not remove {folder}")
-
-
-def _image_args(image: Path, targets: list[str]) -> list[str]:
-    """Bind the image read-only, one top-level entry at a time, on bwrap's tmpfs root.
-
-    A folder that must hold a new mount point (a workdir or mount target missing from the image)
-    is rebuilt on the tmpfs as well, entry by entry, so bwrap can create the mount point there.
-    """
-    rebuild = {"/"}
-    for target in targets:
-        if _in_image(image, target):
-            continue
-        parts = target.strip("/").split("/")
-        for i in range(1, len(parts)):
-            folder = "/" + "/".join(parts[:i])
-            host = str(image).rstrip("/") + folder
-            if os.path.islink(host) or not os.path.isdir(host):
-                break
-            rebuild.add(folder)
-    skip = set(targets)
-    args: list[str] = []
-    prefix = str(image).rstrip("/")
-
-    def emit(folder: str) -> None:
-        for name in sorted(os.listdir(prefix + folder)):
-            path = folder.rstrip("/") + "/" + name
-            if (folder == "/" and name in SKIP_TOP) or path in skip:
-                continue
-            host = prefix + path
-            if os.path.islink(host):
-                args.extend(["--symlink", os.readlink(host), path])
-            elif path in rebuild:
-                args.extend(["--dir", path])
-                emit(path)
-            else:
-                args.extend(["--ro-bind", host, path])
-
-    emit("/")
-    return args
-
-
-def _hidden_paths(paths: list[Path]) -> list[str]:
-    """Orchard's own state, hidden from 'host' sandboxes (when /tmp does not hide it already)."""
-    found: list[str] = []
-    for path in sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts)):
-        if len(path.parts) < 2 or path.parts[1] in SKIP_TOP:
-            continue
-        if not any(str(path).startswith(f + "/") or str(path) == f for f in found):
-            found.append(str(path))
-    return found
 
 
 def _warn_no_bwrap() -> None:
