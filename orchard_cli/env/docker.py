@@ -222,8 +222,8 @@ class DockerBackend:
         except Exception as exc:
             reason = str(getattr(exc, "explanation", None) or exc).strip().splitlines()[0][:200]
             raise UsageError(f"image {spec.image} does not exist locally and could not be pulled: "
-                             f"{reason}", hint="build it with `orchard env image build` or "
-                             "`docker build`") from None
+                             f"{reason}", hint="build it with `docker build`, FROM orchard's base image "
+                             "(`python -m orchard_cli.env.images` makes that one)") from None
         return spec.image
 
     def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> DockerSandbox:

@@ -192,3 +192,7 @@ def build_image(dockerfile: str, tag: str, files: dict[str, bytes] | None = None
 def build_image_from(base: str, dockerfile_text: str, tag: str, **kw) -> str:
     """Build `tag` from Dockerfile lines that come after `FROM base`."""
     return build_image(f"FROM {base}\n{dockerfile_text}", tag, **kw)
+
+
+if __name__ == "__main__":  # python -m orchard_cli.env.images [NAME]: build the base image now
+    print(ensure_base_image(sys.argv[1] if len(sys.argv) > 1 else BASE_IMAGE))
