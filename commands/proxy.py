@@ -52,7 +52,7 @@ def proxy(
     config, key, owned = configure(upstream, key_env, dialects, {
         "host": host, "port": port, "out": out, "model": model, "max_calls": max_calls,
         "max_tokens": max_tokens, "max_retries": max_retries, "read_timeout_s": read_timeout,
-        "auto_episodes": True})
+        "auto_episodes": True, "keep_records": False})
     if host not in ("127.0.0.1", "localhost", "::1"):
         stderr_console().print(f"warning: listening on {host}: anyone who can reach it can spend "
                                "the upstream key", markup=False)

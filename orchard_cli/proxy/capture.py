@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from orchard_cli.proxy.records import REDACTED, CallError, CallRecord, CallTiming, CallUsage
@@ -99,7 +98,7 @@ def _response(call: Call) -> Any:
         return blob.decode("utf-8", "replace")
 
 
-def build_record(call: Call, secret: bytes | None) -> tuple[CallRecord, CallUsage | None]:
+def build_record(call: Call, call_id: str, secret: bytes | None) -> tuple[CallRecord, CallUsage | None]:
     response = _response(call)
     wire = call.upstream_response if call.upstream_response is not None else response
     usage = _usage(response) or _usage(call.upstream_response)
@@ -107,7 +106,7 @@ def build_record(call: Call, secret: bytes | None) -> tuple[CallRecord, CallUsag
     request = call.parsed_body()
     t0 = call.t0
     record = CallRecord(
-        id=f"call-{uuid.uuid4().hex[:16]}", episode=call.episode.id, seq=call.seq,
+        id=call_id, episode=call.episode.id, seq=call.seq,
         endpoint=call.endpoint, upstream_endpoint=call.upstream_endpoint, stream=call.stream,
         model=request.get("model") if isinstance(request, dict) else None, status=call.status,
         request=request, response=response, upstream_request=call.upstream_request,
@@ -126,7 +125,7 @@ def build_record(call: Call, secret: bytes | None) -> tuple[CallRecord, CallUsag
 def finish_call(call: Call, server: ProxyServer) -> None:
     """Record the call in its episode and the calls file. Never raises into the request path."""
     try:
-        record, usage = build_record(call, server._secret)
+        record, usage = build_record(call, server.next_call_id(), server._secret)
     except Exception:  # a bug here must not break the harness's call
         log.exception("orchard proxy: could not record call %s of episode %s", call.seq, call.episode.id)
         call.episode.abandon()

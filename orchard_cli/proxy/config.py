@@ -32,6 +32,9 @@ class ProxyConfig(BaseModel):
     retry_backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry.")
     connect_timeout_s: float = Field(10.0, gt=0, description="Connecting to the upstream.")
     read_timeout_s: float = Field(600.0, gt=0, description="Longest silence from the upstream.")
+    keep_records: bool = Field(
+        True, description="Keep each episode's records in memory (off for a long-running standalone "
+                          "proxy, which only appends them to `out`).")
     auto_episodes: bool = Field(
         False, description="Standalone mode: /e/<name>/v1 opens episode <name> on first use and "
                            "/v1 serves the episode 'default'. Off: only opened episode tokens work.")

@@ -22,12 +22,15 @@ class Episode:
     """State shared by the proxy's loop (writes) and the run's thread (reads)."""
 
     def __init__(self, episode_id: str, root_url: str, *, token: str | None = None,
-                 max_calls: int | None = None, max_tokens: int | None = None) -> None:
+                 max_calls: int | None = None, max_tokens: int | None = None, keep: bool = True) -> None:
         self.id = episode_id
         self.token = token or f"orch-ep-{secrets.token_urlsafe(24)}"
         self.base_url = f"{root_url}/e/{self.token}/v1"
         self.max_calls, self.max_tokens = max_calls, max_tokens
         self.capped: str | None = None
+        self.keep = keep
+        self.calls = 0  # recorded calls (refused ones included)
+        self._counts = {"errors": 0, "infra_errors": 0, "input_tokens": 0, "output_tokens": 0}
         self.closed = False
         self.opened_at = time.time()
         self._records: list[CallRecord] = []
@@ -62,10 +65,18 @@ class Episode:
         return seq, None
 
     def add(self, record: CallRecord, usage: CallUsage | None) -> None:
+        counts = self._counts
         if usage is not None:
             self._tokens += usage.total_tokens
+            counts["input_tokens"] += usage.input_tokens
+            counts["output_tokens"] += usage.output_tokens
+        if record.error is not None:
+            counts["errors"] += 1
+            counts["infra_errors"] += record.error.type == "infra"
         with self._idle:
-            self._records.append(record)
+            self.calls += 1
+            if self.keep:
+                self._records.append(record)
             self._inflight -= 1
             self._idle.notify_all()
 
@@ -101,12 +112,5 @@ class Episode:
         return self._tokens
 
     def summary(self) -> EpisodeSummary:
-        records = self.records
-        usage = [r.usage for r in records if r.usage is not None]
-        return EpisodeSummary(
-            episode=self.id, calls=len(records),
-            input_tokens=sum(u.input_tokens for u in usage),
-            output_tokens=sum(u.output_tokens for u in usage),
-            errors=sum(1 for r in records if r.error is not None),
-            infra_errors=sum(1 for r in records if r.error is not None and r.error.type == "infra"),
-            capped=self.capped)
+        self.wait_idle()
+        return EpisodeSummary(episode=self.id, calls=self.calls, capped=self.capped, **self._counts)

@@ -100,38 +100,49 @@ class EpisodeSummary(BaseModel):
 class JsonlWriter:
     """Appends records as JSON lines from a background thread, off the proxy's hot path.
 
-    Each line is one `os.write` on a file opened with O_APPEND, so a line is never interleaved
-    with another and a crash leaves at most one unterminated final line (which readers skip).
+    The thread wakes every `interval_s` and writes what has queued up in one `os.write`, so that
+    it does not compete with the proxy's event loop for the GIL on every call. Lines are written
+    whole (O_APPEND), so they never interleave and a crash leaves at most one unterminated final
+    line, which readers skip. `close()` writes everything still queued.
     """
 
-    def __init__(self, path: Path, secrets: list[str] | None = None) -> None:
+    def __init__(self, path: Path, secrets: list[str] | None = None, interval_s: float = 0.05) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._secrets = [s for s in secrets or [] if s]
+        self._interval = interval_s
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self._queue: queue.SimpleQueue[CallRecord | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[CallRecord] = queue.SimpleQueue()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="orchard-proxy-writer", daemon=True)
         self._thread.start()
 
     def write(self, record: CallRecord) -> None:
         self._queue.put(record)
 
-    def _run(self) -> None:
+    def _drain(self) -> None:
+        lines = []
         while True:
-            record = self._queue.get()
-            if record is None:
-                return
+            try:
+                record = self._queue.get_nowait()
+            except queue.Empty:
+                break
             line = record.model_dump_json()
             for secret in self._secrets:  # last line of defence; records are scrubbed upstream
                 line = line.replace(secret, REDACTED)
-            data = (line + "\n").encode()
-            while data:
-                data = data[os.write(self._fd, data):]
+            lines.append(line + "\n")
+        data = "".join(lines).encode()  # one write per pass: each os.write hands the GIL back
+        while data:
+            data = data[os.write(self._fd, data):]
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._drain()
+        self._drain()
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(30)
+        self._stop.set()
+        self._thread.join(30)
         try:
             os.close(self._fd)
         except OSError:

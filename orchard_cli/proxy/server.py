@@ -9,9 +9,11 @@ answer (see `capture.py`, and the writer thread in `records.py`).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import re
+import secrets
 import time
 from typing import Any
 
@@ -77,6 +79,12 @@ class ProxyServer:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._rewrite = bool(config.model or config.extra_body)
+        self._run_id = secrets.token_hex(4)
+        self._calls = itertools.count()
+
+    def next_call_id(self) -> str:
+        """Unique across runs (a random run id) and ordered within one (a counter)."""
+        return f"call-{self._run_id}-{next(self._calls):06d}"
 
     # -- lifecycle -------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -106,7 +114,8 @@ class ProxyServer:
                      max_tokens: int | None = None) -> Episode:
         episode = Episode(episode_id, self.root_url, token=token,
                           max_calls=max_calls if max_calls is not None else self.config.max_calls,
-                          max_tokens=max_tokens if max_tokens is not None else self.config.max_tokens)
+                          max_tokens=max_tokens if max_tokens is not None else self.config.max_tokens,
+                          keep=self.config.keep_records)
         episode._registry = self.episodes
         self.episodes[episode.token] = episode
         return episode

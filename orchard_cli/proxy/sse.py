@@ -57,15 +57,31 @@ def _parse_block(block: bytes) -> tuple[str | None, str] | None:
     return event, "\n".join(data)
 
 
+def _payload(block: bytes) -> bytes | str | None:
+    """The data of one event block; the common one-line `data:` forms without decoding lines."""
+    if block.startswith(b"data: "):
+        rest = block[6:]
+    else:
+        cut = block.find(b"\ndata: ")
+        rest = block[cut + 7:] if cut >= 0 and block.startswith(b"event:") else b"\n"
+    if b"\n" not in rest:
+        return rest
+    parsed = _parse_block(block)
+    return parsed[1] if parsed else None
+
+
 def sse_json(blob: bytes) -> list[dict[str, Any]]:
     """All JSON payloads of a complete stream (skips [DONE], comments and unparsable data)."""
-    decoder = SSEDecoder()
+    if b"\r" in blob:
+        blob = blob.replace(b"\r\n", b"\n")
     out = []
-    for _, data in decoder.feed(blob) + decoder.tail():
-        if data == "[DONE]":
+    for block in blob.split(b"\n\n"):
+        block = block.strip(b"\n")
+        payload = _payload(block) if block else None
+        if not payload or payload in (b"[DONE]", "[DONE]"):
             continue
         try:
-            value = json.loads(data)
+            value = json.loads(payload)
         except ValueError:
             continue
         if isinstance(value, dict):
