@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import (
-    HostTree,
     RawResult,
     RunnerChannel,
     engine_exec,
