@@ -15,5 +15,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(env.app, name="env")
     app.command("doctor")(doctor.doctor)
     app.add_typer(eval_.app, name="eval")
+    from orchard_cli.commands import tasks as tasks_
+    app.add_typer(tasks_.app, name="tasks")
     from orchard_cli.commands import proxy as proxy_
     app.command("proxy")(proxy_.proxy)

@@ -19,9 +19,9 @@ from typer.core import TyperGroup
 
 from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
 
-EXIT_CODES = """Exit codes: 0 completed (and met --fail-under); 1 below --fail-under; 2 bad usage or
-input; 3 env/infra errors on more instances than --max-errors (so a run where nothing could be
-graded never passes in CI)."""
+EXIT_CODES = ("Exit codes: 0 completed (and met --fail-under); 1 below --fail-under; 2 bad usage or "
+              "input; 3 env/infra errors on more instances than --max-errors (so a run where nothing "
+              "could be graded never passes in CI).")
 
 
 class _EvalGroup(TyperGroup):
@@ -31,6 +31,9 @@ class _EvalGroup(TyperGroup):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
+        return ["SUITE [OPTIONS]  |  compare RUN_A RUN_B [OPTIONS]"]
 
 
 app = typer.Typer(
@@ -108,7 +111,8 @@ def run(
     skipped = len(plan.tasks) * attempts - len(plan.pending)
     console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "
                   f"source {plan.source.name}, backend {backend}, {workers} worker(s)"
-                  + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}")
+                  + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}",
+                  soft_wrap=True)
     card = _execute(plan, console)
     _render(card, plan, console, fmt)
     code, reason = verdict(card, fail_under=rate, max_errors=max_errors)
@@ -120,6 +124,7 @@ def run(
 
 
 def _execute(plan, console):  # type: ignore[no-untyped-def]
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     counts = {"resolved": 0, "errors": 0}
@@ -134,7 +139,9 @@ def _execute(plan, console):  # type: ignore[no-untyped-def]
             counts["errors"] += int(result.is_error)
             progress.update(bar, advance=1, **counts)
             if result.is_error:
-                progress.console.print(f"[red]{result.category}[/] {result.instance_id}: {result.error}")
+                progress.console.print(f"[red]{result.category}[/] {escape(result.instance_id)}: "
+                                       f"{escape(result.error or '')}",
+                                       soft_wrap=True, markup=True, highlight=False)
 
         return plan.execute(on_result)
 
@@ -157,7 +164,7 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
                   f"[bold]{pct(card.resolved_rate)}[/]")
     console.print(table)
     cats = ", ".join(f"{k} {v}" for k, v in card.by_category.items() if v)
-    console.print(f"outcomes: {cats}")
+    console.print(f"outcomes: {cats}", soft_wrap=True)
     if card.pass_at_k:
         console.print("pass@k: " + ", ".join(f"k={k} {pct(v)}" for k, v in card.pass_at_k.items())
                       + " | pass^k: " + ", ".join(f"k={k} {pct(v)}" for k, v in (card.pass_hat_k or {}).items()))
@@ -174,8 +181,10 @@ def compare(
     run_b: Annotated[Path, typer.Argument(help="Run folder B.")],
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Per-instance flips between two runs and the paired difference in resolved rate (B - A), with a
-    95% paired normal interval on per-instance differences (McNemar-style) and McNemar's exact p."""
+    """Per-instance flips between two runs, and the paired difference in resolved rate (B - A).
+
+    The 95% interval is a paired normal interval on per-instance differences (McNemar-style Wald);
+    McNemar's exact p-value is shown with it."""
     from orchard_cli.scoring.compare import compare_runs
     from orchard_cli.scoring.report import pct
 

@@ -104,15 +104,18 @@ class _Failed(Exception):
 
 
 @contextmanager
-def _phase(category: str, what: str):
-    """Turn any exception into a categorised failure whose message names the phase and cause."""
+def _phase(category: str, what: str, env_errors: tuple[type[BaseException], ...] = ()):
+    """Turn any exception into a categorised failure whose message names the phase and cause:
+    the sandbox failing is infra_error, the family's environment error is env_error anywhere."""
     try:
         yield
     except _Failed:
         raise
-    except SandboxError as exc:
-        raise _Failed("infra_error", f"{what}: {exc}") from exc
     except Exception as exc:
+        if isinstance(exc, SandboxError):
+            category = "infra_error"
+        elif env_errors and isinstance(exc, env_errors):
+            category = "env_error"
         text = exc.message if isinstance(exc, OrchardError) else f"{type(exc).__name__}: {exc}"
         raise _Failed(category, f"{what}: {' '.join(str(text).split())}") from exc
 
@@ -133,7 +136,11 @@ class EvalRun:
 
     def __init__(self, config: EvalConfig, family: Any, tasks: list[Task], source: AttemptSource,
                  out: Path, resume: bool) -> None:
+        if config.dataset_sha256 is None and getattr(family, "dataset_sha256", None):
+            config = config.model_copy(update={"dataset_sha256": family.dataset_sha256})
         self.config, self.family, self.tasks, self.source = config, family, tasks, source
+        env_error = getattr(family, "environment_error", None)
+        self.env_errors = (env_error,) if isinstance(env_error, type) else ()
         self.out, self.resume = out, resume
         self.done: set[tuple[str, int]] = set()
         self._pred_lock = threading.Lock()
@@ -165,14 +172,15 @@ class EvalRun:
     # ---- one attempt -------------------------------------------------------------------------
 
     def _sandbox(self, env: Any, task: Task) -> SandboxHandle:
-        with _phase("infra_error", "creating the sandbox"):
+        with _phase("env_error", "describing the environment", self.env_errors):
             spec = self.family.sandbox_spec(task, self.config.backend)
+        with _phase("infra_error", "creating the sandbox", self.env_errors):
             return SandboxHandle.create(env, spec)
 
     def _prepared(self, env: Any, task: Task) -> SandboxHandle:
         sandbox = self._sandbox(env, task)
         try:
-            with _phase("env_error", "setting up the environment"):
+            with _phase("env_error", "setting up the environment", self.env_errors):
                 self.family.setup(task, sandbox)
         except BaseException:
             self._destroy(sandbox)
@@ -196,12 +204,12 @@ class EvalRun:
             if self.source.needs_sandbox:
                 sandbox = self._prepared(env, task)
                 try:
-                    with _phase("infra_error", f"{self.source.name} attempt"):
+                    with _phase("infra_error", f"{self.source.name} attempt", self.env_errors):
                         attempt = self.source.solve(task, sandbox, attempt=k, log_dir=log_dir)
                 finally:
                     self._destroy(sandbox)
             else:
-                with _phase("infra_error", "getting the patch"):
+                with _phase("infra_error", "getting the patch", self.env_errors):
                     attempt = self.source.solve(task, None, attempt=k, log_dir=log_dir)
             (log_dir / "patch.diff").write_text(attempt.patch, encoding="utf-8")
             self._record_prediction(task, k, attempt)
@@ -210,7 +218,7 @@ class EvalRun:
             else:
                 sandbox = self._prepared(env, task)
                 try:
-                    with _phase("infra_error", "grading"):
+                    with _phase("infra_error", "grading", self.env_errors):
                         outcome = self.family.grade(task, sandbox, attempt.patch)
                 finally:
                     self._destroy(sandbox)
@@ -223,12 +231,9 @@ class EvalRun:
         log_dir = self.out / rel
         if outcome.log:
             (log_dir / "test_output.txt").write_text(outcome.log, encoding="utf-8")
-        script = getattr(self.family, "eval_script", None)
-        if callable(script):
-            try:
-                (log_dir / "eval.sh").write_text(script(task), encoding="utf-8")
-            except Exception:
-                pass
+        script = self._eval_script(task)
+        if script:
+            (log_dir / "eval.sh").write_text(script, encoding="utf-8")
         if outcome.error:
             (log_dir / "error.txt").write_text(outcome.error + "\n", encoding="utf-8")
         write_json(log_dir / "outcome.json", {"schema_version": 1, **outcome.model_dump(exclude={"log"})})
@@ -244,6 +249,22 @@ class EvalRun:
             cost_usd=attempt.cost_usd if attempt else None,
             trajectory=attempt.trajectory if attempt else None,
             started_at=started, finished_at=time.time())
+
+    def _eval_script(self, task: Task) -> str | None:
+        """The script that ran the tests: the family's optional `eval_script(task)` hook; for
+        the SWE family (no hook yet) the script its grade() writes, rebuilt the same way."""
+        try:
+            hook = getattr(self.family, "eval_script", None)
+            if callable(hook):
+                return hook(task)
+            if getattr(self.family, "name", None) == "swe":
+                from orchard_cli.tasks.swe.instance import eval_script
+
+                return eval_script(task.record, self.family.recipe(task),
+                                   keep_install=self.config.backend != "local")
+        except Exception:  # a log file is not worth failing an attempt for
+            return None
+        return None
 
     # ---- predictions in SWE-bench's format ---------------------------------------------------
 
@@ -272,39 +293,55 @@ class EvalRun:
     # ---- the run -----------------------------------------------------------------------------
 
     def execute(self, on_result: Callable[[AttemptResult], None] | None = None) -> Scorecard:
+        """Run every pending attempt; each result is on disk before the next is reported. On
+        Ctrl-C the sandboxes are destroyed and a partial scorecard (complete: false) is written."""
+        env = connect(self.config.backend)  # before anything is written: a dead backend leaves no folder
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "config.json").exists():
             write_json(self.out / "config.json", self.config)
         started = time.time()
-        env = connect(self.config.backend)
         results = JsonlWriter(self.out / "results.jsonl")
+        pool = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="orchard-eval")
         try:
-            with ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="orchard-eval") as pool:
-                futures = {pool.submit(self.run_attempt, env, t, k): (t, k) for t, k in self.pending}
+            futures = {pool.submit(self.run_attempt, env, t, k): (t, k) for t, k in self.pending}
+            for future in as_completed(futures):
                 try:
-                    for future in as_completed(futures):
-                        result = future.result()
-                        results.write(result)
-                        if on_result:
-                            on_result(result)
-                except BaseException:
-                    for f in futures:
-                        f.cancel()
-                    raise
-        finally:
-            results.close()
-            for writer in self._pred_writers.values():
-                writer.close()
-            env.close()
-            self._rewrite_predictions()
+                    result = future.result()
+                except Exception as exc:  # a bug or a disk error in one attempt: record it, go on
+                    task, k = futures[future]
+                    result = AttemptResult(instance_id=task.task_id, attempt=k, repo=task.repo,
+                                           category="infra_error", error=f"{type(exc).__name__}: {exc}",
+                                           finished_at=time.time())
+                results.write(result)
+                if on_result:
+                    on_result(result)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                self._close(env, results)
+                self.write_scorecard(started)
+            except Exception:  # never mask the interrupt or the original error
+                pass
+            raise
+        pool.shutdown(wait=True)
+        self._close(env, results)
         return self.write_scorecard(started)
+
+    def _close(self, env: Any, results: JsonlWriter) -> None:
+        results.close()
+        for writer in self._pred_writers.values():
+            writer.close()
+        try:
+            env.close()  # destroys any sandbox still alive (an interrupted attempt's)
+        finally:
+            self._rewrite_predictions()
 
     def write_scorecard(self, started: float) -> Scorecard:
         rows, _ = read_jsonl(self.out / "results.jsonl")
         selected = {t.task_id for t in self.tasks}
         results = [r for r in latest_results(rows) if r.instance_id in selected]
         card = compute_scorecard(
-            results, suite=self.config.suite, source=self.config.source,
+            results, suite=self.tasks[0].suite if self.tasks else self.config.suite, source=self.config.source,
             expected=len(self.tasks) * self.config.attempts, started_at=started,
             model_ran=self.source.model_ran,
             reproducibility=Reproducibility(
@@ -328,8 +365,7 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
     source = make_source(config, family, {t.task_id for t in tasks})
-    updates: dict[str, Any] = {"dataset_sha256": getattr(family, "dataset_sha256", None),
-                               "source": source.name}
+    updates: dict[str, Any] = {"source": source.name}
     if config.predictions and config.predictions not in ("gold", "empty"):
         updates["predictions_sha256"] = sha256_file(config.predictions)
     config = config.model_copy(update=updates)

@@ -41,6 +41,21 @@ def cost_text(card: Scorecard) -> str:
     return f"${card.cost_usd:.4f}" if card.cost_usd is not None else "unknown (no price for this model)"
 
 
+def tests_summary(tests: dict) -> str:
+    """'F2P 1/1 · P2P 40/40' from SWE counts, or the family's own 'summary'."""
+    if isinstance(tests.get("summary"), str):
+        return tests["summary"]
+    counts = tests.get("counts")
+    if not isinstance(counts, dict):
+        return ""
+    parts = []
+    for key, short in (("FAIL_TO_PASS", "F2P"), ("PASS_TO_PASS", "P2P")):
+        ok, bad = counts.get(f"{key}_success", 0), counts.get(f"{key}_failure", 0)
+        if ok or bad:
+            parts.append(f"{short} {ok}/{ok + bad}")
+    return " · ".join(parts)
+
+
 def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
 
@@ -82,13 +97,14 @@ def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None)
         lines += [f"| {k} | {pct(v)} | {pct((card.pass_hat_k or {}).get(k))} |"
                   for k, v in card.pass_at_k.items()]
     if results:
-        lines += ["", "## Instances", "", "| instance | attempt | outcome | seconds | error |",
-                  "| --- | ---: | --- | ---: | --- |"]
-        lines += [f"| {x.instance_id} | {x.attempt} | {x.category} | {x.duration_seconds:.1f} | "
-                  f"{(x.error or '').replace('|', '/')} |" for x in results]
+        lines += ["", "## Instances", "", "| instance | attempt | outcome | tests | seconds | patch bytes | error |",
+                  "| --- | ---: | --- | --- | ---: | ---: | --- |"]
+        lines += [f"| {x.instance_id} | {x.attempt} | {x.category} | {tests_summary(x.tests)} | "
+                  f"{x.duration_seconds:.1f} | {x.patch_bytes} | {(x.error or '').replace('|', '/')} |"
+                  for x in results]
     lines += ["", "## Reproducibility", "",
               f"- orchard {r.orchard_version}; harness {r.harness or '-'} {r.harness_version or ''}".rstrip(),
-              f"- dataset sha256: `{r.dataset_sha256 or '-'}`", f"- seed: {r.seed}",
+              f"- dataset sha256: `{r.dataset_sha256 or '-'}`", f"- seed: {'-' if r.seed is None else r.seed}",
               "- configuration: see `config.json`", ""]
     return "\n".join(lines)
 
@@ -101,20 +117,22 @@ CSS = """
 font:14px/1.45 -apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
 main{max-width:1120px;margin:0 auto;padding:28px 28px 48px}
 header h1{font-size:22px;margin:0 0 4px}header p{margin:0;color:var(--muted)}
-.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:14px;margin:22px 0}
+.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:14px;margin:22px 0}
 .tile{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:14px 16px}
 .tile .k{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
 .tile .v{font-size:26px;font-weight:650;margin-top:2px}.tile .s{color:var(--muted);font-size:12px}
 .tile.head{border-color:#2f9e62;box-shadow:inset 4px 0 0 #2f9e62}.tile.bad .v{color:#c23b3b}
-.grid{display:grid;grid-template-columns:1.35fr 1fr;gap:14px}
+.grid{display:grid;grid-template-columns:1.35fr 1fr;gap:14px;align-items:start}
 @media(max-width:900px){.grid{grid-template-columns:1fr}}
 section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin-top:14px}
 section h2{font-size:15px;margin:0 0 10px}svg text{font-family:inherit}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
-th{color:var(--muted);font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+th{color:var(--muted);font-weight:600;white-space:nowrap}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .pill{display:inline-block;padding:1px 8px;border-radius:99px;color:#fff;font-size:12px;white-space:nowrap}
 .note{color:var(--muted);font-size:12px;margin-top:8px}code{font-size:12px}
+td.id,td.t{white-space:nowrap}.badge{display:inline-block;margin-left:6px;padding:0 6px;border-radius:4px;
+background:#e7f5ee;color:#2f9e62;font-size:11px;text-transform:none;letter-spacing:0}
 .err{color:#a7333a;font-size:12px;word-break:break-word}
 """
 
@@ -172,18 +190,19 @@ def _bar_chart_categories(card: Scorecard) -> str:
 
 def _tile(key: str, value: str, sub: str = "", *, ident: str = "", data: str = "", cls: str = "") -> str:
     attrs = (f' id="{ident}"' if ident else "") + (f' data-value="{data}"' if data else "")
-    return (f'<div class="tile {cls}"><div class="k">{escape(key)}</div>'
+    badge = '<span class="badge">headline</span>' if "head" in cls else ""
+    return (f'<div class="tile {cls}"><div class="k">{escape(key)}{badge}</div>'
             f'<div class="v"{attrs}>{escape(value)}</div><div class="s">{sub}</div></div>')
 
 
 def _instances_table(results: list[AttemptResult]) -> str:
     rows = []
     for x in results:
-        tests = x.tests.get("summary") if isinstance(x.tests.get("summary"), str) else ""
+        tests = tests_summary(x.tests)
         rows.append(
-            f"<tr><td><code>{escape(x.instance_id)}</code></td><td class='n'>{x.attempt}</td>"
+            f"<tr><td class='id'><code>{escape(x.instance_id)}</code></td><td class='n'>{x.attempt}</td>"
             f"<td><span class='pill' style='background:{COLORS[x.category]}'>{LABELS[x.category]}</span></td>"
-            f"<td>{escape(tests)}</td><td class='n'>{x.duration_seconds:.1f}s</td>"
+            f"<td class='t'>{escape(tests)}</td><td class='n'>{x.duration_seconds:.1f}s</td>"
             f"<td class='n'>{x.patch_bytes}</td><td class='err'>{escape(x.error or '')}</td></tr>")
     return ("<table><thead><tr><th>instance</th><th class='n'>attempt</th><th>outcome</th><th>tests</th>"
             "<th class='n'>time</th><th class='n'>patch bytes</th><th>error</th></tr></thead><tbody>"
@@ -194,21 +213,22 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
     r = card.reproducibility
     errors_cls = "bad" if card.errors else ""
     tiles = "".join([
-        _tile("Resolved rate (headline)", pct(card.resolved_rate),
+        _tile("Resolved", pct(card.resolved_rate),
               f'<span id="resolved" data-value="{card.resolved}">{card.resolved}</span> of '
               f'<span id="total" data-value="{card.total}">{card.total}</span> resolved',
               ident="resolved-rate", data=f"{card.resolved_rate:.6f}", cls="head"),
         _tile("Graded only", pct(card.resolved_rate_graded), f"{card.graded} graded",
               ident="resolved-rate-graded"),
-        _tile("Env / infra errors", str(card.errors),
-              f"{card.instances_with_errors} instance(s); counted apart", ident="errors",
+        _tile("Errors", str(card.errors),
+              f"env {card.by_category['env_error']} · infra {card.by_category['infra_error']}; "
+              "counted apart", ident="errors",
               data=str(card.errors), cls=errors_cls),
         _tile("Instances", str(card.instances), f"{card.attempts} attempt(s) each", ident="instances"),
         _tile("Wall time", duration(card.wall_seconds), escape(_when(card.finished_at))),
-        _tile("Cost", cost_text(card) if card.tokens is None or card.cost_usd is None
-              else f"${card.cost_usd:.2f}",
-              "" if card.tokens is None else f"{card.tokens.input:,} in / {card.tokens.output:,} out tokens",
-              ident="cost"),
+        _tile("Cost", "—" if card.cost_usd is None else f"${card.cost_usd:.2f}",
+              "no model ran" if card.tokens is None else
+              f"{card.tokens.input:,} in / {card.tokens.output:,} out tokens"
+              + ("" if card.cost_known else "; price unknown"), ident="cost"),
     ])
     passk = ""
     if card.pass_at_k:
@@ -225,8 +245,8 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
         ("orchard", r.orchard_version), ("harness", f"{r.harness or '-'} {r.harness_version or ''}"),
         ("dataset sha256", r.dataset_sha256 or "-"), ("seed", r.seed),
         *sorted((f"config.{k}", v) for k, v in r.config.items() if v not in (None, "", [], {}))))
-    legend = "".join(f"<span class='pill' style='background:{COLORS[c]};margin-right:6px'>{LABELS[c]}</span>"
-                     for c in ("resolved", "env_error"))
+    legend = "".join(f"<span class='pill' style='background:{COLORS[c]};margin-right:6px'>{label}</span>"
+                     for c, label in (("resolved", "resolved"), ("env_error", "env / infra error")))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>orchard eval · {escape(card.suite)} · {pct(card.resolved_rate)}</title><style>{CSS}</style></head>

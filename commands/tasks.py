@@ -1,0 +1,127 @@
+"""`orchard tasks ls [SUITE]` and `orchard tasks show NAME`: the task registry, for people and scripts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from orchard_cli.commands._common import FormatOpt, OutputFormat, emit_json, stdout_console
+
+app = typer.Typer(help="Task suites and families: what `orchard eval` and `orchard distill` can run.",
+                  no_args_is_help=True)
+
+DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", help="A SWE-bench-format file instead of the suite's dataset.")]
+
+
+def _suites() -> list[dict[str, Any]]:
+    from orchard_cli.tasks.registry import list_suites
+
+    return [{"name": s.name, "family": s.family, "source": s.source, "split": s.split,
+             "data_file": s.data_file, "description": s.description} for s in list_suites()]
+
+
+def _load(name: str, dataset: str | None, **filters: Any):  # type: ignore[no-untyped-def]
+    from orchard_cli.tasks.registry import load_suite
+
+    return load_suite(name, dataset=dataset, **filters)
+
+
+@app.command("ls")
+def ls(
+    suite: Annotated[Optional[str], typer.Argument(help="List this suite's instances instead of the suites.")] = None,
+    dataset: DatasetOpt = None,
+    repo: Annotated[Optional[str], typer.Option("--repo", help="Only this repository's instances.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Suites and task families; with SUITE, that suite's instances."""
+    if suite is None:
+        from orchard_cli.tasks.registry import families
+
+        data = {"suites": _suites(), "families": families.names()}
+        if fmt == OutputFormat.json:
+            emit_json(data)
+            return
+        from rich.table import Table
+
+        table = Table(title="suites", title_justify="left")
+        for column in ("suite", "family", "source", "description"):
+            table.add_column(column)
+        for s in data["suites"]:
+            table.add_row(s["name"], s["family"], s["source"], s["description"])
+        stdout_console().print(table)
+        typer.echo(f"families: {', '.join(data['families'])}")
+        typer.echo("a SWE-bench-format file (.parquet, .jsonl, .json) works as a suite too")
+        return
+    family, tasks = _load(suite, dataset, repo=repo, limit=limit)
+    rows = [{"instance_id": t.task_id, "repo": t.repo, "family": t.family} for t in tasks]
+    if fmt == OutputFormat.json:
+        emit_json({"suite": suite, "dataset_sha256": getattr(family, "dataset_sha256", None),
+                   "instances": rows})
+        return
+    for row in rows:
+        typer.echo(f"{row['instance_id']}\t{row['repo']}")
+
+
+def _instance(task: Any) -> dict[str, Any]:
+    record = task.record
+    return {
+        "instance_id": task.task_id, "suite": task.suite, "family": task.family, "repo": task.repo,
+        "base_commit": record.get("base_commit"), "version": record.get("version"),
+        "created_at": record.get("created_at"),
+        "FAIL_TO_PASS": record.get("FAIL_TO_PASS", []), "PASS_TO_PASS": record.get("PASS_TO_PASS", []),
+        "has_gold_patch": bool(record.get("patch")), "environment": record.get("environment"),
+        "problem_statement": task.problem_statement,
+    }
+
+
+@app.command("show")
+def show(
+    name: Annotated[str, typer.Argument(help="A suite name or a SWE-bench-format file.")],
+    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids to show.")] = None,
+    dataset: DatasetOpt = None,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """A suite (family, source, instance count, repositories), or the instances named."""
+    from orchard_cli.errors import OrchardError
+    from orchard_cli.tasks.registry import SUITES
+
+    ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
+    if ids:
+        _, tasks = _load(name, dataset, instances=ids)
+        shown = [_instance(t) for t in tasks]
+        if fmt == OutputFormat.json:
+            emit_json(shown if len(shown) > 1 else shown[0])
+            return
+        for item in shown:
+            statement = item.pop("problem_statement")
+            for key, value in item.items():
+                if isinstance(value, list):
+                    value = f"{len(value)}: " + ", ".join(value[:5]) + (" ..." if len(value) > 5 else "")
+                typer.echo(f"{key:>17}: {value}")
+            typer.echo("\n" + statement.strip() + "\n")
+        return
+    info = next((s for s in _suites() if s["name"] == name), None) if name in SUITES else None
+    data: dict[str, Any] = {"name": name, **(info or {"family": "swe", "source": name})}
+    try:
+        family, tasks = _load(name, dataset)
+        repos: dict[str, int] = {}
+        for t in tasks:
+            repos[t.repo] = repos.get(t.repo, 0) + 1
+        data.update(instances=len(tasks), dataset_sha256=getattr(family, "dataset_sha256", None),
+                    repos=dict(sorted(repos.items(), key=lambda kv: (-kv[1], kv[0]))))
+    except OrchardError as exc:
+        data.update(instances=None, unavailable=exc.message, hint=exc.hint)
+    if fmt == OutputFormat.json:
+        emit_json(data)
+        return
+    for key in ("name", "family", "description", "source", "split", "data_file", "instances", "dataset_sha256"):
+        if data.get(key) is not None:
+            typer.echo(f"{key:>15}: {data[key]}")
+    if data.get("unavailable"):
+        typer.echo(f"{'data':>15}: unavailable: {data['unavailable']}")
+        if data.get("hint"):
+            typer.echo(f"{'':>15}  hint: {data['hint']}")
+    for repo, count in (data.get("repos") or {}).items():
+        typer.echo(f"{'':>15}  {count:>4}  {repo}")

@@ -1,0 +1,239 @@
+"""The eval loop with a tiny task family (defined here) on real local sandboxes and a real git repo:
+categories, cleanup, records on disk, parallel workers, resume, and a crash mid-run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchard_cli.attempts import EmptySource, GoldSource, PredictionsSource
+from orchard_cli.env import connect
+from orchard_cli.env.models import SandboxSpec
+from orchard_cli.env.owner import current_owner
+from orchard_cli.errors import OrchardError, UsageError
+from orchard_cli.evaluation import EvalConfig, EvalRun, verdict
+from orchard_cli.predictions import Prediction
+from orchard_cli.records import read_jsonl
+from orchard_cli.tasks.base import Outcome, Task
+
+pytestmark = pytest.mark.bwrap
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def calc_repo(tmp_path_factory):
+    """A repository with a bug (add subtracts), its test, and the fix as a git diff."""
+    repo = tmp_path_factory.mktemp("calc")
+    git(repo, "init", "-q")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "test_calc.py").write_text("from calc import add\nassert add(2, 3) == 5, add(2, 3)\nprint('ok')\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    gold = git(repo, "diff")
+    git(repo, "checkout", "-q", "calc.py")
+    return repo, base, gold
+
+
+class EnvMissing(OrchardError):
+    """What a family raises when an environment cannot be had."""
+
+
+class CalcFamily:
+    """A tiny family: copy the repo at its commit into the sandbox, apply the patch, run the test."""
+
+    name = "calc"
+    dataset_sha256 = "0" * 64
+
+    def __init__(self, repo: Path, base: str, gold: str) -> None:
+        self.repo, self.base, self.gold = repo, base, gold
+        self.destroyed = 0
+
+    def tasks(self, *names: str) -> list[Task]:
+        return [Task(task_id=n, suite="calc", family="calc", problem_statement="add subtracts",
+                     repo="t/calc" if "other" not in n else "t/other", record={}) for n in names]
+
+    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+        if task.task_id.startswith("infra"):
+            return SandboxSpec(image="/nonexistent/rootfs")  # the backend cannot create this
+        return SandboxSpec(memory="512Mi")
+
+    def setup(self, task: Task, sandbox) -> None:
+        if task.task_id.startswith("envfail"):
+            raise EnvMissing("python 2.1 is not available on this machine")
+        for name in ("calc.py", "test_calc.py"):
+            blob = git(self.repo, "show", f"{self.base}:{name}")
+            sandbox.write_file(name, blob)
+        job = sandbox.exec("git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm base")
+        assert job.ok, job.stderr
+
+    def grade(self, task: Task, sandbox, patch: str) -> Outcome:
+        applied = sandbox.apply_patch(patch)
+        if not applied.applied:
+            return Outcome(resolved=False, category="patch_apply_failed", log=applied.output)
+        job = sandbox.exec("python3 test_calc.py", timeout=30)
+        log = job.stdout + job.stderr
+        ok = job.exit_code == 0
+        return Outcome(resolved=ok, category="resolved" if ok else "unresolved", log=log,
+                       tests={"passed": int(ok), "failed": int(not ok), "summary": f"{int(ok)}/1 passed"})
+
+    def gold_patch(self, task: Task) -> str:
+        return self.gold
+
+    def eval_script(self, task: Task) -> str:
+        return "python3 test_calc.py\n"
+
+
+def _config(out, **kw):
+    return EvalConfig(suite="calc", backend="local", out=str(out), **kw)
+
+
+def test_outcomes_are_categorised_and_recorded(tmp_path, calc_repo):
+    family = CalcFamily(*calc_repo)
+    tasks = family.tasks("good-1", "good-other-2", "envfail-3", "infra-4")
+    out = tmp_path / "run"
+    run = EvalRun(_config(out, workers=2, source="gold"), family, tasks, GoldSource(family), out, False)
+    seen = []
+    card = run.execute(seen.append)
+    rows, report = read_jsonl(out / "results.jsonl")
+    by_id = {r["instance_id"]: r for r in rows}
+    assert len(seen) == 4 and report.bad_lines == [] and not report.torn_tail
+    assert by_id["good-1"]["category"] == "resolved" and by_id["good-1"]["resolved"]
+    assert by_id["good-1"]["tests"] == {"passed": 1, "failed": 0, "summary": "1/1 passed"}
+    assert by_id["envfail-3"]["category"] == "env_error"
+    assert "python 2.1 is not available" in by_id["envfail-3"]["error"]
+    assert by_id["infra-4"]["category"] == "infra_error" and by_id["infra-4"]["error"]
+    assert all(r["schema_version"] == 1 for r in rows)
+    # Logs: the patch, the test output and the eval script of each graded attempt.
+    logs = out / "logs" / "good-1" / "attempt-1"
+    assert (logs / "patch.diff").read_text() == family.gold
+    assert "ok" in (logs / "test_output.txt").read_text()
+    assert (logs / "eval.sh").exists() and (out / "logs/envfail-3/attempt-1/error.txt").exists()
+    # The scorecard: errors apart, headline over all, both repos.
+    assert (card.total, card.resolved, card.errors) == (4, 2, 2)
+    assert card.resolved_rate == 0.5 and card.resolved_rate_graded == 1.0
+    assert set(card.by_repo) == {"t/calc", "t/other"}
+    saved = json.loads((out / "scorecard.json").read_text())
+    assert saved["resolved"] == 2 and saved["reproducibility"]["dataset_sha256"] == "0" * 64
+    assert (out / "scorecard.md").exists() and (out / "scorecard.html").exists()
+    assert verdict(card, fail_under=None, max_errors=0)[0] == 3
+    assert verdict(card, fail_under=None, max_errors=2)[0] == 0
+    assert verdict(card, fail_under=0.6, max_errors=2)[0] == 1
+    # predictions.jsonl in SWE-bench's format, one line per instance that got a patch.
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert {p["instance_id"] for p in preds} == {"good-1", "good-other-2", "envfail-3", "infra-4"}
+    assert {"instance_id", "model_name_or_path", "model_patch"} <= set(preds[0])
+    # Every sandbox was destroyed, including after failures.
+    env = connect("local")
+    try:
+        assert [r for r in env.backend.resources() if r.owner == current_owner()] == []
+    finally:
+        env.close()
+
+
+def test_empty_bad_and_missing_patches(tmp_path, calc_repo):
+    family = CalcFamily(*calc_repo)
+    tasks = family.tasks("a", "b", "c")
+    bad = family.gold.replace("return a - b", "return a * b")  # context that does not match
+    source = PredictionsSource("p.jsonl", {
+        "a": Prediction(instance_id="a", model_name_or_path="m", model_patch=bad),
+        "b": Prediction(instance_id="b", model_name_or_path="m", model_patch=""),
+    })
+    out = tmp_path / "run"
+    card = EvalRun(_config(out, source=source.name), family, tasks, source, out, False).execute()
+    assert card.by_category["patch_apply_failed"] == 1
+    assert card.by_category["empty_patch"] == 2  # an empty patch and a task with no prediction
+    assert card.resolved == 0 and card.errors == 0
+
+
+def test_resume_skips_finished_retries_errors_and_refuses_other_configs(tmp_path, calc_repo):
+    family = CalcFamily(*calc_repo)
+    tasks = family.tasks("good-1", "envfail-2")
+    out = tmp_path / "run"
+    EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False).execute()
+    rows, _ = read_jsonl(out / "results.jsonl")
+    assert len(rows) == 4
+
+    with pytest.raises(UsageError, match="not empty"):
+        EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False)
+    with pytest.raises(UsageError, match=r"different configuration \(attempts: 2 -> 3\)"):
+        EvalRun(_config(out, attempts=3), family, tasks, GoldSource(family), out, True)
+
+    # Resumed: the finished attempts stay; the env errors are tried again (here they fail again).
+    run = EvalRun(_config(out, attempts=2, workers=3), family, tasks, GoldSource(family), out, True)
+    assert [(t.task_id, k) for t, k in run.pending] == [("envfail-2", 1), ("envfail-2", 2)]
+    card = run.execute()
+    rows, _ = read_jsonl(out / "results.jsonl")
+    assert len(rows) == 6 and card.total == 4 and card.pass_at_k == {1: 0.5, 2: 0.5}
+    preds = (out / "predictions.jsonl").read_text().splitlines()
+    assert len(preds) == 2  # rewritten: one line per instance, the latest
+
+
+def test_a_crashed_run_keeps_what_finished(tmp_path, calc_repo):
+    """A run killed after two of three instances resumes with only the third."""
+    repo, base, gold = calc_repo
+    out = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_eval_loop import CalcFamily, _config
+        from orchard_cli.attempts import GoldSource
+        from orchard_cli.evaluation import EvalRun
+        from pathlib import Path
+        family = CalcFamily(Path({str(repo)!r}), {base!r}, {gold!r})
+        done = []
+        def on_result(r):
+            done.append(r)
+            if len(done) == 2:
+                os._exit(7)
+        tasks = family.tasks("t1", "t2", "t3")
+        EvalRun(_config(Path({str(out)!r})), family, tasks, GoldSource(family), Path({str(out)!r}), False).execute(on_result)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 7, proc.stderr
+    rows, report = read_jsonl(out / "results.jsonl")
+    assert len(rows) == 2 and not report.torn_tail
+    family = CalcFamily(repo, base, gold)
+    run = EvalRun(_config(out), family, family.tasks("t1", "t2", "t3"), GoldSource(family), out, True)
+    assert len(run.pending) == 1
+    card = run.execute()
+    assert card.resolved == 3 and card.complete
+
+
+def test_empty_source_needs_no_sandbox(tmp_path, calc_repo):
+    family = CalcFamily(*calc_repo)
+    out = tmp_path / "run"
+    card = EvalRun(_config(out), family, family.tasks("infra-1"), EmptySource(), out, False).execute()
+    assert card.by_category["empty_patch"] == 1 and card.errors == 0
+
+
+def test_interrupt_writes_a_partial_scorecard_and_cleans_up(tmp_path, calc_repo):
+    family = CalcFamily(*calc_repo)
+    tasks = family.tasks("t1", "t2", "t3")
+    out = tmp_path / "run"
+
+    def interrupt(result):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        EvalRun(_config(out), family, tasks, GoldSource(family), out, False).execute(interrupt)
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["complete"] is False and card["total"] == 1 and card["missing"] == 2
+    env = connect("local")
+    try:
+        assert [r for r in env.backend.resources() if r.owner == current_owner()] == []
+    finally:
+        env.close()
+    card = EvalRun(_config(out), family, tasks, GoldSource(family), out, True).execute()
+    assert card.complete and card.resolved == 3
