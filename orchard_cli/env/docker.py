@@ -81,7 +81,8 @@ def _usage_or_infra(exc: Exception, what: str) -> Exception:
 
 class DockerSandbox:
     def __init__(self, backend: "DockerBackend", info: SandboxInfo, container_id: str,
-                 root: Path, channel: RunnerChannel | None, env: dict[str, str], shell: str) -> None:
+                 root: Path, channel: RunnerChannel | None, env: dict[str, str], shell: str,
+                 owner: tuple[int, int] | None = None) -> None:
         self.backend = backend
         self.info = info
         self.container_id = container_id
@@ -93,7 +94,7 @@ class DockerSandbox:
         roots = {spec.workdir: root / "workspace", "/tmp": root / "tmp"}
         roots.update({m.target.rstrip("/"): Path(m.source) for m in spec.mounts})
         self.tree = HostTree(roots, frozenset(m.target.rstrip("/") for m in spec.mounts
-                                              if m.read_only))
+                                              if m.read_only), owner)
 
     # ---- exec ---------------------------------------------------------------------------------
 
@@ -236,6 +237,7 @@ class DockerBackend:
         for sub in ("workspace", "tmp", "ctl"):
             (root / sub).mkdir(exist_ok=True)
         os.chmod(root / "tmp", 0o1777)
+        os.chmod(root / "ctl", 0o1777)  # the image's user may not be root
         shutil.copyfile(Path(__file__).with_name("local_runner.py"), root / "ctl" / "runner.py")
         (root / "ctl" / "start.sh").write_text(_START)
         channel = RunnerChannel(root / "ctl")
@@ -268,7 +270,8 @@ class DockerBackend:
                 image, entrypoint=["/bin/sh", f"{CTL}/start.sh"], name=name, labels=labels,
                 environment=env, working_dir=spec.workdir, host_config=host_config, detach=True)
             cid = container["Id"]
-            self._prepopulate(image, sandbox_id, labels, spec.workdir, root / "workspace")
+            prepopulated = self._prepopulate(image, sandbox_id, labels, spec.workdir,
+                                             root / "workspace")
             self.api.start(cid)
             config_env = self.api.inspect_container(cid)["Config"]
         except docker.errors.APIError as exc:
@@ -284,8 +287,25 @@ class DockerBackend:
         info = SandboxInfo(sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
                            isolation="docker", limits="docker", expires_at=expires_at,
                            details=details)
-        return DockerSandbox(self, info, cid, root, channel if has_runner else None,
-                             _process_env(config_env), shell)
+        sandbox = DockerSandbox(self, info, cid, root, channel if has_runner else None,
+                                _process_env(config_env), shell)
+        if config_env.get("User") not in (None, "", "0", "root", "0:0"):
+            self._adopt_user(sandbox, config_env["User"], prepopulated)
+        return sandbox
+
+    def _adopt_user(self, sandbox: DockerSandbox, user: str, prepopulated: bool) -> None:
+        """The image runs as `user`, not root: host-side writes take its ids, and an empty
+        workspace becomes its own."""
+        raw = sandbox._run(["/bin/sh", "-c", "id -u; id -g"], env={}, cwd="/", stdin=None,
+                           timeout=30, limit=1024)
+        try:
+            uid, gid = (int(x) for x in raw.stdout.split())
+        except ValueError:
+            raise SandboxError(f"cannot tell the ids of the image's user {user!r}: "
+                               f"{raw.error or raw.stderr.decode(errors='replace')}") from None
+        sandbox.tree.owner = (uid, gid)
+        if not prepopulated and os.geteuid() == 0:
+            os.chown(sandbox.root / "workspace", uid, gid)
 
     def _cpus(self) -> int:
         if self._ncpu is None:
@@ -293,8 +313,9 @@ class DockerBackend:
         return self._ncpu
 
     def _prepopulate(self, image: str, sandbox_id: str, labels: dict[str, str], workdir: str,
-                     dest: Path) -> None:
-        """Copy what the image holds at `workdir` into the (empty) workspace folder. The archive
+                     dest: Path) -> bool:
+        """Copy what the image holds at `workdir` into the (empty) workspace folder; False when
+        it holds nothing there. The archive
         comes from a probe container without mounts (~20 ms; the sandbox's own container would
         show its bind mount there instead)."""
         import docker.errors
@@ -305,8 +326,9 @@ class DockerBackend:
             try:
                 stream, _ = self.api.get_archive(probe["Id"], workdir)
             except docker.errors.NotFound:
-                return
+                return False
             extract_workdir(stream, workdir, dest)
+            return True
         finally:
             self.api.remove_container(probe["Id"], force=True)
 
@@ -324,8 +346,10 @@ class DockerBackend:
             if time.monotonic() - started > 2:  # slow: is the container still there at all?
                 state = self.api.inspect_container(cid)["State"]
                 if not state.get("Running"):
+                    logs = self.api.logs(cid, tail=3).decode(errors="replace").strip()
                     raise SandboxError(f"the sandbox container exited at start (exit "
-                                       f"{state.get('ExitCode')}): does {spec.image} have /bin/sh?")
+                                       f"{state.get('ExitCode')}): {logs or 'no output'}",
+                                       hint=f"the image {spec.image} needs /bin/sh")
                 time.sleep(0.5)
         raise SandboxError(f"the sandbox runner did not start within {RUNNER_WAIT:.0f}s: "
                            f"{channel.log_tail()}")

@@ -20,7 +20,10 @@ from orchard_cli.errors import NotFoundError, UsageError
 class HostTree:
     """Sandbox paths below `roots` (sandbox dir -> host dir), accessed without following links out."""
 
-    def __init__(self, roots: dict[str, Path], read_only: frozenset[str] = frozenset()) -> None:
+    def __init__(self, roots: dict[str, Path], read_only: frozenset[str] = frozenset(),
+                 owner: tuple[int, int] | None = None) -> None:
+        """`owner`: (uid, gid) given to what is created, when the sandbox's user is not root."""
+        self.owner = owner
         # Longest first, so /tmp/work (a workdir below /tmp) wins over /tmp.
         self.roots = dict(sorted(roots.items(), key=lambda kv: -len(kv[0])))
         self.read_only = {str(self.roots[r]) for r in read_only}
@@ -77,14 +80,15 @@ class HostTree:
     def _is_prefix(self, candidate: str) -> bool:
         return any(root.startswith(candidate.rstrip("/") + "/") for root in self.roots)
 
-    @staticmethod
-    def _open_dir(root: Path, parts: list[str], create: bool) -> int:
+    def _open_dir(self, root: Path, parts: list[str], create: bool) -> int:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in parts:
                 if create:
                     try:
                         os.mkdir(part, 0o755, dir_fd=fd)
+                        if self.owner:
+                            os.chown(part, *self.owner, dir_fd=fd, follow_symlinks=False)
                     except FileExistsError:
                         pass
                 nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -136,6 +140,8 @@ class HostTree:
             os.ftruncate(fd, 0)
             fh.write(data)
             os.fchmod(fh.fileno(), mode & 0o7777)
+            if self.owner:
+                os.fchown(fh.fileno(), *self.owner)
 
     @staticmethod
     def _refuse(exc: OSError, shown: str) -> UsageError:

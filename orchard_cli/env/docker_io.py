@@ -142,7 +142,8 @@ class RunnerChannel:
 
     def __init__(self, ctl: Path) -> None:
         for name in ("in", "out"):
-            os.mkfifo(ctl / name, 0o600)
+            os.mkfifo(ctl / name)
+            os.chmod(ctl / name, 0o666)  # the runner runs as the image's user
         self._in = os.open(ctl / "in", os.O_RDWR | os.O_CLOEXEC)
         self._out = os.open(ctl / "out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         self.log = ctl / "runner.log"

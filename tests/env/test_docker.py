@@ -335,3 +335,13 @@ def test_base_image_is_rebuilt_only_when_its_recipe_changes(base, monkeypatch):
     labels = docker_client().api.inspect_image(stale)["Config"]["Labels"]
     assert labels[images.RECIPE_LABEL] == images.recipe_hash()
     assert images.ensure_base_image(stale) == stale and built == [stale]
+
+
+def test_image_with_a_non_root_user(env, base):
+    image = build_image_from(base, "RUN useradd -m -u 1234 agent\nUSER agent\n",
+                             "orchard-test/non-root:1")
+    sid = env.create_sandbox(SandboxSpec(image=image)).sandbox_id
+    assert run(env, sid, "id -un; touch made && stat -c %U made").stdout == "agent\nagent\n"
+    env.write_file(sid, "sub/from-api.txt", b"x")
+    job = run(env, sid, "stat -c %U sub sub/from-api.txt; echo more >> sub/from-api.txt; cat sub/from-api.txt")
+    assert job.stdout == "agent\nagent\nxmore\n", job.stderr
