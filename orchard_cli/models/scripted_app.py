@@ -171,16 +171,19 @@ def build_app(endpoint: ScriptedEndpoint) -> web.Application:
         for chunk in turn.chunks():
             blocks.append(translator.feed(chunk) if translator else [encode_event(chunk)])
         blocks.append(translator.finish() if translator else [DONE])
-        for n, block in enumerate(blocks):
-            if turn.reply.cut_after_chunks is not None and n >= turn.reply.cut_after_chunks:
-                assert request.transport is not None
-                request.transport.abort()  # the client sees a stream cut mid-way
-                return resp
-            if block:
-                await resp.write(b"".join(block))
-            if turn.reply.chunk_delay_s:
-                await asyncio.sleep(turn.reply.chunk_delay_s)
-        await resp.write_eof()
+        try:
+            for n, block in enumerate(blocks):
+                if turn.reply.cut_after_chunks is not None and n >= turn.reply.cut_after_chunks:
+                    assert request.transport is not None
+                    request.transport.abort()  # the client sees a stream cut mid-way
+                    return resp
+                if block:
+                    await resp.write(b"".join(block))
+                if turn.reply.chunk_delay_s:
+                    await asyncio.sleep(turn.reply.chunk_delay_s)
+            await resp.write_eof()
+        except ConnectionResetError:  # the client went away mid-stream
+            pass
         return resp
 
     app = web.Application(client_max_size=64 * 1024 * 1024)

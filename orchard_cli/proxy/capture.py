@@ -130,7 +130,7 @@ def finish_call(call: Call, server: ProxyServer) -> None:
         log.exception("orchard proxy: could not record call %s of episode %s", call.seq, call.episode.id)
         call.episode.abandon()
         return
-    call.episode.add(record, usage)
+    call.episode.add(record, usage, len(call.raw) + sum(len(part) for part in call.parts))
     if server.writer is not None:
         server.writer.write(record)
 

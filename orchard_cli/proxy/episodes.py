@@ -64,12 +64,16 @@ class Episode:
             return seq, self.capped
         return seq, None
 
-    def add(self, record: CallRecord, usage: CallUsage | None) -> None:
+    def add(self, record: CallRecord, usage: CallUsage | None, wire_bytes: int = 0) -> None:
+        """Count a finished call. Without reported usage (a stream without include_usage), the
+        token cap counts bytes on the wire / 4: rough, on the high side, never zero."""
         counts = self._counts
         if usage is not None:
             self._tokens += usage.total_tokens
             counts["input_tokens"] += usage.input_tokens
             counts["output_tokens"] += usage.output_tokens
+        elif record.upstream_endpoint is not None:
+            self._tokens += wire_bytes // 4
         if record.error is not None:
             counts["errors"] += 1
             counts["infra_errors"] += record.error.type == "infra"

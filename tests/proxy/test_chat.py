@@ -118,3 +118,22 @@ def test_records_validate_from_their_own_json(scripted, proxy_for):
     client(episode).post("/chat/completions", json=CHAT)
     [record] = episode.records
     assert CallRecord.model_validate_json(record.model_dump_json()) == record
+
+
+def test_a_torn_last_line_is_skipped_and_a_bad_middle_line_is_an_error(scripted, proxy_for, tmp_path):
+    import pytest
+
+    from orchard_cli.errors import UsageError
+
+    out = tmp_path / "calls.jsonl"
+    proxy = proxy_for(scripted(), out=out)
+    episode = proxy.open_episode()
+    for _ in range(2):
+        client(episode).post("/chat/completions", json=CHAT)
+    proxy.stop()
+    good = out.read_bytes()
+    out.write_bytes(good + good.splitlines(keepends=True)[0][:40])  # a crash mid-line
+    assert len(read_records(out)) == 2
+    out.write_bytes(b'{"schema_version": 1}\n' + good)
+    with pytest.raises(UsageError, match=":1: not a call record"):
+        read_records(out)

@@ -99,6 +99,31 @@ def test_token_cap(scripted, proxy_for):
     assert episode.tokens_used == episode.records[0].usage.total_tokens > 5
 
 
+def test_token_cap_counts_streams_without_usage(scripted, proxy_for):
+    upstream = scripted()
+    episode = proxy_for(upstream).open_episode(max_tokens=20)
+    http = client(episode)
+    long = {"model": "m", "messages": [{"role": "user", "content": "word " * 40}], "stream": True}
+    with http.stream("POST", "/chat/completions", json=long) as resp:  # no include_usage
+        resp.read()
+    assert episode.records[0].usage is None
+    assert http.post("/chat/completions", json=CHAT).status_code == 400
+    assert episode.capped.startswith("max_tokens=20")
+
+
+def test_harness_hanging_up_mid_stream_is_recorded(scripted, proxy_for):
+    upstream = scripted([{"content": "a b c d e f g h", "chunk_delay_s": 0.05}, "next"])
+    episode = proxy_for(upstream).open_episode()
+    with client(episode) as http:
+        with http.stream("POST", "/chat/completions", json={**CHAT, "stream": True}) as resp:
+            next(resp.iter_raw())  # read one chunk, then hang up
+    with client(episode) as http:
+        assert http.post("/chat/completions", json=CHAT).json()["choices"][0]["message"]["content"] == "next"
+    first, second = episode.records
+    assert first.error.type == "client" and "disconnected" in first.error.message
+    assert second.error is None
+
+
 def test_429_and_500_are_retried_with_backoff(scripted, proxy_for):
     upstream = scripted([{"status": 500}, {"status": 429}, "finally"])
     episode = proxy_for(upstream, max_retries=3).open_episode()
