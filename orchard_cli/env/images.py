@@ -134,9 +134,9 @@ def _build_base(client, name: str, recipe: str, *, quiet: bool) -> None:
             print(f"orchard: building {name}: {' '.join(cmd)}", file=sys.stderr)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
-            raise InfraError(f"debootstrap failed (exit {proc.returncode}): "
-                             f"{proc.stdout.strip().splitlines()[-1:] or ''}",
-                             hint=f"see {root}/debootstrap/debootstrap.log; check the Debian mirror")
+            tail = " | ".join(proc.stdout.strip().splitlines()[-3:]) or "no output"
+            raise InfraError(f"debootstrap failed (exit {proc.returncode}): {tail}",
+                             hint="check the Debian mirror (ORCHARD_DEBIAN_MIRROR overrides it)")
         for rel in PRUNE:
             target = root / rel
             if target.is_dir():
