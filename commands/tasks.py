@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from orchard_cli.commands._common import FormatOpt, OutputFormat, emit_json, stdout_console
+from orchard_cli.commands.synth import synth_command
 
 app = typer.Typer(help="Task suites and families: what `orchard eval` and `orchard distill` can run.",
                   no_args_is_help=True)
@@ -125,3 +126,6 @@ def show(
             typer.echo(f"{'':>15}  hint: {data['hint']}")
     for repo, count in (data.get("repos") or {}).items():
         typer.echo(f"{'':>15}  {count:>4}  {repo}")
+
+
+app.command("synth")(synth_command)

@@ -67,6 +67,7 @@ class PackageReport(BaseModel):
     package: str
     version: str
     sha256: str = ""
+    wanted: int = 0
     tests: int = 0
     """Tests that passed on both clean runs."""
     flaky: int = 0
@@ -122,7 +123,7 @@ class _Package:
         self.config, self.env, self.family, self.say = config, env, family, say
         self.name, self.version = source.parse_spec(spec)
         self.label = f"{self.name}=={self.version}"
-        self.report = PackageReport(package=self.name, version=self.version,
+        self.report = PackageReport(package=self.name, version=self.version, wanted=config.n,
                                     kinds={k: KindStats() for k in KINDS})
 
     def reject(self, reason: str) -> None:

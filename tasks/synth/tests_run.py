@@ -28,6 +28,11 @@ INSTALL = "python -m pip install -e ."
 EVAL_SCRIPT = "/tmp/orchard-synth-eval.sh"
 EVAL_LOG = "/tmp/orchard-synth-eval.log"
 PASSING = ("PASSED",)
+# Bytecode goes to a prefix in the sandbox's /tmp (the environment is mounted read-only); the
+# repository's part of it is dropped before every run, so a mutated module is never read from a
+# stale .pyc (same size, same second), while the environment's stays warm.
+PYC_PREFIX = "/tmp/orchard-pyc"
+PYC_HEADER = f"#!/bin/bash\nexport PYTHONPYCACHEPREFIX={PYC_PREFIX}\nrm -rf {PYC_PREFIX}/testbed\n"
 
 
 def _requirements_from_metadata(text: str) -> tuple[list[str], list[str]]:
@@ -116,6 +121,12 @@ class Baseline:
     """Test file -> its reliable tests."""
 
 
+def whole_id(test_id: str) -> bool:
+    """False for ids the pytest log parser cut at a space ('test_x[a b]' -> 'test_x[a'): they can
+    collide, so they are never FAIL_TO_PASS or PASS_TO_PASS."""
+    return test_id.count("[") == test_id.count("]")
+
+
 def test_file(test_id: str) -> str:
     return test_id.split("::", 1)[0]
 
@@ -163,8 +174,7 @@ class Workbench:
         if files:
             recipe = recipe.model_copy(update={
                 "test_cmd": f"{recipe.test_cmd} {' '.join(shlex.quote(f) for f in files)}"})
-        script = eval_script(self.task.record, recipe).replace(
-            "#!/bin/bash\n", "#!/bin/bash\nexport PYTHONDONTWRITEBYTECODE=1\n", 1)
+        script = eval_script(self.task.record, recipe).replace("#!/bin/bash\n", PYC_HEADER, 1)
         self.sandbox.write_file(EVAL_SCRIPT, script, 0o755)
         started = time.monotonic()
         job = self.sandbox.exec(f"bash {EVAL_SCRIPT} > {EVAL_LOG} 2>&1", timeout=timeout)
@@ -179,9 +189,10 @@ class Workbench:
         runs = [self.run(timeout=timeout) for _ in range(2)]
         passed = [{t for t, s in r.statuses.items() if s in PASSING} for r in runs]
         seen = set(runs[0].statuses) | set(runs[1].statuses)
-        reliable = passed[0] & passed[1]
-        flaky = (passed[0] | passed[1]) - reliable
-        broken = {t for t in seen - reliable - flaky
+        both = passed[0] & passed[1]
+        reliable = {t for t in both if whole_id(t)}
+        flaky = (passed[0] | passed[1]) - both
+        broken = {t for t in seen - both - flaky
                   if runs[0].statuses.get(t) not in ("SKIPPED", "XFAIL")
                   and runs[1].statuses.get(t) not in ("SKIPPED", "XFAIL")}
         files: dict[str, set[str]] = {}

@@ -1,0 +1,79 @@
+"""`orchard tasks synth`: SWE tasks from real packages (registered in commands/tasks.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from orchard_cli.commands._common import (
+    BackendOpt,
+    FormatOpt,
+    OutputFormat,
+    emit_json,
+    stderr_console,
+    stdout_console,
+)
+
+
+def synth_command(
+    package: Annotated[list[str], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The suite to write (SWE-bench instances, JSONL).")],
+    n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same package: the same tasks.")] = 0,
+    max_failing: Annotated[int, typer.Option("--max-failing", min=1, help="Keep a mutant when 1 to this many tests fail.")] = 10,
+    max_candidates: Annotated[Optional[int], typer.Option("--max-candidates", min=1, help="Mutants tried per package at most (default: 25 x n).")] = None,
+    python: Annotated[str, typer.Option("--python", help="Python version of the tasks' environment.")] = "3.11",
+    writer_model: Annotated[Optional[str], typer.Option("--writer-model", help="A chat model that rewrites problem statements.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Its OpenAI-compatible endpoint (…/v1); key from OPENAI_API_KEY.")] = None,
+    backend: BackendOpt = "local",
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Inject bugs into real packages' code and write validated SWE-bench tasks.
+
+    Fetches each NAME==VERSION's sdist with pip, makes a deterministic
+    git repository, builds its test environment in a sandbox, finds the
+    tests that pass reliably, tries seeded AST mutations of non-test
+    code and keeps those that make 1..--max-failing tests fail. Every
+    task is checked before it is written: its gold patch resolves it,
+    the bug alone does not.
+    """
+    from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
+
+    config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
+                         max_candidates=max_candidates, python=python, writer_model=writer_model,
+                         base_url=base_url, backend=backend)
+    console = stderr_console()
+    tasks, report = synthesize(config, say=lambda line: console.print(line, markup=False))
+    write_suite(tasks, out)
+    report.out = str(out)
+    if fmt == OutputFormat.json:
+        emit_json(report.model_dump())
+        return
+    _render(report.model_dump())
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from orchard_cli.tasks.synth.mutate import KINDS
+
+    table = Table(title=f"synthesized {report['tasks']} tasks -> {report['out']} "
+                        f"(seed {report['seed']}, {report['seconds']:.0f} s)", title_justify="left")
+    for column in ("package", "tests", "tried", "kept", "rejected", "seconds"):
+        table.add_column(column)
+    for p in report["packages"]:
+        rejected = ", ".join(f"{k}: {v}" for k, v in sorted(p["rejected"].items())) or "-"
+        seconds = " ".join(f"{k} {v:g}" for k, v in p["seconds"].items())
+        table.add_row(f"{p['package']}=={p['version']}", f"{p['tests']} ({p['flaky']} flaky)",
+                      str(p["tried"]), str(p["kept"]), rejected, seconds)
+    kinds = Table(title="by mutation kind (kept / tried)", title_justify="left")
+    kinds.add_column("package")
+    for kind in KINDS:
+        kinds.add_column(kind)
+    for p in report["packages"]:
+        kinds.add_row(p["package"], *(f"{p['kinds'][k]['kept']}/{p['kinds'][k]['tried']}" for k in KINDS))
+    console = stdout_console()
+    console.print(table)
+    console.print(kinds)
