@@ -1,9 +1,11 @@
 """The recording proxy's aiohttp app: route a call to its episode, forward it, record it.
 
 Hot path: read the body, swap the episode token for the upstream key, forward the bytes, relay the
-answer as it arrives (SSE is written chunk by chunk, never buffered). Everything else — parsing,
-assembling streams, building the record, writing the file — happens after the harness has its
-answer (see `capture.py`, and the writer thread in `records.py`).
+answer as it arrives (SSE is written chunk by chunk, never buffered). A call in the harness's own
+dialect is never parsed on the way through; parsing, assembling streams and building the record
+happen after the harness has its answer (`capture.py`), and the file is written by a background
+thread (`records.py`). Only a translated call (Responses over a chat upstream) is parsed as it
+streams, since each chat chunk becomes Responses events.
 """
 
 from __future__ import annotations
