@@ -28,7 +28,7 @@ class _EvalGroup(TyperGroup):
     """`orchard eval SUITE ...` is `orchard eval run SUITE ...`; `compare` stays a subcommand."""
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        if args and not args[0].startswith("-") and args[0] not in self.commands:
+        if args and args[0] not in ("--help", "-h") and args[0] not in self.commands:
             args = ["run", *args]
         return super().parse_args(ctx, args)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchard_cli.attempts import EmptySource, GoldSource, PredictionsSource
+from orchard_cli.attempts import Attempt, EmptySource, GoldSource, PredictionsSource, harness_source, solvers
 from orchard_cli.env import connect
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.env.owner import current_owner
@@ -237,3 +237,45 @@ def test_interrupt_writes_a_partial_scorecard_and_cleans_up(tmp_path, calc_repo)
         env.close()
     card = EvalRun(_config(out), family, tasks, GoldSource(family), out, True).execute()
     assert card.complete and card.resolved == 3
+
+
+class FixingAgent:
+    """A scripted 'agent' that edits the checkout in its sandbox; registered like a real harness."""
+
+    name, version, needs_sandbox, model_ran = "model:scripted@fixer", "1.0", True, True
+
+    def __init__(self, model, base_url, seed):
+        self.model = model
+
+    def solve(self, task, sandbox, *, attempt, log_dir):
+        job = sandbox.exec("sed -i 's/a - b/a + b/' calc.py && git diff")
+        assert job.ok, job.stderr
+        (log_dir / "trajectory.jsonl").write_text('{"schema_version": 1}\n')
+        return Attempt(patch=job.stdout, model=self.model, tokens_in=120, tokens_out=30,
+                       cost_usd=None, trajectory=str(log_dir / "trajectory.jsonl"))
+
+
+def test_agent_source_solves_in_one_sandbox_and_is_graded_in_a_fresh_one(tmp_path, calc_repo, monkeypatch):
+    monkeypatch.setitem(solvers._targets, "fixer", FixingAgent)
+    source = harness_source("fixer", "scripted-model", "http://127.0.0.1:9/v1", 0)
+    family = CalcFamily(*calc_repo)
+    out = tmp_path / "run"
+    card = EvalRun(_config(out, harness="fixer", model="scripted-model", source=source.name), family,
+                   family.tasks("t1"), source, out, False).execute()
+    assert card.resolved == 1
+    assert card.tokens.input == 120 and card.tokens.output == 30
+    assert card.cost_usd is None and not card.cost_known  # unknown price: null, never 0
+    assert card.reproducibility.harness == "fixer" and card.reproducibility.harness_version == "1.0"
+    row = read_jsonl(out / "results.jsonl")[0][0]
+    assert row["model"] == "scripted-model" and row["trajectory"].endswith("trajectory.jsonl")
+
+
+def test_a_harness_that_is_not_installed_is_a_usage_error(monkeypatch):
+    monkeypatch.setattr(solvers, "_targets", {})
+    with pytest.raises(UsageError, match="harness 'codex' is not installed"):
+        harness_source("codex", "m", None, None)
+    monkeypatch.setitem(solvers._targets, "fixer", FixingAgent)
+    with pytest.raises(UsageError, match="unknown harness 'codex'; valid: fixer"):
+        harness_source("codex", "m", None, None)
+    with pytest.raises(UsageError, match="needs both --model"):
+        harness_source("fixer", None, None, None)
