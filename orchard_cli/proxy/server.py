@@ -4,8 +4,9 @@ Hot path: read the body, swap the episode token for the upstream key, forward th
 answer as it arrives (SSE is written chunk by chunk, never buffered). A call in the harness's own
 dialect is not parsed on the way through (unless `model`/`extra_body` rewrite it); parsing,
 assembling streams and building the record happen after the harness has its answer
-(`capture.py`), and the file is written by a background thread (`records.py`). Only a translated call (Responses over a chat upstream) is parsed as it
-streams, since each chat chunk becomes Responses events.
+(`capture.py`), and the file is written by a background thread (`records.py`). Only a
+translated call (Responses over a chat upstream) is parsed as it streams, since each chat chunk
+becomes Responses events.
 """
 
 from __future__ import annotations
