@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchard_cli import __version__
 from orchard_cli.attempts import Attempt, AttemptSource, make_source
@@ -159,7 +159,12 @@ class EvalRun:
             if self.out.exists() and any(self.out.iterdir()):
                 raise UsageError(f"{self.out} is not an orchard eval run (no config.json); cannot --resume")
             return
-        old = EvalConfig.model_validate(read_json(path)).compared()
+        try:
+            old = EvalConfig.model_validate(read_json(path)).compared()
+        except ValidationError as exc:
+            raise UsageError(f"--resume: {path} is not an eval configuration this orchard can read "
+                             f"({exc.error_count()} problem(s), first: {exc.errors()[0]['msg']})",
+                             hint="use a new --out folder") from None
         new = self.config.compared()
         diff = sorted(k for k in new if old.get(k) != new.get(k))
         if diff:

@@ -279,3 +279,16 @@ def test_a_harness_that_is_not_installed_is_a_usage_error(monkeypatch):
         harness_source("codex", "m", None, None)
     with pytest.raises(UsageError, match="needs both --model"):
         harness_source("fixer", None, None, None)
+
+
+def test_resume_of_an_unreadable_config_is_a_usage_error(tmp_path, calc_repo):
+    family = CalcFamily(*calc_repo)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"schema_version": 1, "suite": "calc", "colour": "red"}))
+    with pytest.raises(UsageError, match="not an eval configuration"):
+        EvalRun(_config(out), family, family.tasks("t1"), GoldSource(family), out, True)
+    (out / "config.json").unlink()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not an orchard eval run"):
+        EvalRun(_config(out), family, family.tasks("t1"), GoldSource(family), out, True)
