@@ -285,6 +285,7 @@ def check_readonly_root(env, spec_kwargs: dict) -> None:
             job = run(env, sid, f"echo x > {target}")
             assert job.exit_code not in (0, None), f"wrote {target}: {job}"
             assert run(env, sid, f"test -e {target}").exit_code != 0, f"{target} exists"
+        assert run(env, sid, "mount -o remount,rw / || mount -o remount,rw /usr").exit_code != 0
         ok(env, sid, "echo x > in-workdir && echo x > /tmp/in-tmp")
 
 

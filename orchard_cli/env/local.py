@@ -23,7 +23,7 @@ written inside commands are not rewritten.
 from __future__ import annotations
 
 import base64
-import io
+import contextlib
 import json
 import os
 import shutil
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from orchard_cli.env import cgroups
 from orchard_cli.env.base import CAPABILITIES
+from orchard_cli.env.local_channel import Channel, bind_unix, spawn
 from orchard_cli.env.local_bwrap import bwrap_argv, image_root, in_image, runner_python
 from orchard_cli.env.local_files import SandboxFiles
 from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
@@ -54,8 +55,6 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_TIMEOUT = 30.0
 _RUNNER_SOURCE: str | None = None
 _warned = False
-_spawn_lock = threading.Lock()
-_spawner = None
 
 
 def _runner_source() -> str:
@@ -63,17 +62,6 @@ def _runner_source() -> str:
     if _RUNNER_SOURCE is None:
         _RUNNER_SOURCE = (Path(__file__).with_name("local_runner.py")).read_text()
     return _RUNNER_SOURCE
-
-
-def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
-    """Popen from one long-lived thread: --die-with-parent follows the *thread* that forked."""
-    global _spawner
-    with _spawn_lock:
-        if _spawner is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _spawner = ThreadPoolExecutor(1, thread_name_prefix="orchard-local-spawner")
-    return _spawner.submit(subprocess.Popen, argv, **kwargs).result()
 
 
 def _start_time(pid: int) -> str:
@@ -91,78 +79,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-class _Channel:
-    """Requests to one runner over its stdin; a reader thread hands each JSON reply to its caller."""
-
-    def __init__(self, proc: subprocess.Popen, log: Path) -> None:
-        self.proc = proc
-        self.log = log
-        self.ready = threading.Event()
-        self.hello: dict = {}
-        self.dead: str | None = None
-        self._pending: dict[int, list] = {}
-        self._next = 0
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        threading.Thread(target=self._read, name=f"orchard-local-{proc.pid}", daemon=True).start()
-
-    def send(self, frame: dict) -> None:
-        import marshal
-
-        data = marshal.dumps(frame, 2)
-        view = memoryview(len(data).to_bytes(4, "big") + data)
-        with self._write_lock:
-            while view:
-                view = view[os.write(self.proc.stdin.fileno(), view):]
-
-    def call(self, frame: dict, timeout: float) -> dict:
-        slot = [threading.Event(), None]
-        with self._lock:
-            self._next += 1
-            frame["id"] = self._next
-            self._pending[self._next] = slot
-            dead = self.dead
-        if dead:
-            return {"error": dead}
-        try:
-            self.send(frame)
-        except OSError as exc:
-            return {"error": f"sandbox runner is gone ({exc.strerror})"}
-        if not slot[0].wait(timeout):
-            return {"error": f"sandbox runner did not answer within {timeout:.0f}s"}
-        return slot[1]
-
-    def _read(self) -> None:
-        for line in io.BufferedReader(self.proc.stdout, 1 << 16):
-            try:
-                reply = json.loads(line)
-            except ValueError:
-                continue
-            if reply.get("ready"):
-                self.hello = reply
-                self.ready.set()
-                continue
-            with self._lock:
-                slot = self._pending.pop(reply.get("id"), None)
-            if slot:
-                slot[1] = reply
-                slot[0].set()
-        code = self.proc.wait()
-        with self._lock:
-            self.dead = f"sandbox runner exited (status {code}): {self.log_tail()}"
-            pending, self._pending = self._pending, {}
-        for slot in pending.values():
-            slot[1] = {"error": self.dead}
-            slot[0].set()
-        self.ready.set()
-
-    def log_tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-600:].strip() or "no output"
-        except OSError:
-            return "no log"
-
-
 def _text(data: str, dropped: int) -> str:
     text = base64.b64decode(data).decode("utf-8", "replace") if data else ""
     return text + TRUNCATION_MARKER.format(dropped=dropped) if dropped else text
@@ -170,7 +86,7 @@ def _text(data: str, dropped: int) -> str:
 
 class LocalSandbox:
     def __init__(self, backend: "LocalBackend", info: SandboxInfo, folder: Path, shell: str,
-                 channel: _Channel, cgroup_dirs: list[str], proxy: ProxyForwarder | None) -> None:
+                 channel: Channel, cgroup_dirs: list[str], proxy: ProxyForwarder | None) -> None:
         self.info = info
         self.folder = folder
         self._backend = backend
@@ -229,18 +145,14 @@ class LocalSandbox:
         proc = self._channel.proc
         if self._isolated:
             proc.kill()     # the pid namespace dies with bwrap
-        else:
-            proc.stdin.close()  # the runner kills its commands and exits
+        self._channel.close()   # unisolated: the runner kills its commands and exits
         try:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                stream.close()
-            except (OSError, ValueError):
-                pass
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdout.close()
         if self._proxy:
             self._proxy.close()
         self._backend._forget(self.info.sandbox_id)
@@ -295,35 +207,34 @@ class LocalBackend:
                               cpu=spec.cpu) if self.cgroups.usable else []
         meta["cgroups"] = dirs
         _write_meta(folder, meta)
+        (folder / "run").mkdir()
+        listener = bind_unix(folder / "run" / "ctl.sock", backlog=1)
+        inside = "/.orchard" if self.bwrap else str(folder / "run")
         proxy = None
         config: dict = {}
         if spec.network == "proxy" and self.bwrap:
-            (folder / "run").mkdir()
             proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
             config["proxy_socket"] = "/.orchard/proxy.sock"
-        python = runner_python(image)
-        argv = [python, "-I", "-S", "-c", _runner_source()]
+        argv = [runner_python(image), "-I", "-S", "-c", _runner_source(), f"{inside}/ctl.sock"]
         if self.bwrap:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]
-        log = open(folder / "runner.log", "wb")
+        proc = spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                     cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
+        channel = Channel(proc)
         try:
-            proc = _spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=log, bufsize=0, start_new_session=True,
-                          cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
-        finally:
-            log.close()
-        channel = _Channel(proc, folder / "runner.log")
-        try:
-            channel.send(config)
-        except OSError:
-            pass
-        if not channel.ready.wait(READY_TIMEOUT) or not channel.hello:
+            channel.connect(listener, config, READY_TIMEOUT)
+        except BaseException:
             proc.kill()
             proc.wait()
+            channel.close()
             if proxy:
                 proxy.close()
-            raise SandboxError(f"local sandbox did not start: {channel.dead or channel.log_tail()}")
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                (folder / "run" / "ctl.sock").unlink()
         grand = _children(proc.pid)
         runner_pid = (_children(grand[0]) or [0])[0] if self.bwrap and grand else proc.pid
         meta.update(bwrap_pid=proc.pid, bwrap_start=_start_time(proc.pid), runner_pid=runner_pid)
@@ -334,7 +245,8 @@ class LocalBackend:
             isolation=meta["isolation"], limits=self.cgroups.label, expires_at=expires_at,
             details={"workspace": str(folder / "work"), "folder": str(folder),
                      "runner_pid": str(runner_pid), "bwrap_pid": str(proc.pid),
-                     "cgroups": ",".join(dirs)})
+                     "cgroups": ",".join(dirs),
+                     "runner_protected": str(bool(channel.hello.get("protected"))).lower()})
         sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, proxy)
         with self._lock:
             self._live[sandbox_id] = sandbox

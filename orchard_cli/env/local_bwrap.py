@@ -2,7 +2,10 @@
 
 The sandbox's root is bwrap's tmpfs holding read-only binds of the image's top-level entries
 (so mount points for the workdir and mounts can be made there), remounted read-only at the end;
-/proc, /dev, a /tmp and the workdir come from the sandbox's folder; ORCHARD_HOME is hidden.
+/proc, /dev, a /tmp and the workdir come from the sandbox's folder. From the 'host' image, /run
+(where dockerd's and other daemons' sockets live: a read-only bind does not stop connect()) and
+ORCHARD_HOME are left out, and of /sys only the CPU topology is kept (each of /sys's many
+submounts costs bwrap time).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from pathlib import Path
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 
-SKIP_TOP = {"proc", "dev", "tmp"}
+SKIP_TOP = {"proc", "dev", "tmp", "sys"}
+HOST_HIDDEN = ("/run",)
 
 
 def image_root(image: str) -> Path:
@@ -46,33 +50,34 @@ def runner_python(root: Path) -> str:
 def bwrap_argv(bwrap: str, image: Path, folder: Path, spec: SandboxSpec,
                hide: list[Path]) -> list[str]:
     """bwrap's options for one sandbox (the runner's argv goes after them)."""
-    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if spec.network == "full":
         args.append("--share-net")
     binds = [(spec.workdir, str(folder / "work"), False)]
     binds += [(m.target.rstrip("/") or "/", m.source, m.read_only) for m in spec.mounts]
-    args += _image_args(image, [t for t, _, _ in binds] + ["/.orchard"])
+    hidden = [*HOST_HIDDEN, *_hidden_paths(hide)] if image == Path("/") else []
+    args += _image_args(image, [t for t, _, _ in binds] + ["/.orchard"], hidden)
     if image == Path("/"):
-        for hidden in _hidden_paths(hide):
-            args += ["--tmpfs", hidden]
+        args += ["--dir", "/run"]
+    args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
     args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(folder / "tmp"), "/tmp"]
     for target, source, read_only in binds:
         args += ["--ro-bind" if read_only else "--bind", source, target]
-    if spec.network == "proxy":
-        args += ["--ro-bind", str(folder / "run"), "/.orchard"]
+    args += ["--ro-bind", str(folder / "run"), "/.orchard"]    # the runner's control socket
     return [*args, "--remount-ro", "/", "--chdir", spec.workdir]
 
 
-def _image_args(image: Path, targets: list[str]) -> list[str]:
+def _image_args(image: Path, targets: list[str], hidden: list[str]) -> list[str]:
     """Bind the image read-only, one top-level entry at a time, on bwrap's tmpfs root.
 
     A folder that must hold a new mount point (a workdir or mount target missing from the image)
-    is rebuilt on the tmpfs as well, entry by entry, so bwrap can create the mount point there.
+    or that holds a hidden path is rebuilt on the tmpfs as well, entry by entry, so bwrap can
+    create the mount point there, or leave the hidden path out.
     """
     rebuild = {"/"}
-    for target in targets:
-        if in_image(image, target):
-            continue
+    for target in [*targets, *hidden]:
+        if in_image(image, target) != (target in hidden):
+            continue    # an existing target is a mount point already; a missing hidden path is hidden
         parts = target.strip("/").split("/")
         for i in range(1, len(parts)):
             folder = "/" + "/".join(parts[:i])
@@ -80,7 +85,7 @@ def _image_args(image: Path, targets: list[str]) -> list[str]:
             if os.path.islink(host) or not os.path.isdir(host):
                 break
             rebuild.add(folder)
-    skip = set(targets)
+    skip = {*targets, *hidden}
     args: list[str] = []
     prefix = str(image).rstrip("/")
 
@@ -106,7 +111,7 @@ def _hidden_paths(paths: list[Path]) -> list[str]:
     """Orchard's own state, hidden from 'host' sandboxes (when /tmp does not hide it already)."""
     found: list[str] = []
     for path in sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts)):
-        if len(path.parts) < 2 or path.parts[1] in SKIP_TOP:
+        if len(path.parts) < 2 or path.parts[1] in SKIP_TOP or str(path) in HOST_HIDDEN:
             continue
         if not any(str(path).startswith(f + "/") or str(path) == f for f in found):
             found.append(str(path))

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchard_cli.errors import SandboxError
+from orchard_cli.env.local_channel import bind_unix
 
 CHUNK = 65536
 
@@ -31,18 +31,8 @@ class ProxyForwarder:
         parts = urlsplit(proxy_url)
         self.target = (parts.hostname or "127.0.0.1",
                        parts.port or (443 if parts.scheme == "https" else 80))
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Bind through /proc/self/fd so a long ORCHARD_HOME never hits the 108-byte sun_path limit.
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            self.server.bind(f"/proc/self/fd/{dir_fd}/{path.name}")
-        except OSError as exc:
-            self.server.close()
-            raise SandboxError(f"cannot make the proxy socket {path}: {exc}") from exc
-        finally:
-            os.close(dir_fd)
+        self.server = bind_unix(path)
         os.chmod(path, 0o666)
-        self.server.listen(64)
         self._closed = False
         self._thread = threading.Thread(target=self._accept, name="orchard-local-proxy", daemon=True)
         self._thread.start()

@@ -5,12 +5,15 @@ of its sandbox, so a command costs a fork + exec rather than a bwrap start (5-7 
 single-threaded poll loop (a fork bomb that exhausts the pids limit cannot stop it making threads,
 and forking a single-threaded process is safe):
 
-  backend -> runner  frames on stdin: 4-byte big-endian length + marshal (version 2) of a dict;
-                     the first frame is the config, then {"op": "exec", "id", "argv", "cwd", "env",
-                     "stdin", "timeout", "limit"}.
-  runner -> backend  JSON lines on stdout: {"ready": 1, ...} once, then one line per finished
-                     command. Byte strings travel as base64, so the backend never parses anything
-                     but JSON from inside the sandbox.
+  The runner connects to the Unix socket named by argv[1] (the backend accepts that one
+  connection only) and makes itself non-dumpable before it runs anything, so no command can
+  reach the channel through /proc/<pid>/fd and forge a reply.
+  backend -> runner  frames: 4-byte big-endian length + marshal (version 2) of a dict; the first
+                     is the config, then {"op": "exec", "id", "argv", "cwd", "env", "stdin",
+                     "timeout", "limit"}.
+  runner -> backend  JSON lines: {"ready": 1, ...} once, then one line per finished command.
+                     Byte strings travel as base64, so the backend never parses anything but
+                     JSON from inside the sandbox.
 
 Each command runs in its own session (setsid) with ORCHARD_JOB=<token> in its environment; a
 timeout SIGKILLs the process group and every process carrying the token (children that escaped with
@@ -32,6 +35,10 @@ try:
     import _signal as signal
 except ImportError:  # pragma: no cover - very old or unusual interpreters
     import signal
+try:
+    import _socket as socket
+except ImportError:  # pragma: no cover
+    import socket
 
 GRACE = 0.5     # after a command exits, wait this long for children still holding its pipes
 CHUNK = 65536
@@ -288,8 +295,22 @@ class Relay:
             sock.close()
 
 
+def protect():
+    """PR_SET_DUMPABLE 0: commands (same uid) can no longer open /proc/<runner>/fd/*."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
 class Runner:
-    def __init__(self):
+    def __init__(self, path):
+        self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        folder, _, name = path.rpartition("/")
+        os.chdir(folder or "/")     # a relative name: no 108-byte limit on the folder's path
+        self.ctl.connect(name)
+        self.fd = self.ctl.fileno()
         self.inbuf = bytearray()
         self.config = None
         self.jobs = {}          # fd -> job
@@ -305,7 +326,7 @@ class Runner:
         signal.set_wakeup_fd(self.wake_w)
 
     def read_frames(self):
-        data = os.read(0, CHUNK)
+        data = os.read(self.fd, CHUNK)
         if not data:
             return False
         self.inbuf += data
@@ -323,19 +344,20 @@ class Runner:
             self.config = req
             port = None
             if req.get("proxy_socket"):
-                import socket
                 self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 self.listener.bind(("127.0.0.1", req.get("proxy_port", 0)))
                 self.listener.listen(128)
                 self.listener.setblocking(False)
                 port = self.listener.getsockname()[1]
-            write_all(1, dumps({"ready": 1, "pid": os.getpid(), "port": port}))
+            protected = protect()
+            write_all(self.fd, dumps({"ready": 1, "pid": os.getpid(), "port": port,
+                                      "protected": protected}))
             return
         try:
             job = Job(req)
         except OSError as exc:
-            write_all(1, dumps({"id": req["id"], "exit": None, "timed_out": False,
+            write_all(self.fd, dumps({"id": req["id"], "exit": None, "timed_out": False,
                                 "error": ("cannot start the command: %s" % exc).encode()}))
             return
         self.active.append(job)
@@ -344,9 +366,9 @@ class Runner:
             self.jobs[fd] = job
 
     def accept(self):
-        import socket
         try:
-            conn, _ = self.listener.accept()
+            fd, _ = self.listener._accept()
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fd)
         except OSError:
             return
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -368,7 +390,7 @@ class Runner:
                 left = (job.exited_at + GRACE if job.status is not None else job.deadline) - now
                 timeout = min(timeout, max(left, 0))
             poller = select.poll()
-            poller.register(0, select.POLLIN)
+            poller.register(self.fd, select.POLLIN)
             poller.register(self.wake_r, select.POLLIN)
             if self.listener is not None:
                 poller.register(self.listener.fileno(), select.POLLIN)
@@ -380,7 +402,7 @@ class Runner:
                     relay_of[fd] = relay
                     poller.register(fd, mask)
             for fd, events in poller.poll(timeout * 1000):
-                if fd == 0:
+                if fd == self.fd:
                     if not self.read_frames():
                         return
                 elif fd == self.wake_r:
@@ -415,14 +437,14 @@ class Runner:
                 for fd in job.fds:
                     self.jobs.pop(fd, None)
                 self.active.remove(job)
-                write_all(1, job.result())
+                write_all(self.fd, job.result())
 
     def shutdown(self):
         kill_jobs(self.started)
 
 
 def main():
-    runner = Runner()
+    runner = Runner(sys.argv[1])
     try:
         runner.loop()
     finally:

@@ -110,6 +110,27 @@ def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
     assert job.status == "error" and job.exit_code is None and "runner" in job.error, job
 
 
+def test_commands_cannot_forge_replies_or_regain_privileges(env, sid):
+    assert env.get_sandbox(sid).details["runner_protected"] == "true"
+    forged = ('{"id": %d, "exit": 0, "timed_out": false, "out": "Rk9SR0VE", "err": "", '
+              '"out_dropped": 0, "err_dropped": 0, "duration": 0.1}')
+    attack = "; ".join(
+        f"for f in /proc/[0-9]*/fd/*; do echo '{forged % i}' > $f; done 2>/dev/null"
+        for i in range(2, 12))
+    run(env, sid, attack + "; true")
+    for _ in range(5):
+        assert ok(env, sid, "echo real") == "real\n"
+    steal = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nstolen = 0\n"
+             "pidfd = os.pidfd_open(2)\nfor fd in range(64):\n"   # the runner is pid 2
+             "    stolen += libc.syscall(438, pidfd, fd, 0) >= 0\n"   # pidfd_getfd
+             "print(stolen)")
+    assert ok(env, sid, ["python3", "-c", steal]) == "0\n", "a command could take the runner's fds"
+    assert ok(env, sid, "grep CapEff /proc/self/status").split()[1] == "0000000000000000"
+    assert run(env, sid, "mount -o remount,rw /usr").exit_code != 0
+    assert run(env, sid, "echo x > /usr/orchard-probe").exit_code != 0
+    assert not os.path.exists("/usr/orchard-probe")
+
+
 def test_exec_round_trip_is_fast(env, sid):
     """A loose guard against losing the long-lived runner (a bwrap per command costs 5-7 ms)."""
     def once(fn) -> float:
