@@ -202,5 +202,8 @@ def compare(
                f"(paired, McNemar-style); McNemar exact p = {p}")
     typer.echo(f"better in A ({len(result.a_only)}): {', '.join(result.a_only) or '-'}")
     typer.echo(f"better in B ({len(result.b_only)}): {', '.join(result.b_only) or '-'}")
+    if result.errors_a or result.errors_b:
+        typer.echo(f"env/infra errors (scored as not resolved): A {', '.join(result.errors_a) or '-'}; "
+                   f"B {', '.join(result.errors_b) or '-'}")
     if result.only_in_a or result.only_in_b:
         typer.echo(f"not paired: {len(result.only_in_a)} only in A, {len(result.only_in_b)} only in B")

@@ -143,6 +143,7 @@ class EvalRun:
         self.env_errors = (env_error,) if isinstance(env_error, type) else ()
         self.out, self.resume = out, resume
         self.done: set[tuple[str, int]] = set()
+        self.prior_wall = 0.0
         self._pred_lock = threading.Lock()
         self._pred_writers: dict[int, JsonlWriter] = {}
         if resume:
@@ -173,6 +174,10 @@ class EvalRun:
                              hint="rerun with the original options, or use a new --out folder")
         rows, _ = read_jsonl(self.out / "results.jsonl")
         self.done = {(r.instance_id, r.attempt) for r in latest_results(rows) if not r.is_error}
+        try:  # wall time adds up over the sessions of a resumed run
+            self.prior_wall = float(read_json(self.out / "scorecard.json").get("wall_seconds") or 0.0)
+        except (UsageError, ValueError, TypeError):
+            self.prior_wall = 0.0
 
     # ---- one attempt -------------------------------------------------------------------------
 
@@ -353,6 +358,7 @@ class EvalRun:
                 orchard_version=__version__, harness=self.config.harness,
                 harness_version=self.source.version, dataset_sha256=self.config.dataset_sha256,
                 seed=self.config.seed, config=self.config.model_dump()))
+        card.wall_seconds += self.prior_wall
         write_json(self.out / "scorecard.json", card)
         write_text(self.out / "scorecard.md", render_markdown(card, results))
         write_text(self.out / "scorecard.html", render_html(card, results))

@@ -160,9 +160,9 @@ def test_resume_skips_finished_retries_errors_and_refuses_other_configs(tmp_path
     family = CalcFamily(*calc_repo)
     tasks = family.tasks("good-1", "envfail-2")
     out = tmp_path / "run"
-    EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False).execute()
+    first = EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False).execute()
     rows, _ = read_jsonl(out / "results.jsonl")
-    assert len(rows) == 4
+    assert len(rows) == 4 and first.wall_seconds > 0
 
     with pytest.raises(UsageError, match="not empty"):
         EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False)
@@ -175,6 +175,7 @@ def test_resume_skips_finished_retries_errors_and_refuses_other_configs(tmp_path
     card = run.execute()
     rows, _ = read_jsonl(out / "results.jsonl")
     assert len(rows) == 6 and card.total == 4 and card.pass_at_k == {1: 0.5, 2: 0.5}
+    assert card.wall_seconds > first.wall_seconds  # summed over both sessions
     preds = (out / "predictions.jsonl").read_text().splitlines()
     assert len(preds) == 2  # rewritten: one line per instance, the latest
 

@@ -130,6 +130,7 @@ class Scorecard(_Model):
     """Selected instance attempts without a result (an interrupted run)."""
     complete: bool = True
     wall_seconds: float = 0.0
+    """Seconds the run took, summed over the sessions of a resumed run."""
     started_at: float = 0.0
     finished_at: float = Field(default_factory=time.time)
     reproducibility: Reproducibility
