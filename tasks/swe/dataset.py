@@ -117,7 +117,9 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
 
 def normalize(record: dict[str, Any], source: str) -> dict[str, Any]:
     """Check the fields every instance needs; decode JSON-encoded lists and objects."""
-    missing = [k for k in ("instance_id", "repo", "base_commit", "test_patch") if not record.get(k)]
+    missing = [k for k in ("instance_id", "repo", "base_commit") if not record.get(k)]
+    if not isinstance(record.get("test_patch"), str):  # "" is fine: synthesized tasks have none
+        missing.append("test_patch")
     if missing:
         name = record.get("instance_id", "?")
         raise UsageError(f"{source}: instance {name!r} lacks {', '.join(missing)}")
