@@ -122,9 +122,14 @@ def _try_v1(mounts, own_paths: dict[str, str]) -> tuple[dict[str, Path], str]:
 @lru_cache(maxsize=1)
 def detect() -> CgroupSupport:
     """What this process can use for sandbox limits (cached; cheap file reads)."""
-    mounts = _mounts(_read(Path("/proc/self/mountinfo")))
+    return detect_from(_read(Path("/proc/self/mountinfo")), _read(Path("/proc/self/cgroup")))
+
+
+def detect_from(mountinfo: str, proc_cgroup: str) -> CgroupSupport:
+    """`detect()` given the texts of /proc/self/mountinfo and /proc/self/cgroup."""
+    mounts = _mounts(mountinfo)
     own_paths: dict[str, str] = {}
-    for line in _read(Path("/proc/self/cgroup")).splitlines():
+    for line in proc_cgroup.splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3:
             for controller in parts[1].split(",") if parts[1] else ["unified"]:

@@ -168,6 +168,26 @@ def test_isolation_and_limits_are_reported_and_enforced(env):
     assert len(cgroups.procs(dirs)) >= 2
 
 
+def test_cgroup_v2_layout_on_a_delegated_tree(tmp_path):
+    """The v2 path on a stand-in tree (this machine's v2 hierarchy has no controllers)."""
+    own = tmp_path / "user.slice" / "me.scope"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    mountinfo = f"35 24 0:30 / {tmp_path} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
+    support = cgroups.detect_from(mountinfo, "0::/user.slice/me.scope\n")
+    assert (support.mode, support.parents) == ("cgroup-v2", {"unified": own / "orchard"})
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    dirs = cgroups.create(support, "sb-x", memory=1 << 30, pids=77, cpu=1.5)
+    assert dirs == [str(own / "orchard" / "sb-x")]
+    assert (own / "orchard" / "sb-x" / "memory.max").read_text() == str(1 << 30)
+    assert (own / "orchard" / "sb-x" / "pids.max").read_text() == "77"
+    assert cgroups.join_prefix(dirs)[-2:] == [f"{dirs[0]}/cgroup.procs", "--"]
+    (own / "cgroup.controllers").write_text("cpu memory\n")     # pids not delegated
+    support = cgroups.detect_from(mountinfo, "0::/user.slice/me.scope\n")
+    assert support.mode == "none" and "pids" in support.label and support.label.startswith("none: ")
+
+
 def test_without_a_usable_cgroup_limits_say_none(tmp_path, monkeypatch):
     monkeypatch.setattr(local.cgroups, "detect",
                         lambda: cgroups.CgroupSupport("none", reason="no cgroup for this test"))
