@@ -65,7 +65,7 @@ def _default_out(suite: str) -> str:
 
 @app.command("run", help="Evaluate SUITE (also spelled `orchard eval SUITE`).\n\n" + EXIT_CODES)
 def run(
-    suite: Annotated[str, typer.Argument(help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")],
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")],
     predictions: Annotated[Optional[str], typer.Option("--predictions", help="gold, empty, or a SWE-bench predictions file (JSONL / JSON).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model name, for an agent run.")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model.")] = None,
@@ -177,8 +177,8 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
 
 @app.command("compare")
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="Run folder A (the baseline).")],
-    run_b: Annotated[Path, typer.Argument(help="Run folder B.")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="Run folder A (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="Run folder B.")],
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Per-instance flips between two runs, and the paired difference in resolved rate (B - A).
