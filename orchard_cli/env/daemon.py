@@ -8,6 +8,7 @@ while one runs reports the running one instead of starting a second.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -150,18 +151,35 @@ def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = 
                          backend=manager.backend.name, host=host, port=actual_port,
                          started_at=time.time(), key=key_source(),
                          log=os.environ.get("ORCHARD_ENV_LOG"))
+    import threading
+
     import uvicorn
 
-    app = create_app(manager, key)
+    _log_to_stderr(log_level)
+    closing = threading.Lock()
+    closed: list[bool] = []
+
+    def close_once() -> None:  # on the first signal, so running commands end at once
+        with closing:
+            if not closed:
+                closed.append(True)
+                count = len(manager.list_sandboxes())
+                logging.getLogger("orchard.env.service").info(
+                    "stopping: destroying %d sandbox(es)", count)
+                manager.close()
+
+    app = create_app(manager, key, close_on_shutdown=False)
     config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5,
                             access_log=log_level == "debug")
     server = _server_class()(config)
+    server.on_stop = close_once
     _write_state(state)
     try:
         if on_ready:
             on_ready(state)
         server.run(sockets=[sock])
     finally:
+        close_once()
         _remove_state(state.pid)
         sock.close()
         os.close(lock)
@@ -179,8 +197,11 @@ def _server_class():
 
     class Server(uvicorn.Server):
         stop_signal: int | None = None
+        on_stop: Callable[[], None] | None = None
 
         def handle_exit(self, sig, frame) -> None:
+            if self.stop_signal is None and self.on_stop is not None:
+                threading.Thread(target=self.on_stop, name="orchard-stop", daemon=True).start()
             self.stop_signal = self.stop_signal or sig
             super().handle_exit(sig, frame)
 
@@ -197,6 +218,15 @@ def _server_class():
                     signal.signal(sig, handler)
 
     return Server
+
+
+def _log_to_stderr(level: str) -> None:
+    logger = logging.getLogger("orchard")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level.upper())
 
 
 def _lock() -> int:
@@ -248,7 +278,7 @@ def _last_error(log: Path) -> str:
     except OSError:
         return "(no log)"
     errors = [line for line in lines if line.startswith("error:")]
-    return (errors or lines or ["(empty log)"])[-1]
+    return (errors or lines or ["(empty log)"])[-1].removeprefix("error: ")
 
 
 def stop(timeout: float = 30.0) -> tuple[ServiceState | None, str]:

@@ -142,7 +142,7 @@ def _wait_seconds(timeout: float | None, default: float) -> float:
 
 def _add_routes(app: FastAPI, m: EnvManager) -> None:
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    async def health() -> dict[str, Any]:  # on the event loop: answers even when threads are busy
         return {"status": "ok", "backend": m.backend.name, "version": __version__,
                 "sandboxes": len(m.list_sandboxes())}
 
