@@ -52,7 +52,7 @@ def _emit_up(state, already: bool, fmt: OutputFormat) -> None:
 def up(
     backend: BackendChoice = None,
     host: Annotated[str, typer.Option(help="Address to bind; 0.0.0.0 exposes the service.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8765,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0 picks a free one).")] = 8765,
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background; log to ORCHARD_HOME/env/service.log.")] = False,
     print_manifests: Annotated[bool, typer.Option("--print-manifests", help="kubernetes: print the service's manifests and exit.")] = False,
     namespace: Annotated[str, typer.Option(help="kubernetes namespace for --print-manifests.")] = "orchard",
@@ -175,11 +175,16 @@ def ls(fmt: FormatOpt = OutputFormat.text) -> None:
 
 
 @app.command()
-def down(fmt: FormatOpt = OutputFormat.text) -> None:
-    """Stop the detached service (SIGTERM, then SIGKILL); its sandboxes are destroyed; then gc."""
+def down(
+    timeout: Annotated[float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.")] = 30.0,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Stop the service (SIGTERM, then SIGKILL); its sandboxes are destroyed; then gc.
+
+    Exits 0 when no service was running (down is idempotent)."""
     from orchard_cli.env import daemon
 
-    state, how = daemon.stop()
+    state, how = daemon.stop(timeout)
     backend = state.backend if state else daemon.DEFAULT_BACKEND
     reaped = _gc_in_process(backend)
     result = {"stopped": how in ("stopped", "killed"), "how": how, "pid": state.pid if state else None,

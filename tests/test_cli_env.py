@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from orchard_cli.env.client import EnvClient
+from orchard_cli.env.daemon import ServiceState, _write_state
 from orchard_cli.env.models import ExecRequest, SandboxSpec
-from orchard_cli.env.owner import owner_alive
+from orchard_cli.env.owner import _start_time, owner_alive
 
 BACKEND = os.environ.get("ORCHARD_TEST_BACKEND", "local")
 needs_backend = {"local": pytest.mark.bwrap, "docker": pytest.mark.docker,
@@ -192,3 +194,22 @@ def test_smoke_in_process_reports_failure_with_exit_3_for_a_broken_backend(monke
                      env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert result.returncode == 3, result
     assert "error:" in result.stderr
+
+
+@needs_backend
+def test_down_kills_a_service_that_ignores_sigterm(_orchard_home):
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+                                 "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stubborn.stdout.readline() == "ready\n"
+        owner = f"{socket.gethostname()}:{stubborn.pid}:{_start_time(stubborn.pid)}"
+        _write_state(ServiceState(pid=stubborn.pid, owner=owner, url="http://127.0.0.1:9", backend=BACKEND,
+                                  host="127.0.0.1", port=9, started_at=time.time(), key="k"))
+        down = orchard("env", "down", "--timeout", "1", "--format", "json")
+        assert down.returncode == 0, down.stderr
+        assert json.loads(down.stdout)["how"] == "killed"
+        assert stubborn.wait(10) == -signal.SIGKILL
+    finally:
+        if stubborn.poll() is None:
+            stubborn.kill()
