@@ -247,7 +247,7 @@ def _lock() -> int:
 
 
 def start_detached(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST,
-                   port: int = DEFAULT_PORT, *, timeout: float = 60.0) -> ServiceState:
+                   port: int = DEFAULT_PORT, *, timeout: float = 120.0) -> ServiceState:
     """Start the service as a background process; return once its /health answers."""
     log = log_path()
     env = {**os.environ, "ORCHARD_ENV_LOG": str(log)}
