@@ -50,14 +50,14 @@ CTL = "/run/orchard"          # the control folder inside the container
 PROXY_PORT = 3128             # where the sandbox reaches its proxy (its own loopback)
 LABEL = "orchard"
 RUNNER_WAIT = 30.0            # seconds the runner may take to come up
-# The container's main process (under docker-init): start the runner (stdout first: see
-# RunnerChannel), note what the image offers, then sleep, ignoring the signals a stray `pkill` or
+# The container's main process (under docker-init): start the runner, which connects back to the
+# control socket, note what the image offers, then sleep, ignoring the signals a stray `pkill` or
 # `kill -TERM -1` in the sandbox would send (the container lives as long as this sleep does).
 _START = f"""#!/bin/sh
 [ -x /bin/bash ] && : >{CTL}/has-bash
 py=$(command -v /usr/bin/python3 || command -v python3)
 if [ -n "$py" ]; then
-  ("$py" -I -S {CTL}/runner.py >{CTL}/out <{CTL}/in 2>{CTL}/runner.log &)  # docker-init reaps it
+  ("$py" -I -S {CTL}/runner.py {CTL}/ctl.sock </dev/null >{CTL}/runner.log 2>&1 &)  # init reaps it
 else
   : >{CTL}/no-runner
 fi
@@ -250,7 +250,6 @@ class DockerBackend:
             self._live[sandbox_id] = (channel, forwarder)
             config = {"proxy_socket": f"{CTL}/proxy.sock", "proxy_port": PROXY_PORT}
             env["ORCHARD_PROXY_URL"] = sandbox_proxy_url(spec.proxy_url, PROXY_PORT)
-        channel.send(config)  # waits in the FIFO for the runner
         mounts = [Mount(spec.workdir, str(root / "workspace"), type="bind"),
                   Mount("/tmp", str(root / "tmp"), type="bind"),
                   Mount(CTL, str(root / "ctl"), type="bind")]
@@ -276,14 +275,15 @@ class DockerBackend:
             config_env = self.api.inspect_container(cid)["Config"]
         except docker.errors.APIError as exc:
             raise _usage_or_infra(exc, f"run a container from {image}") from None
-        has_runner = self._wait_runner(cid, channel, root / "ctl", spec)
+        has_runner = self._wait_runner(cid, channel, root / "ctl", spec, config)
         if not has_runner:
             channel.close()
             self._live[sandbox_id] = (None, forwarder)
         shell = "/bin/bash" if (root / "ctl" / "has-bash").exists() else "/bin/sh"
         details = {"container_id": cid[:12], "container": name, "image": image,
                    "host_dir": str(root),
-                   "exec": "runner" if has_runner and self.exec_mode == "auto" else "engine"}
+                   "exec": "runner" if has_runner and self.exec_mode == "auto" else "engine",
+                   "runner_protected": str(bool(channel.hello.get("protected"))).lower()}
         info = SandboxInfo(sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
                            isolation="docker", limits="docker", expires_at=expires_at,
                            details=details)
@@ -332,13 +332,12 @@ class DockerBackend:
         finally:
             self.api.remove_container(probe["Id"], force=True)
 
-    def _wait_runner(self, cid: str, channel: RunnerChannel, ctl: Path, spec: SandboxSpec) -> bool:
+    def _wait_runner(self, cid: str, channel: RunnerChannel, ctl: Path, spec: SandboxSpec,
+                     config: dict) -> bool:
         started = time.monotonic()
         while time.monotonic() < started + RUNNER_WAIT:
-            if channel.ready.wait(0.005):
-                if channel.hello:
-                    return True
-                raise SandboxError(f"the sandbox runner did not start: {channel.dead}")
+            if channel.accept(config, 0.005):
+                return True
             if (ctl / "no-runner").exists():
                 if spec.network == "proxy":
                     raise UsageError(f"network='proxy' needs python3 in the image {spec.image}")

@@ -1,7 +1,7 @@
 """Plumbing for the docker backend: the runner channel, engine exec, image archives.
 
 - `RunnerChannel`: frames to and JSON lines from the sandbox runner (`local_runner.py`, the same
-  one the local backend uses) over two FIFOs in the bind-mounted control folder.
+  one the local backend uses) over the one connection it makes to a socket in the control folder.
 - `engine_exec`: a command through the engine's exec API, used when the image has no python3 for
   the runner (or `exec_mode='engine'`), with the same timeout, kill and truncation rules.
 - `extract_workdir`: an image's files at the workdir, from the engine's tar stream, into a folder.
@@ -15,6 +15,7 @@ import marshal
 import os
 import select
 import shutil
+import socket
 import subprocess
 import tarfile
 import threading
@@ -23,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchard_cli.env.local_channel import bind_unix
 from orchard_cli.errors import SandboxError
 
 
@@ -132,38 +134,55 @@ def _unlink(path: Path) -> None:
 
 
 class RunnerChannel:
-    """The host end of `local_runner.py` inside a container: frames (4-byte length + marshal v2)
-    into the FIFO `in`, one JSON line per reply out of the FIFO `out`, matched by id.
+    """The host end of `local_runner.py` inside a container.
 
-    Both ends are opened before the container starts, so no open ever blocks: `in` read-write (the
-    runner sees EOF when this process goes away), `out` read-only and non-blocking. Poll reports
-    hang-up on `out` only after a writer has come and gone, so the reader waits for the runner
-    to start and notices when it dies."""
+    The runner connects back to `ctl.sock` in the control folder, which accepts exactly one
+    connection, made before any command exists in the sandbox, and then disappears; the runner
+    makes itself non-dumpable, so no process in the sandbox can reach the channel and forge a
+    result. Requests are length-prefixed marshal frames; replies are JSON lines matched by id."""
 
     def __init__(self, ctl: Path) -> None:
-        for name in ("in", "out"):
-            os.mkfifo(ctl / name)
-            os.chmod(ctl / name, 0o666)  # the runner runs as the image's user
-        self._in = os.open(ctl / "in", os.O_RDWR | os.O_CLOEXEC)
-        self._out = os.open(ctl / "out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        self.path = ctl / "ctl.sock"
+        self.listener = bind_unix(self.path, backlog=1)
+        os.chmod(self.path, 0o666)  # the runner runs as the image's user
         self.log = ctl / "runner.log"
         self.hello: dict = {}
-        self.ready = threading.Event()
         self.dead: str | None = None
+        self.conn: socket.socket | None = None
         self._pending: dict[int, list] = {}
         self._next = 0
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._closed = False
-        threading.Thread(target=self._read, name=f"orchard-docker-{ctl.parent.name}",
-                         daemon=True).start()
+
+    def accept(self, config: dict, timeout: float) -> bool:
+        """Take the runner's connection if it has come (False if not yet), then hand it its
+        config, read its hello and start reading replies."""
+        if not select.select([self.listener], [], [], timeout)[0]:
+            return False
+        self.conn, _ = self.listener.accept()
+        self._close_listener()
+        self.conn.settimeout(30)
+        self.send(config)
+        reader = self.conn.makefile("rb")
+        line = reader.readline()
+        self.conn.settimeout(None)
+        self.hello = json.loads(line) if line else {}
+        if not self.hello.get("ready"):
+            raise SandboxError(f"the sandbox runner did not say hello: {self.log_tail()}")
+        threading.Thread(target=self._read, args=(reader,), daemon=True,
+                         name=f"orchard-docker-{self.path.parent.parent.name}").start()
+        return True
+
+    def _close_listener(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+            _unlink(self.path)
 
     def send(self, frame: dict) -> None:
         data = marshal.dumps(frame, 2)
-        view = memoryview(len(data).to_bytes(4, "big") + data)
         with self._write_lock:
-            while view:
-                view = view[os.write(self._in, view):]
+            self.conn.sendall(len(data).to_bytes(4, "big") + data)
 
     def call(self, frame: dict, timeout: float) -> dict:
         slot: list = [threading.Event(), None]
@@ -176,50 +195,30 @@ class RunnerChannel:
         try:
             self.send(frame)
         except OSError as exc:
-            return {"error": f"sandbox runner is gone ({exc.strerror})"}
+            return {"error": f"sandbox runner is gone ({exc.strerror or exc})"}
         if not slot[0].wait(timeout):
             return {"error": f"sandbox runner did not answer within {timeout:.0f}s"}
         return slot[1]
 
-    def _read(self) -> None:
-        buf = b""
-        poller = select.poll()
-        poller.register(self._out, select.POLLIN)
-        while not self._closed:
-            try:
-                events = poller.poll(500)
-                chunk = os.read(self._out, 1 << 16) if events else None
-            except OSError:
-                break
-            if chunk is None:
-                continue
-            if not chunk:
-                break  # every writer is gone: the runner exited
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                self._dispatch(line)
+    def _read(self, reader) -> None:
+        try:
+            for line in reader:
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    continue
+                with self._lock:
+                    slot = self._pending.pop(reply.get("id"), None)
+                if slot:
+                    slot[1] = reply
+                    slot[0].set()
+        except (OSError, ValueError):
+            pass
         with self._lock:
             self.dead = self.dead or f"sandbox runner exited: {self.log_tail()}"
             pending, self._pending = self._pending, {}
         for slot in pending.values():
             slot[1] = {"error": self.dead}
-            slot[0].set()
-        self.ready.set()
-
-    def _dispatch(self, line: bytes) -> None:
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            return
-        if reply.get("ready"):
-            self.hello = reply
-            self.ready.set()
-            return
-        with self._lock:
-            slot = self._pending.pop(reply.get("id"), None)
-        if slot:
-            slot[1] = reply
             slot[0].set()
 
     def log_tail(self) -> str:
@@ -229,13 +228,14 @@ class RunnerChannel:
             return "no log"
 
     def close(self) -> None:
-        self._closed = True
         self.dead = self.dead or "sandbox destroyed"
-        for fd in (self._in, self._out):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._close_listener()
+        if self.conn is not None:
+            for step in (lambda: self.conn.shutdown(socket.SHUT_RDWR), self.conn.close):
+                try:
+                    step()
+                except OSError:
+                    pass
 
 
 # ---- image files at the workdir --------------------------------------------------------------

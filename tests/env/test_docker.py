@@ -345,3 +345,13 @@ def test_image_with_a_non_root_user(env, base):
     env.write_file(sid, "sub/from-api.txt", b"x")
     job = run(env, sid, "stat -c %U sub sub/from-api.txt; echo more >> sub/from-api.txt; cat sub/from-api.txt")
     assert job.stdout == "agent\nagent\nxmore\n", job.stderr
+
+
+def test_runner_channel_cannot_be_reached_from_inside(env, base):
+    """Results come over a connection no sandbox process can open or read: no forged exit codes."""
+    info = env.create_sandbox(SandboxSpec(image=base))
+    assert info.details["exec"] == "runner" and info.details["runner_protected"] == "true"
+    job = run(env, info.sandbox_id, "ls /run/orchard; pid=$(pgrep -o -f /run/orchard/runner.py); "
+                                    "ls /proc/$pid/fd || echo refused")
+    assert "ctl.sock" not in job.stdout and job.stdout.endswith("refused\n"), job.stdout
+    assert "Permission denied" in job.stderr
