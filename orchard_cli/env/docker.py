@@ -5,14 +5,15 @@ Each sandbox is a container named `orchard-<id>`, labelled with its id, owner an
 /tmp are host folders under `ORCHARD_HOME/env/docker/<id>/` bound into it, so files are read and
 written host-side; files the image already has at the workdir (a SWE repository at /testbed) are
 copied into the workspace folder at creation. Limits are the engine's (cpu, memory = memory+swap,
-pids). Network 'none' and 'proxy' have no interface but loopback; with 'proxy' a forwarder inside
-reaches the one proxy URL through a Unix socket (see `docker_io.ProxyBridge`).
+pids). Network 'none' and 'proxy' have no interface but loopback; with 'proxy' the runner inside
+listens on 127.0.0.1:3128 and relays to a Unix socket whose host end (`local_proxy`) reaches the
+one proxy URL.
 
 Commands run through the sandbox runner the local backend uses too (`local_runner.py`), started
-with the container when the image has python3 and reached over two FIFOs in the bind-mounted
-control folder: a command costs a fork in the container, not an engine round trip (~2 ms against
-~55 ms). Images without python3 (or `exec_mode='engine'`) use the engine's exec API, with the same
-timeout, kill and truncation rules.
+with the container when the image has python3; it connects back once to a socket in the
+bind-mounted control folder (`docker_io.RunnerChannel`). A command costs a fork in the container,
+not an engine round trip (~2 ms against ~55 ms). Images without python3 (or
+`exec_mode='engine'`) use the engine's exec API, with the same timeout, kill and truncation rules.
 """
 
 from __future__ import annotations
