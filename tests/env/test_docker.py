@@ -8,6 +8,7 @@ orphan gc after a kill -9, and the exec round-trip time against `docker exec`.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import signal
@@ -330,11 +331,18 @@ def test_base_image_is_rebuilt_only_when_its_recipe_changes(base, monkeypatch):
 
     monkeypatch.setattr(images, "_build_base", debootstrap_stand_in)
     assert images.ensure_base_image() == base and built == []
+    api = docker_client().api
     stale = build_image_from(base, f"LABEL {images.RECIPE_LABEL}=old", "orchard-test/stale-base:1")
-    assert images.ensure_base_image(stale) == stale and built == [stale]
-    labels = docker_client().api.inspect_image(stale)["Config"]["Labels"]
-    assert labels[images.RECIPE_LABEL] == images.recipe_hash()
-    assert images.ensure_base_image(stale) == stale and built == [stale]
+    old_id = api.inspect_image(stale)["Id"]
+    try:
+        assert images.ensure_base_image(stale) == stale and built == [stale]
+        labels = api.inspect_image(stale)["Config"]["Labels"]
+        assert labels[images.RECIPE_LABEL] == images.recipe_hash()
+        assert images.ensure_base_image(stale) == stale and built == [stale]
+    finally:
+        for image in (stale, old_id):
+            with contextlib.suppress(Exception):
+                api.remove_image(image, force=True)
 
 
 def test_image_with_a_non_root_user(env, base):
