@@ -59,21 +59,23 @@ def _render(report: dict[str, Any]) -> None:
 
     from orchard_cli.tasks.synth.mutate import KINDS
 
-    table = Table(title=f"synthesized {report['tasks']} tasks -> {report['out']} "
-                        f"(seed {report['seed']}, {report['seconds']:.0f} s)", title_justify="left")
+    table = Table(title=f"{report['tasks']} tasks -> {report['out']} (seed {report['seed']}, "
+                        f"{report['seconds']:.0f} s)", title_justify="left")
     for column in ("package", "tests", "tried", "kept", "rejected", "seconds"):
-        table.add_column(column)
+        table.add_column(column, justify="left" if column in ("package", "rejected", "seconds") else "right")
     for p in report["packages"]:
-        rejected = ", ".join(f"{k}: {v}" for k, v in sorted(p["rejected"].items())) or "-"
-        seconds = " ".join(f"{k} {v:g}" for k, v in p["seconds"].items())
-        table.add_row(f"{p['package']}=={p['version']}", f"{p['tests']} ({p['flaky']} flaky)",
-                      str(p["tried"]), str(p["kept"]), rejected, seconds)
-    kinds = Table(title="by mutation kind (kept / tried)", title_justify="left")
-    kinds.add_column("package")
+        rejected = "\n".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "-"
+        seconds = "\n".join(f"{k} {v:g}" for k, v in p["seconds"].items())
+        kept = f"{p['kept']}/{p['wanted']}"
+        table.add_row(f"{p['package']}=={p['version']}", f"{p['tests']}\n({p['flaky']} flaky)",
+                      str(p["tried"]), kept, rejected, seconds)
+    kinds = Table(title="kept / tried by mutation kind", title_justify="left")
+    kinds.add_column("kind")
+    for p in report["packages"]:
+        kinds.add_column(p["package"], justify="right")
     for kind in KINDS:
-        kinds.add_column(kind)
-    for p in report["packages"]:
-        kinds.add_row(p["package"], *(f"{p['kinds'][k]['kept']}/{p['kinds'][k]['tried']}" for k in KINDS))
+        kinds.add_row(kind, *(f"{p['kinds'][kind]['kept']}/{p['kinds'][kind]['tried']}"
+                              for p in report["packages"]))
     console = stdout_console()
     console.print(table)
     console.print(kinds)

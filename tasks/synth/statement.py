@@ -19,6 +19,7 @@ WRITER_TIMEOUT = 120.0
 
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_HINT = re.compile(r"Use -v to get|use '-vv' to show|Full output truncated")
 
 
 @dataclass
@@ -58,6 +59,8 @@ def _excerpt(body: str, test: str) -> str:
     errors: list[str] = []
     block: list[str] = []
     for line in lines:
+        if _HINT.search(line):
+            continue
         if line.startswith("E "):
             block.append(line.rstrip())
         elif block:

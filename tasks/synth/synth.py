@@ -76,6 +76,8 @@ class PackageReport(BaseModel):
     tried: int = 0
     kept: int = 0
     rejected: dict[str, int] = Field(default_factory=dict)
+    """Why mutants were not kept: untested (no test file names its function or module; not
+    run), survived (no test fails), too_many_failing, timeout, invalid (failed validation)."""
     kinds: dict[str, KindStats] = Field(default_factory=dict)
     writer_fallbacks: int = 0
     seconds: dict[str, float] = Field(default_factory=dict)
@@ -129,25 +131,36 @@ class _Package:
     def reject(self, reason: str) -> None:
         self.report.rejected[reason] = self.report.rejected.get(reason, 0) + 1
 
-    def run(self) -> list[dict[str, Any]]:
+    def prepare(self) -> None:
+        """Fetch the sdist, make the clean repository, check that it ships tests (cheap: every
+        package goes through this before any is searched)."""
         started = time.monotonic()
-        work = Path(tempfile.mkdtemp(prefix="synth-", dir=state_dir("synth", "work")))
-        try:
-            return self._run(work, started)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            self.report.seconds["total"] = round(time.monotonic() - started, 1)
-
-    def _run(self, work: Path, started: float) -> list[dict[str, Any]]:
-        scratch = work / "tree"
+        self.work = Path(tempfile.mkdtemp(prefix="synth-", dir=state_dir("synth", "work")))
+        self.scratch = self.work / "tree"
         self.say(f"{self.label}: fetching the sdist")
-        clean, digest, archive = source.clean_tree(self.name, self.version, None, scratch)
-        if not tests_run.ships_tests(scratch):
+        clean, digest, archive = source.clean_tree(self.name, self.version, None, self.scratch)
+        if not tests_run.ships_tests(self.scratch):
             raise SynthError(f"{self.label} ships no tests in its sdist")
         self.report.sha256 = digest
-        src = source.SdistSource(package=self.name, version=self.version, filename=archive.name,
-                                 sha256=digest, commit=clean)
-        environment = tests_run.recipe(scratch, self.config.python)
+        self.src = source.SdistSource(package=self.name, version=self.version,
+                                      filename=archive.name, sha256=digest, commit=clean)
+        self.environment = tests_run.recipe(self.scratch, self.config.python)
+        self.report.seconds["fetch"] = round(time.monotonic() - started, 1)
+
+    def close(self) -> None:
+        if getattr(self, "work", None):
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def run(self) -> list[dict[str, Any]]:
+        started = time.monotonic()
+        try:
+            return self._run()
+        finally:
+            self.report.seconds["total"] = round(time.monotonic() - started
+                                                 + self.report.seconds.get("fetch", 0), 1)
+
+    def _run(self) -> list[dict[str, Any]]:
+        scratch, src, environment = self.scratch, self.src, self.environment
         created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         clean_task = self.family.task(
             records.clean_record(self.name, self.version, src, environment, created_at), "synth")
@@ -207,7 +220,7 @@ class _Package:
                 continue
             files = tests_run.relevant_files(base.files, texts, _names(mutation))
             if not files:
-                self.reject("no test mentions its function or module")
+                self.reject("untested")
                 continue
             if base.seconds <= FAST_SUITE_SECONDS:
                 files = None  # a fast suite runs whole: it also catches indirect failures
@@ -226,7 +239,7 @@ class _Package:
             problem = validate(self.family, self.env, record, config.backend)
             validate_s += time.monotonic() - mark
             if problem:
-                self.reject(f"validation: {problem}")
+                self.reject("invalid")
                 self.say(f"{self.label}: {mutation.describe()} failed validation: {problem}")
                 continue
             used.add((mutation.path, mutation.function))
@@ -256,9 +269,9 @@ class _Package:
         finally:
             bench.write(mutation.path, original)
         if not failing:
-            return "no test fails"
+            return "survived"
         if len(failing) > self.config.max_failing:
-            return "too many tests fail"
+            return "too_many_failing"
         return failing, run
 
     def _record(self, scratch: Path, mutation: Mutation, original: str, failing: set[str],
@@ -295,15 +308,22 @@ def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dic
     started = time.monotonic()
     report = SynthReport(seed=config.seed, max_failing=config.max_failing)
     family = load_family("swe")
-    env = connect(config.backend)
+    packages = [_Package(config, spec, None, family, say) for spec in config.packages]
+    report.packages = [p.report for p in packages]
     tasks: list[dict[str, Any]] = []
+    env = None
     try:
-        for spec in config.packages:
-            package = _Package(config, spec, env, family, say)
-            report.packages.append(package.report)
+        for package in packages:
+            package.prepare()
+        env = connect(config.backend)
+        for package in packages:
+            package.env = env
             tasks += package.run()
     finally:
-        env.close()
+        for package in packages:
+            package.close()
+        if env is not None:
+            env.close()
     report.tasks = len(tasks)
     report.seconds = round(time.monotonic() - started, 1)
     return tasks, report

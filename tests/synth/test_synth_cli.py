@@ -1,0 +1,129 @@
+"""`orchard tasks synth` from scratch on small packages served by a local index (file://).
+
+The sdists come from a PEP 503 index on disk; the tasks' environments are built by the SWE family
+(uv installs pytest from PyPI, as for any SWE instance), in bubblewrap sandboxes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from synth_pkgindex import CALC, make_index, make_sdist
+
+from orchard_cli.main import main
+from orchard_cli.tasks.synth.source import sha256_file
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+NO_TESTS = {"src/quiet/__init__.py": "def answer():\n    return 42\n"}
+BROKEN = {**CALC, "tests/test_more.py": "from tinycalc import mean\n\n\ndef test_mean_is_wrong():\n"
+                                        "    assert mean([1, 3]) == 3\n"}
+
+
+@pytest.fixture()
+def index(tmp_path_factory, monkeypatch):
+    root = tmp_path_factory.mktemp("index")
+    archives = [make_sdist(root / "dists", "tinycalc", "0.1", CALC),
+                make_sdist(root / "dists", "quiet", "1.0", NO_TESTS),
+                make_sdist(root / "dists", "brokencalc", "0.3", BROKEN)]
+    monkeypatch.setenv("PIP_INDEX_URL", make_index(root, archives))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    return {a.name: a for a in archives}
+
+
+def _synth(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["tasks", "synth", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_synth_makes_valid_tasks_the_same_every_time(tmp_path, index, capsys, monkeypatch):
+    out = tmp_path / "one.jsonl"
+    code, stdout, stderr = _synth(capsys, "-p", "tinycalc==0.1", "--n", "2", "--seed", "3",
+                                  "--out", str(out), "--format", "json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["tasks"] == 2 and report["packages"][0]["kept"] == 2
+    assert report["packages"][0]["tests"] == 12
+    records = _records(out)
+    digest = sha256_file(index["tinycalc-0.1.tar.gz"])
+    for record in records:
+        assert re.fullmatch(r"tinycalc__0\.1-[0-9a-f]{10}", record["instance_id"])
+        assert record["repo"] == "pypi/tinycalc" and record["test_patch"] == ""
+        assert record["patch"].startswith("diff --git a/src/tinycalc/__init__.py")
+        assert 1 <= len(record["FAIL_TO_PASS"]) <= 10
+        assert not set(record["FAIL_TO_PASS"]) & set(record["PASS_TO_PASS"])
+        assert len(record["FAIL_TO_PASS"]) + len(record["PASS_TO_PASS"]) == 12
+        assert record["source"]["sha256"] == digest
+        assert record["environment"]["log_parser"] == "pytest"
+        statement = record["problem_statement"]
+        assert all(test in statement for test in record["FAIL_TO_PASS"])
+        assert "diff --git" not in statement
+        changed = [line[1:].strip() for line in record["patch"].splitlines()
+                   if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+        assert changed and not [line for line in changed if line and line in statement]
+
+    _check_with_the_family(out, records)
+
+    # again from nothing (a fresh ORCHARD_HOME: new download, environment, sandboxes)
+    monkeypatch.setenv("ORCHARD_HOME", str(tmp_path / "fresh-home"))
+    again = tmp_path / "two.jsonl"
+    code, _, stderr = _synth(capsys, "-p", "tinycalc==0.1", "--n", "2", "--seed", "3",
+                             "--out", str(again))
+    assert code == 0, stderr
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "created_at"} for r in rs]  # noqa: E731
+    assert strip(_records(again)) == strip(records)
+
+
+def _check_with_the_family(out, records) -> None:
+    """Independently of the pipeline: the family loads the file, gold resolves, the bug does not."""
+    from orchard_cli.env import SandboxHandle, connect
+    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.tasks.synth.validate import grade_unpatched
+
+    family, tasks = load_suite(str(out))
+    assert [t.task_id for t in tasks] == [r["instance_id"] for r in records]
+    env = connect("local")
+    try:
+        for task in tasks:
+            with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
+                family.setup(task, sandbox)
+                assert family.grade(task, sandbox, task.record["patch"]).resolved
+            with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
+                family.setup(task, sandbox)
+                resolved, report = grade_unpatched(family, task, sandbox)
+            assert not resolved
+            assert sorted(report["FAIL_TO_PASS"]["failure"]) == task.record["FAIL_TO_PASS"]
+            assert not report["PASS_TO_PASS"]["failure"]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("quiet==1.0", "error: quiet==1.0 ships no tests in its sdist"),
+    ("tinycalc==9.9", "error: tinycalc==9.9: no such release with a source distribution (latest: 0.1)"),
+    ("brokencalc==0.3", "error: brokencalc==0.3: 1 of 13 tests fail before any mutation "
+                        "(e.g. tests/test_more.py::test_mean_is_wrong)"),
+])
+def test_bad_packages_fail_in_one_line_and_write_nothing(tmp_path, index, capsys, spec, message):
+    out = tmp_path / "never.jsonl"
+    code, stdout, stderr = _synth(capsys, "-p", spec, "--n", "1", "--out", str(out))
+    assert code == 2
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert errors == [message]
+    assert not out.exists() and not stdout
+
+
+def test_one_bad_package_means_no_suite(tmp_path, index, capsys):
+    out = tmp_path / "never.jsonl"
+    code, _, stderr = _synth(capsys, "-p", "tinycalc==0.1", "-p", "quiet==1.0", "--n", "1",
+                             "--out", str(out))
+    assert code == 2 and "quiet==1.0 ships no tests" in stderr
+    assert not out.exists()
