@@ -2,7 +2,8 @@
 
 Each sandbox is a folder `state_dir("env", "local")/<id>/` holding `meta.json` (id, owner, expiry,
 pids, cgroups: enough for `resources()` and `destroy()` to handle it from any process), `work/`
-(bound at the workdir), `tmp/` (bound at /tmp) and `runner.log`. Inside bwrap the root is a
+(bound at the workdir), `tmp/` (bound at /tmp) and `run/` (the runner's control socket and the
+proxy socket, bound read-only at /.orchard). Bwrap drops every capability. Inside, the root is a
 read-only copy of the image ('host' = this machine's /, or a directory holding a root filesystem),
 every namespace is unshared (network too, unless network='full'), ORCHARD_HOME is hidden, and only
 the workdir, /tmp and read-write mounts are writable. One long-lived runner (`local_runner.py`)

@@ -15,7 +15,9 @@ and forking a single-threaded process is safe):
                      Byte strings travel as base64, so the backend never parses anything but
                      JSON from inside the sandbox.
 
-Each command runs in its own session (setsid) with ORCHARD_JOB=<token> in its environment; a
+A command is done when it has exited and closed its output pipes, or GRACE seconds after it
+exited when background children still hold them (they keep running, their output is drained and
+dropped so they never block or die of SIGPIPE). Each command runs in its own session (setsid) with ORCHARD_JOB=<token> in its environment; a
 timeout SIGKILLs the process group and every process carrying the token (children that escaped with
 setsid). Output beyond `limit` bytes is read and dropped (the child never blocks), and counted.
 With a proxy socket in the config it also listens on 127.0.0.1 inside the sandbox's network
@@ -150,6 +152,7 @@ class Job:
         os.close(pipes[2][1])
         if self.stdin:
             self.fds[pipes[0][1]] = 0
+            os.set_blocking(pipes[0][1], False)
             self.stdin = memoryview(self.stdin)
         self.fds[pipes[1][0]] = 1
         self.fds[pipes[2][0]] = 2
@@ -158,6 +161,8 @@ class Job:
         if self.fds[fd] == 0:
             try:
                 n = os.write(fd, self.stdin[:CHUNK])
+            except BlockingIOError:
+                n = 0
             except OSError:
                 n = len(self.stdin)
             self.stdin = self.stdin[n:]
@@ -195,9 +200,14 @@ class Job:
     def kill(self):
         kill_jobs([self])
 
-    def result(self):
-        for fd in list(self.fds):
-            self.close(fd)
+    def result(self, draining):
+        """The reply line; pipes still held by background children go on being drained."""
+        for fd, stream in list(self.fds.items()):
+            if stream == 0:
+                self.close(fd)
+            else:
+                del self.fds[fd]
+                draining.add(fd)
         code = signum = None
         if not self.timed_out and self.status is not None:
             if os.WIFSIGNALED(self.status):
@@ -317,6 +327,7 @@ class Runner:
         self.active = []
         self.started = []       # every job ever started: its leftovers die with the runner
         self.relays = []
+        self.draining = set()   # output pipes of finished commands, held by their children
         self.listener = None
         rd, self.wake_w = os.pipe()
         self.wake_r = rd
@@ -396,6 +407,8 @@ class Runner:
                 poller.register(self.listener.fileno(), select.POLLIN)
             for fd, job in self.jobs.items():
                 poller.register(fd, select.POLLOUT if job.fds[fd] == 0 else select.POLLIN)
+            for fd in self.draining:
+                poller.register(fd, select.POLLIN)
             relay_of = {}
             for relay in self.relays:
                 for fd, mask in relay.masks().items():
@@ -416,6 +429,10 @@ class Runner:
                     self.accept()
                 elif fd in relay_of:
                     relay_of[fd].on_ready(fd, events)
+                elif fd in self.draining:
+                    if not os.read(fd, CHUNK):
+                        self.draining.discard(fd)
+                        os.close(fd)
                 elif fd in self.jobs:
                     job = self.jobs[fd]
                     job.on_ready(fd)
@@ -437,7 +454,7 @@ class Runner:
                 for fd in job.fds:
                     self.jobs.pop(fd, None)
                 self.active.remove(job)
-                write_all(self.fd, job.result())
+                write_all(self.fd, job.result(self.draining))
 
     def shutdown(self):
         kill_jobs(self.started)

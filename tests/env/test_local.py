@@ -102,8 +102,11 @@ def test_file_api_edges(env, sid):
 def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
     assert run(env, sid, "kill -9 $$").exit_code == 137
     assert run(env, sid, "printf 'a\\377b'").stdout == "a\ufffdb"
-    job = run(env, sid, "sleep 1 &")
-    assert job.ok and job.duration_seconds < 1.0, "a background child held the command open"
+    job = run(env, sid, "(sleep 1; echo late; echo more >&2; touch /tmp/bg-done) & echo now")
+    assert job.ok and job.stdout == "now\n" and job.duration_seconds < 1.0, \
+        "a background child held the command open"
+    time.sleep(1.5)
+    assert ok(env, sid, "ls /tmp/bg-done") == "/tmp/bg-done\n", "the background child was killed"
     runner = int(env.get_sandbox(sid).details["runner_pid"])
     os.kill(runner, 9)
     job = run(env, sid, "echo hi")
