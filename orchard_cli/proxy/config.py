@@ -25,6 +25,9 @@ class ProxyConfig(BaseModel):
         description="Fields merged into every upstream request, e.g. {'logprobs': true}.")
     host: str = Field("127.0.0.1", description="Interface to listen on (loopback by default).")
     port: int = Field(0, ge=0, le=65535, description="Port to listen on; 0 picks a free one.")
+    advertise_url: str | None = Field(
+        None, description="Root URL harnesses use to reach the proxy when it differs from the bound "
+                          "address, e.g. http://172.17.0.1:8787 from inside a Docker container.")
     out: Path | None = Field(None, description="Append one JSON line per call to this file.")
     max_calls: int | None = Field(None, ge=1, description="Default per-episode cap on calls.")
     max_tokens: int | None = Field(None, ge=1, description="Default per-episode cap on total tokens.")

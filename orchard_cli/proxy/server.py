@@ -115,7 +115,8 @@ class ProxyServer:
 
     def open_episode(self, episode_id: str, *, token: str | None = None, max_calls: int | None = None,
                      max_tokens: int | None = None) -> Episode:
-        episode = Episode(episode_id, self.root_url, token=token,
+        root = (self.config.advertise_url or self.root_url).rstrip("/")
+        episode = Episode(episode_id, root, token=token,
                           max_calls=max_calls if max_calls is not None else self.config.max_calls,
                           max_tokens=max_tokens if max_tokens is not None else self.config.max_tokens,
                           keep=self.config.keep_records)

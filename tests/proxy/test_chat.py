@@ -112,6 +112,14 @@ def test_bearer_token_routes_on_plain_v1_and_closed_tokens_are_refused(scripted,
     assert len(upstream.requests) == 1  # refused calls never reach the upstream
 
 
+def test_episode_urls_use_the_advertised_root(scripted, proxy_for):
+    proxy = proxy_for(scripted(), advertise_url="http://172.17.0.1:8787/")
+    episode = proxy.open_episode("in-docker")
+    assert episode.base_url == f"http://172.17.0.1:8787/e/{episode.token}/v1"
+    assert episode.env() == {"OPENAI_API_KEY": episode.token, "OPENAI_BASE_URL": episode.base_url}
+    assert proxy.url.startswith("http://127.0.0.1:")  # still bound to loopback
+
+
 def test_records_validate_from_their_own_json(scripted, proxy_for):
     proxy = proxy_for(scripted(["x"]))
     episode = proxy.open_episode()
