@@ -207,12 +207,13 @@ class DockerBackend:
     # ---- create -------------------------------------------------------------------------------
 
     def _image(self, spec: SandboxSpec) -> str:
-        import docker.errors
-
         if spec.image == "host":
             return ensure_base_image()
+        api = self.api  # first: a missing SDK or engine is reported as such
+        import docker.errors
+
         try:
-            self.api.inspect_image(spec.image)
+            api.inspect_image(spec.image)
             return spec.image
         except docker.errors.ImageNotFound:
             pass
@@ -229,10 +230,10 @@ class DockerBackend:
         return spec.image
 
     def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> DockerSandbox:
+        image = self._image(spec)  # first: reports a missing SDK, engine or image
         import docker.errors
         from docker.types import Mount
 
-        image = self._image(spec)
         root = state_dir("env", "docker", sandbox_id)
         (root / "owner.json").write_text(json.dumps({"owner": owner, "expires_at": expires_at}))
         for sub in ("workspace", "tmp", "ctl"):
@@ -386,6 +387,7 @@ class DockerBackend:
         return list(found.values())
 
     def destroy(self, sandbox_id: str) -> None:
+        api = self.api
         import docker.errors
 
         if "/" in sandbox_id or sandbox_id in ("", ".", ".."):
