@@ -25,6 +25,7 @@ from orchard_cli.env.docker import DockerBackend
 from orchard_cli.env.images import build_image_from, docker_client, ensure_base_image
 from orchard_cli.env.manager import EnvManager
 from orchard_cli.env.models import ExecRequest, SandboxSpec
+from orchard_cli.env.owner import owner_alive
 from orchard_cli.errors import NotFoundError, UsageError
 
 pytestmark = pytest.mark.docker
@@ -77,6 +78,9 @@ def test_labels_limits_and_info(env, base):
                                     "/sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory.max")
     assert str(256 * 1024**2) in job.stdout
     assert [r.sandbox_id for r in env.backend.resources()].count(info.sandbox_id) == 1
+    cores = docker_client().info()["NCPU"]
+    many = env.create_sandbox(SandboxSpec(image=base, cpu=cores + 7))  # clamped to what there is
+    assert inspect(many.sandbox_id)["HostConfig"]["NanoCpus"] == cores * 1_000_000_000
     env.delete_sandbox(info.sandbox_id)
     assert containers_of(info.sandbox_id) == []
     env.backend.destroy(info.sandbox_id)  # idempotent
@@ -228,6 +232,9 @@ def test_gc_reaps_containers_of_a_killed_owner(base, _orchard_home):
         assert sid in env.gc()
     assert containers_of(sid) == []
     assert not (_orchard_home / "env" / "docker" / sid).exists()
+    # Nothing of a dead owner is left on the engine, whoever made it.
+    left = docker_client().api.containers(all=True, filters={"label": "orchard.managed=true"})
+    assert [c["Names"] for c in left if not owner_alive(c["Labels"]["orchard.owner"])] == []
 
 
 def test_exec_round_trip_against_docker_exec_cli(env, base):
