@@ -1,0 +1,212 @@
+"""Orchard Env benchmark: exec round trip, sandbox lifecycle, and 100 sandboxes at once.
+
+Everything is measured side by side in one run and printed as one table (medians, p90, ratios):
+
+  exec `true`        floor: subprocess.run(["true"]) | local in-process | local over HTTP |
+                     docker in-process | raw `docker exec` CLI on the same container
+  create->ready->destroy   local | docker | raw `docker run --rm`
+  100 local sandboxes alive at once, each running a command; memory per idle sandbox;
+  what is left afterwards (folders, cgroups, processes)
+
+Usage: .venv/bin/python bench/env_bench.py [--runs 200] [--no-docker] [--many 100]
+Docker parts need a running engine (scripts/start-dockerd.sh) and build the base image once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("ORCHARD_HOME", tempfile.mkdtemp(prefix="orchard-bench-"))
+
+from orchard_cli.env.models import ExecRequest, SandboxSpec  # noqa: E402
+
+TRUE = ExecRequest(command=["true"], wait=True, timeout_seconds=30)
+
+
+def timed(fn, runs: int) -> list[float]:
+    fn()  # warm-up
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def row(name: str, samples: list[float], floor: float | None = None, ref: float | None = None) -> str:
+    med = statistics.median(samples)
+    p90 = sorted(samples)[int(len(samples) * 0.9) - 1]
+    extra = ""
+    if floor is not None:
+        extra += f"  +{med - floor:7.2f} ms over floor"
+    if ref is not None:
+        extra += f"  x{med / ref:5.2f} of ref"
+    return f"  {name:<38} median {med:8.2f} ms  p90 {p90:8.2f} ms{extra}"
+
+
+def bench_exec(runs: int, docker: bool) -> list[str]:
+    from orchard_cli.env.manager import EnvManager
+
+    lines = ["exec round trip of `true` (n=%d)" % runs]
+    floor = timed(lambda: subprocess.run(["true"]), runs)
+    f = statistics.median(floor)
+    lines.append(row("floor: subprocess.run(['true'])", floor))
+    with EnvManager("local") as env:
+        sb = env.create_sandbox(SandboxSpec())
+        lines.append(row("orchard local (in-process)",
+                         timed(lambda: env.exec(sb.sandbox_id, TRUE), runs), floor=f))
+    lines.append(_exec_over_http(runs, f))
+    if docker:
+        from orchard_cli.env.images import ensure_base_image
+
+        image = ensure_base_image()
+        with EnvManager("docker") as env:
+            sb = env.create_sandbox(SandboxSpec(image=image))
+            ours = timed(lambda: env.exec(sb.sandbox_id, TRUE), runs)
+            name = sb.details.get("container_name") or sb.details.get("container_id") or f"orchard-{sb.sandbox_id}"
+            raw_runs = max(20, runs // 5)
+            raw = timed(lambda: subprocess.run(["docker", "exec", name, "true"], capture_output=True), raw_runs)
+            r = statistics.median(raw)
+            lines.append(row("orchard docker (in-process)", ours, floor=f, ref=r))
+            lines.append(row(f"raw `docker exec` CLI (ref, n={raw_runs})", raw, floor=f))
+    return lines
+
+
+def _exec_over_http(runs: int, floor: float) -> str:
+    from orchard_cli.env import daemon
+    from orchard_cli.env.client import EnvClient
+
+    state = daemon.start_detached("local", "127.0.0.1", 0)
+    url = state.url if hasattr(state, "url") else state
+    try:
+        client = EnvClient(url)
+        sb = client.create_sandbox(SandboxSpec())
+        samples = timed(lambda: client.exec(sb.sandbox_id, TRUE), runs)
+        client.delete_sandbox(sb.sandbox_id)
+        return row("orchard local over HTTP (service)", samples, floor=floor)
+    finally:
+        daemon.stop()
+
+
+def bench_lifecycle(runs: int, docker: bool) -> list[str]:
+    from orchard_cli.env.manager import EnvManager
+
+    lines = ["sandbox create -> ready -> destroy (n=%d)" % runs]
+
+    def cycle(env, spec):
+        info = env.create_sandbox(spec)
+        env.delete_sandbox(info.sandbox_id)
+
+    with EnvManager("local") as env:
+        lines.append(row("orchard local", timed(lambda: cycle(env, SandboxSpec()), runs)))
+    if docker:
+        from orchard_cli.env.images import ensure_base_image
+
+        image = ensure_base_image()
+        n = max(5, runs // 10)
+        raw = timed(lambda: subprocess.run(["docker", "run", "--rm", "--network", "none", image, "true"],
+                                           capture_output=True), n)
+        r = statistics.median(raw)
+        with EnvManager("docker") as env:
+            lines.append(row(f"orchard docker (n={n})", timed(lambda: cycle(env, SandboxSpec(image=image)), n),
+                             ref=r))
+        lines.append(row(f"raw `docker run --rm` (ref, n={n})", raw))
+    return lines
+
+
+def _rss_kib(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def _descendants(root: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in kids.get(pid, []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def bench_many(n: int) -> list[str]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchard_cli.env.manager import EnvManager
+
+    lines = [f"{n} local sandboxes alive at once"]
+    base_pss = _rss_kib(_descendants(os.getpid()))
+    env = EnvManager("local")
+    t = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        infos = list(pool.map(lambda _: env.create_sandbox(SandboxSpec(memory="256Mi")), range(n)))
+    created = time.perf_counter() - t
+    pss = _rss_kib(_descendants(os.getpid())) - base_pss
+    t = time.perf_counter()
+    with ThreadPoolExecutor(16) as pool:
+        jobs = list(pool.map(lambda i: env.exec(i.sandbox_id, ExecRequest(
+            command="echo $((6*7))", wait=True)), infos))
+    ran = time.perf_counter() - t
+    ok = sum(1 for j in jobs if j.ok and j.stdout.strip() == "42")
+    alive = len(env.list_sandboxes())
+    folder = Path(os.environ["ORCHARD_HOME"]) / "env" / "local"
+    t = time.perf_counter()
+    env.close()
+    closed = time.perf_counter() - t
+    time.sleep(0.5)
+    left_dirs = [p for p in folder.iterdir()] if folder.exists() else []
+    left_procs = _descendants(os.getpid())
+    left_cg = [p for p in Path("/sys/fs/cgroup/memory").glob("orchard*/*")] + \
+        [p for p in Path("/sys/fs/cgroup/pids").glob("orchard*/*")]
+    lines += [
+        f"  created {n} in {created:6.2f} s ({created / n * 1000:.1f} ms each, 8 at a time); alive: {alive}",
+        f"  each ran a command: {ok}/{n} ok in {ran:6.2f} s",
+        f"  memory per idle sandbox (PSS of runner + bwrap): {pss / max(n, 1) / 1024:.2f} MiB",
+        f"  destroyed all in {closed:6.2f} s; left behind: {len(left_dirs)} folders, "
+        f"{len(left_procs)} processes, {len(left_cg)} cgroups",
+    ]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--many", type=int, default=100)
+    parser.add_argument("--no-docker", action="store_true")
+    args = parser.parse_args()
+    docker = not args.no_docker and shutil.which("docker") is not None and \
+        subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    out = [f"orchard env benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+           f"docker {'on' if docker else 'off'})", ""]
+    out += bench_exec(args.runs, docker) + [""]
+    out += bench_lifecycle(max(20, args.runs // 4), docker) + [""]
+    out += bench_many(args.many)
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The harness seam: an agent program run headless in a task's sandbox, its model traffic going
+through orchard's recording proxy.
+
+The episode loop (orchard_cli/episodes.py) opens a proxy episode, creates the task's sandbox with
+`network='proxy'` pointed at that episode's URL and with `harness.mounts()` bound in, sets the task
+up, calls `harness.run(...)`, and then takes the workspace diff as the patch. A harness never sees
+the real model key: only the episode's short-lived token.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import Mount
+
+
+class HarnessRun(BaseModel):
+    """How the harness process ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exit_code: int | None
+    timed_out: bool = False
+    duration_seconds: float = 0.0
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    error: str | None = None
+    """Set when the harness could not run at all (missing binary, crash at start)."""
+    info: dict[str, str] = Field(default_factory=dict)
+
+
+class HarnessContext(BaseModel):
+    """What a harness needs to run one episode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str
+    """The task as the user would give it (problem statement plus where the repo is)."""
+    model: str
+    """Model name to request."""
+    base_url: str
+    """The proxy episode's OpenAI-compatible base URL as seen from INSIDE the sandbox (ends in /v1)."""
+    api_key: str
+    """The episode's short-lived token (never the real upstream key)."""
+    timeout_seconds: float = 1800.0
+    max_turns: int = 50
+
+
+@runtime_checkable
+class Harness(Protocol):
+    name: str
+
+    def check(self) -> list[str]:
+        """Missing prerequisites, each with the exact command that installs it; [] when ready."""
+
+    def version(self) -> str | None:
+        """The harness program's version, for scorecards and trajectories."""
+
+    def mounts(self) -> list[Mount]:
+        """Host paths (binaries, runtimes) to bind read-only into the sandbox."""
+
+    def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
+        """Run one episode headless in the sandbox (workdir = the task's repository), with stdin
+        closed and a wall-clock limit; return how it ended. Never raises for a harness failure."""
