@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from orchard_cli.tasks.base import Outcome, Task
 
 CONFIG_SCHEMA_VERSION = 1
 # Fields that may differ between a run and its --resume: they do not change any result.
+STOP_GRACE_SECONDS = 30.0  # on Ctrl-C, how long running attempts get to wind down
 NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out"})
 
 
@@ -144,6 +145,7 @@ class EvalRun:
         self.out, self.resume = out, resume
         self.done: set[tuple[str, int]] = set()
         self.prior_wall = 0.0
+        self._stopping = threading.Event()
         self._pred_lock = threading.Lock()
         self._pred_writers: dict[int, JsonlWriter] = {}
         if resume:
@@ -184,8 +186,14 @@ class EvalRun:
     def _sandbox(self, env: Any, task: Task) -> SandboxHandle:
         with _phase("env_error", "describing the environment", self.env_errors):
             spec = self.family.sandbox_spec(task, self.config.backend)
+        if self._stopping.is_set():
+            raise _Failed("infra_error", "the run was interrupted")
         with _phase("infra_error", "creating the sandbox", self.env_errors):
-            return SandboxHandle.create(env, spec)
+            sandbox = SandboxHandle.create(env, spec)
+        if self._stopping.is_set():  # created while the run was being stopped
+            self._destroy(sandbox)
+            raise _Failed("infra_error", "the run was interrupted")
+        return sandbox
 
     def _prepared(self, env: Any, task: Task) -> SandboxHandle:
         sandbox = self._sandbox(env, task)
@@ -312,6 +320,7 @@ class EvalRun:
         started = time.time()
         results = JsonlWriter(self.out / "results.jsonl")
         pool = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="orchard-eval")
+        futures: dict[Any, tuple[Task, int]] = {}
         try:
             futures = {pool.submit(self.run_attempt, env, t, k): (t, k) for t, k in self.pending}
             for future in as_completed(futures):
@@ -326,8 +335,13 @@ class EvalRun:
                 if on_result:
                     on_result(result)
         except BaseException:
+            # Stop: no new sandboxes, queued attempts cancelled, live sandboxes destroyed (their
+            # commands fail at once), a short wait for the running attempts, then clean up again.
+            self._stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             try:
+                env.close()
+                wait([f for f in futures if not f.cancelled()], timeout=STOP_GRACE_SECONDS)
                 self._close(env, results)
                 self.write_scorecard(started)
             except Exception:  # never mask the interrupt or the original error

@@ -200,3 +200,27 @@ def test_chromium_renders_the_same_numbers_as_scorecard_json(world, tmp_path):
     assert shot.returncode == 0 and (tmp_path / "s.png").stat().st_size > 10_000
     if os.environ.get("ORCHARD_KEEP_SCREENSHOT"):
         shutil.copy(tmp_path / "s.png", os.environ["ORCHARD_KEEP_SCREENSHOT"])
+
+
+def test_ctrl_c_exits_130_with_a_partial_scorecard_and_no_sandbox_left(world):
+    import signal
+    import time
+
+    root = world["root"]
+    (root / "hang.jsonl").write_text(json.dumps({"instance_id": "acme__calc-1", "model_name_or_path": "m",
+                                                 "model_patch": world["inst"]["hang"]}) + "\n")
+    out = root / "interrupted"
+    env = {**os.environ, "ORCHARD_HOME": str(world["home"])}
+    proc = subprocess.Popen([sys.executable, "-m", "orchard_cli.main", "eval", "calc.jsonl", "--predictions",
+                             "hang.jsonl", "--out", str(out), *common(world)], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not any((world["home"] / "env" / "local").glob("sb-*")) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # an attempt is under way in a sandbox (its patch hangs the tests for 600 s)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["complete"] is False and card["missing"] >= 1
+    assert not list((world["home"] / "env" / "local").glob("sb-*")), "a sandbox outlived the run"
