@@ -27,6 +27,7 @@ def synth_command(
     python: Annotated[str, typer.Option("--python", help="Python version of the tasks' environment.")] = "3.11",
     writer_model: Annotated[Optional[str], typer.Option("--writer-model", help="A chat model that rewrites problem statements.")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Its OpenAI-compatible endpoint (…/v1); key from OPENAI_API_KEY.")] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Sandboxes running mutants at once (default: min(2, cores)); the tasks do not depend on it.")] = None,
     backend: BackendOpt = "local",
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
@@ -43,7 +44,7 @@ def synth_command(
 
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,
-                         base_url=base_url, backend=backend)
+                         base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
     console = stderr_console()
     tasks, report = synthesize(config, say=lambda line: console.print(line, markup=False))
     write_suite(tasks, out)

@@ -267,12 +267,14 @@ def rebuild_repository(record: dict[str, Any]) -> Path:
         except InfraError:
             pass
         shutil.rmtree(target)
-    tmp = target.with_name(f".{base}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{base[:12]}.", dir=target.parent))
     try:
         build_repository(record, tmp)
-        tmp.replace(target)
-    except BaseException:
+        try:
+            tmp.replace(target)
+        except OSError:  # built meanwhile by another thread or process: theirs is as good
+            if not (target / ".git" / "HEAD").is_file():
+                raise
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target

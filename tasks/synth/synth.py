@@ -25,12 +25,12 @@ from orchard_cli.errors import OrchardError, UsageError
 from orchard_cli.home import state_dir
 from orchard_cli.tasks.synth import records, source, statement, tests_run
 from orchard_cli.tasks.synth.mutate import KINDS, Mutation, find_mutations, is_source_file
+from orchard_cli.tasks.synth.search import Candidate, Evaluator
 from orchard_cli.tasks.synth.validate import validate
 
 SCHEMA_VERSION = 1
 DEFAULT_MAX_FAILING = 10
 CANDIDATES_PER_TASK = 25
-FAST_SUITE_SECONDS = 5.0
 BASELINE_TIMEOUT = 1200.0
 
 Say = Callable[[str], None]
@@ -56,6 +56,8 @@ class SynthConfig(BaseModel):
     writer_model: str | None = None
     base_url: str | None = None
     backend: str = "local"
+    jobs: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1), ge=1)
+    """Sandboxes running mutants at once (the tasks kept do not depend on it)."""
 
 
 class KindStats(BaseModel):
@@ -168,7 +170,7 @@ class _Package:
         mark = time.monotonic()
         try:
             bench = tests_run.Workbench(self.family, clean_task, self.env, self.config.backend)
-            bench.__enter__()
+            benches = [bench.__enter__()]
         except OrchardError as exc:
             raise SynthError(f"{self.label}: its environment could not be set up: {exc.message}",
                              hint=exc.hint) from exc
@@ -178,9 +180,13 @@ class _Package:
             base, runs = bench.baseline(BASELINE_TIMEOUT)
             self.report.seconds["baseline"] = round(time.monotonic() - mark, 1)
             self._check_baseline(base, runs)
-            return self._search(bench, base, scratch, src, environment, created_at)
+            for _ in range(self.config.jobs - 1):
+                benches.append(tests_run.Workbench(self.family, clean_task, self.env,
+                                                   self.config.backend).__enter__())
+            return self._search(benches, base, scratch, src, environment, created_at)
         finally:
-            bench.__exit__(None, None, None)
+            for each in benches:
+                each.__exit__(None, None, None)
 
     def _check_baseline(self, base: tests_run.Baseline, runs: list[tests_run.Run]) -> None:
         if any(r.timed_out for r in runs):
@@ -199,7 +205,7 @@ class _Package:
         self.say(f"{self.label}: {len(base.reliable)} reliable tests, {len(base.flaky)} flaky, "
                  f"{base.seconds:.1f} s per run")
 
-    def _search(self, bench: tests_run.Workbench, base: tests_run.Baseline, scratch: Path,
+    def _search(self, benches: list[tests_run.Workbench], base: tests_run.Baseline, scratch: Path,
                 src: source.SdistSource, environment: dict[str, Any],
                 created_at: str) -> list[dict[str, Any]]:
         config, report = self.config, self.report
@@ -208,36 +214,33 @@ class _Package:
         mutations = [m for p in sorted(texts) if is_source_file(p) for m in find_mutations(p, texts[p])]
         report.candidates = len(mutations)
         order = candidate_order(mutations, config.seed, f"{source.canonical(self.name)}=={self.version}")
+        candidates = self._candidates(order, base, texts)
         budget = config.max_candidates or CANDIDATES_PER_TASK * config.n
-        timeout = max(30.0, 10 * base.seconds)
         used: set[tuple[str, str]] = set()
         kept: list[dict[str, Any]] = []
-        search_s = validate_s = 0.0
-        for mutation in order:
+        evaluator = Evaluator(benches, base, config.max_failing, max(30.0, 10 * base.seconds))
+        skip = lambda c: c.files == [] or (c.mutation.path, c.mutation.function) in used  # noqa: E731
+        mark = time.monotonic()
+        validate_s = 0.0
+        outcomes = evaluator.outcomes(candidates, skip)
+        for candidate, outcome in outcomes:
             if len(kept) >= config.n or report.tried >= budget:
                 break
-            if (mutation.path, mutation.function) in used:
+            mutation = candidate.mutation
+            if outcome is None:
+                if candidate.files == []:
+                    self.reject("untested")
                 continue
-            files = tests_run.relevant_files(base.files, texts, _names(mutation))
-            if not files:
-                self.reject("untested")
-                continue
-            if base.seconds <= FAST_SUITE_SECONDS:
-                files = None  # a fast suite runs whole: it also catches indirect failures
             report.tried += 1
             report.kinds[mutation.kind].tried += 1
-            mark = time.monotonic()
-            outcome = self._try(bench, base, mutation, texts[mutation.path], files, timeout)
-            search_s += time.monotonic() - mark
             if isinstance(outcome, str):
                 self.reject(outcome)
                 continue
-            failing, run = outcome
-            mark = time.monotonic()
-            record = self._record(scratch, mutation, texts[mutation.path], failing, base, run,
-                                  src, environment, created_at)
+            started = time.monotonic()
+            record = self._record(scratch, mutation, candidate.original, outcome.failing, base,
+                                  outcome.run, src, environment, created_at)
             problem = validate(self.family, self.env, record, config.backend)
-            validate_s += time.monotonic() - mark
+            validate_s += time.monotonic() - started
             if problem:
                 self.reject("invalid")
                 self.say(f"{self.label}: {mutation.describe()} failed validation: {problem}")
@@ -246,33 +249,28 @@ class _Package:
             report.kinds[mutation.kind].kept += 1
             kept.append(record)
             self.say(f"{self.label}: kept {len(kept)}/{config.n}: {mutation.kind} in "
-                     f"{mutation.function} ({len(failing)} failing)")
+                     f"{mutation.function} ({len(outcome.failing)} failing)")
+        outcomes.close()
         report.kept = len(kept)
-        report.seconds.update(search=round(search_s, 1), validate=round(validate_s, 1))
+        report.seconds.update(search=round(time.monotonic() - mark - validate_s, 1),
+                              validate=round(validate_s, 1))
         return kept
 
-    def _try(self, bench: tests_run.Workbench, base: tests_run.Baseline, mutation: Mutation,
-             original: str, files: list[str] | None, timeout: float):
-        """(failing tests, full run) when the mutant is worth keeping, else the reason it is not."""
-        bench.write(mutation.path, mutation.apply(original))
-        try:
-            scope = base.reliable if files is None else set().union(*(base.files[f] for f in files))
-            run = bench.run(files, timeout=timeout)
-            if run.timed_out:
-                return "timeout"
-            failing = run.failing(scope)
-            if files is not None and failing and len(failing) <= self.config.max_failing:
-                run = bench.run(None, timeout=timeout)
-                if run.timed_out:
-                    return "timeout"
-                failing = run.failing(base.reliable)
-        finally:
-            bench.write(mutation.path, original)
-        if not failing:
-            return "survived"
-        if len(failing) > self.config.max_failing:
-            return "too_many_failing"
-        return failing, run
+    def _candidates(self, order: list[Mutation], base: tests_run.Baseline,
+                    texts: dict[str, str]) -> list[Candidate]:
+        """Each mutant with the test files to run first: [] when no test file names its function
+        or module (not run), None when those files hold most of the suite (run it whole)."""
+        relevant: dict[tuple[str, ...], list[str]] = {}
+        out = []
+        for mutation in order:
+            names = tuple(_names(mutation))
+            if names not in relevant:
+                relevant[names] = tests_run.relevant_files(base.files, texts, list(names))
+            files: list[str] | None = relevant[names]
+            if files and 2 * sum(len(base.files[f]) for f in files) >= len(base.reliable):
+                files = None
+            out.append(Candidate(mutation, texts[mutation.path], files))
+        return out
 
     def _record(self, scratch: Path, mutation: Mutation, original: str, failing: set[str],
                 base: tests_run.Baseline, run: tests_run.Run, src: source.SdistSource,

@@ -47,7 +47,7 @@ def _records(path) -> list[dict]:
 def test_synth_makes_valid_tasks_the_same_every_time(tmp_path, index, capsys, monkeypatch):
     out = tmp_path / "one.jsonl"
     code, stdout, stderr = _synth(capsys, "-p", "tinycalc==0.1", "--n", "2", "--seed", "3",
-                                  "--out", str(out), "--format", "json")
+                                  "--out", str(out), "--format", "json", "--jobs", "2")
     assert code == 0, stderr
     report = json.loads(stdout)
     assert report["tasks"] == 2 and report["packages"][0]["kept"] == 2
@@ -72,11 +72,11 @@ def test_synth_makes_valid_tasks_the_same_every_time(tmp_path, index, capsys, mo
 
     _check_with_the_family(out, records)
 
-    # again from nothing (a fresh ORCHARD_HOME: new download, environment, sandboxes)
+    # again from nothing (a fresh ORCHARD_HOME: new download, environment, sandboxes), one job
     monkeypatch.setenv("ORCHARD_HOME", str(tmp_path / "fresh-home"))
     again = tmp_path / "two.jsonl"
     code, _, stderr = _synth(capsys, "-p", "tinycalc==0.1", "--n", "2", "--seed", "3",
-                             "--out", str(again))
+                             "--out", str(again), "--jobs", "1")
     assert code == 0, stderr
     strip = lambda rs: [{k: v for k, v in r.items() if k != "created_at"} for r in rs]  # noqa: E731
     assert strip(_records(again)) == strip(records)
