@@ -146,9 +146,10 @@ def _build_base(client, name: str, recipe: str, *, quiet: bool) -> None:
                     else:
                         child.unlink(missing_ok=True)
         tar_path = Path(tmp) / "rootfs.tar"
-        with tarfile.open(tar_path, "w") as tar:
-            for child in sorted(root.iterdir()):
-                tar.add(child, arcname=child.name)
+        packed = subprocess.run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf",
+                                 str(tar_path), "."], stderr=subprocess.PIPE, text=True)
+        if packed.returncode != 0:
+            raise InfraError(f"packing the root filesystem failed: {packed.stderr.strip()[-300:]}")
         repo, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "latest")
         changes = [*IMAGE_CHANGES, f"LABEL {RECIPE_LABEL}={recipe}"]
         try:
