@@ -18,7 +18,6 @@ scorecard.json / .md / .html, and logs/<instance_id>/attempt-<k>/.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import threading
 import time
@@ -34,6 +33,7 @@ from orchard_cli import __version__
 from orchard_cli.attempts import Attempt, AttemptSource, make_source
 from orchard_cli.env import SandboxHandle, connect
 from orchard_cli.errors import OrchardError, SandboxError, UsageError
+from orchard_cli.predictions import PredictionsLog
 from orchard_cli.records import JsonlWriter, read_json, read_jsonl, write_json, write_text
 from orchard_cli.scoring.report import render_html, render_markdown
 from orchard_cli.scoring.scorecard import (
@@ -146,8 +146,7 @@ class EvalRun:
         self.done: set[tuple[str, int]] = set()
         self.prior_wall = 0.0
         self._stopping = threading.Event()
-        self._pred_lock = threading.Lock()
-        self._pred_writers: dict[int, JsonlWriter] = {}
+        self.predictions = PredictionsLog(out)
         if resume:
             self._check_resume()
         elif self.out.exists() and any(self.out.iterdir()):
@@ -230,7 +229,7 @@ class EvalRun:
                 with _phase("infra_error", "getting the patch", self.env_errors):
                     attempt = self.source.solve(task, None, attempt=k, log_dir=log_dir)
             (log_dir / "patch.diff").write_text(attempt.patch, encoding="utf-8")
-            self._record_prediction(task, k, attempt)
+            self.predictions.write(k, task.task_id, attempt.model or self.source.name, attempt.patch)
             if not attempt.patch.strip():
                 outcome = Outcome(resolved=False, category="empty_patch")
             else:
@@ -284,30 +283,6 @@ class EvalRun:
             return None
         return None
 
-    # ---- predictions in SWE-bench's format ---------------------------------------------------
-
-    @staticmethod
-    def predictions_file(k: int) -> str:
-        return "predictions.jsonl" if k == 1 else f"predictions-attempt-{k}.jsonl"
-
-    def _record_prediction(self, task: Task, k: int, attempt: Attempt) -> None:
-        with self._pred_lock:
-            writer = self._pred_writers.get(k)
-            if writer is None:
-                writer = self._pred_writers[k] = JsonlWriter(self.out / self.predictions_file(k))
-        writer.write({"instance_id": task.task_id, "model_name_or_path": attempt.model or self.source.name,
-                      "model_patch": attempt.patch, "schema_version": 1})
-
-    def _rewrite_predictions(self) -> None:
-        """One line per instance (the latest), so the official harness can re-check the run."""
-        for k in range(1, self.config.attempts + 1):
-            path = self.out / self.predictions_file(k)
-            if not path.exists():
-                continue
-            rows, _ = read_jsonl(path)
-            latest = {r["instance_id"]: r for r in rows}
-            write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in latest.values()))
-
     # ---- the run -----------------------------------------------------------------------------
 
     def execute(self, on_result: Callable[[AttemptResult], None] | None = None) -> Scorecard:
@@ -353,12 +328,10 @@ class EvalRun:
 
     def _close(self, env: Any, results: JsonlWriter) -> None:
         results.close()
-        for writer in self._pred_writers.values():
-            writer.close()
         try:
             env.close()  # destroys any sandbox still alive (an interrupted attempt's)
         finally:
-            self._rewrite_predictions()
+            self.predictions.close()
 
     def write_scorecard(self, started: float) -> Scorecard:
         rows, _ = read_jsonl(self.out / "results.jsonl")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from orchard_cli.errors import UsageError
+from orchard_cli.records import JsonlWriter, read_jsonl, write_text
 
 PREDICTIONS_SCHEMA_VERSION = 1
 
@@ -121,3 +123,37 @@ def load_predictions(path: str | Path, known_ids: set[str] | None = None) -> dic
         out[instance_id] = Prediction(instance_id=instance_id, model_name_or_path=str(name),
                                       model_patch=patch)
     return out
+
+
+class PredictionsLog:
+    """A run's predictions in SWE-bench's format, so the official harness can re-check it:
+    `predictions.jsonl` for attempt 1, `predictions-attempt-K.jsonl` for attempt K > 1. Lines are
+    appended as attempts finish (a crash loses nothing finished); `close()` rewrites each file
+    with one line per instance, the latest (a retried attempt replaces its earlier line)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._lock = threading.Lock()
+        self._writers: dict[int, JsonlWriter] = {}
+
+    @staticmethod
+    def file_name(attempt: int) -> str:
+        return "predictions.jsonl" if attempt == 1 else f"predictions-attempt-{attempt}.jsonl"
+
+    def write(self, attempt: int, instance_id: str, model: str, patch: str) -> None:
+        with self._lock:
+            writer = self._writers.get(attempt)
+            if writer is None:
+                writer = self._writers[attempt] = JsonlWriter(self.folder / self.file_name(attempt))
+        writer.write(Prediction(instance_id=instance_id, model_name_or_path=model,
+                                model_patch=patch).swebench_record())
+
+    def close(self) -> None:
+        with self._lock:
+            writers, self._writers = self._writers, {}
+        for writer in writers.values():
+            writer.close()
+        for path in sorted(self.folder.glob("predictions*.jsonl")):
+            rows, _ = read_jsonl(path)
+            latest = {r["instance_id"]: r for r in rows}
+            write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in latest.values()))
