@@ -2,13 +2,17 @@
 
 `detect()` finds what this process may use, once:
 
-- **v2** (unified hierarchy): a sandbox's cgroup goes under `<parent>/orchard/<id>`, where the
-  parent is `ORCHARD_CGROUP_PARENT` if set, else this process's own cgroup. The parent must have
+- **v2** (unified hierarchy): a sandbox's cgroup is `<parent>/orchard-<id>`, where the parent is
+  `ORCHARD_CGROUP_PARENT` if set, else this process's own cgroup. The parent must have
   the memory and pids controllers and be able to hand them down (`cgroup.subtree_control`), which
   v2 forbids for a non-root cgroup that holds processes: run orchard in a delegated cgroup
   (`systemd-run --user --scope -p Delegate=yes orchard ...`) or point ORCHARD_CGROUP_PARENT at one.
-- **v1** (one hierarchy per controller): `<mount>/<own cgroup>/orchard/<id>` in the memory, pids
+- **v1** (one hierarchy per controller): `<mount>/<own cgroup>/orchard-<id>` in the memory, pids
   and (when mounted) cpu hierarchies.
+
+Sandboxes sit directly beside this process, not under a shared `orchard` folder: in the cpu
+controller a shared parent would make all sandboxes one scheduling entity, and on a busy machine
+each command's wake-up would wait for it (measured: exec of `true` 11 ms instead of 2.8 ms).
 - otherwise **none**, with the reason; the caller reports `limits='none: <reason>'`.
 
 A sandbox's processes join its cgroups before bwrap starts (`join_prefix`), so every command is
@@ -17,7 +21,6 @@ inside from its first instruction; `kill_and_remove` SIGKILLs whatever is left a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -28,6 +31,7 @@ from pathlib import Path
 from orchard_cli.errors import SandboxError
 
 NEEDED = ("memory", "pids")
+PREFIX = "orchard-"
 CPU_PERIOD_US = 100_000
 
 
@@ -37,7 +41,7 @@ class CgroupSupport:
     """'cgroup-v1', 'cgroup-v2' or 'none'."""
     reason: str = ""
     parents: dict[str, Path] = field(default_factory=dict)
-    """controller (v1) or 'unified' (v2) -> the folder that holds the sandboxes' cgroups."""
+    """controller (v1) or 'unified' (v2) -> the cgroup that holds the sandboxes' cgroups."""
 
     @property
     def label(self) -> str:
@@ -80,26 +84,14 @@ def _try_v2(point: str, own: str) -> tuple[Path | None, str]:
     missing = [c for c in NEEDED if c not in available]
     if missing:
         return None, f"cgroup v2 controllers {', '.join(missing)} are not available in {parent}"
+    wanted = [c for c in (*NEEDED, "cpu") if c in available]
     try:
-        _ensure_base(parent / "orchard", v2=True)
-        with contextlib.suppress(OSError):
-            (parent / "orchard").rmdir()   # made again by the first sandbox
+        if not set(wanted) <= set(_read(parent / "cgroup.subtree_control").split()):
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
     except OSError as exc:
         return None, (f"cannot delegate cgroup v2 controllers below {parent} ({exc.strerror}); run "
                       "orchard in a delegated cgroup or set ORCHARD_CGROUP_PARENT")
-    return parent / "orchard", ""
-
-
-def _ensure_base(base: Path, v2: bool) -> None:
-    """The `orchard` folder that holds the sandboxes' cgroups (removed again when empty)."""
-    if v2:
-        wanted = [c for c in (*NEEDED, "cpu")
-                  if c in _read(base.parent / "cgroup.controllers").split()]
-        if not set(wanted) <= set(_read(base.parent / "cgroup.subtree_control").split()):
-            (base.parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
-    base.mkdir(exist_ok=True)
-    if v2 and not set(wanted) <= set(_read(base / "cgroup.subtree_control").split()):
-        (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+    return parent, ""
 
 
 def _try_v1(mounts, own_paths: dict[str, str]) -> tuple[dict[str, Path], str]:
@@ -110,12 +102,12 @@ def _try_v1(mounts, own_paths: dict[str, str]) -> tuple[dict[str, Path], str]:
             if controller in NEEDED:
                 return {}, f"no cgroup v1 {controller} hierarchy is mounted"
             continue
-        base = Path(mount[2]) / _relative(own_paths[controller], mount[1]) / "orchard"
-        if not os.access(base.parent, os.W_OK):
+        own = Path(mount[2]) / _relative(own_paths[controller], mount[1])
+        if not os.access(own, os.W_OK):
             if controller in NEEDED:
-                return {}, f"cgroup {base.parent} is not writable"
+                return {}, f"cgroup {own} is not writable"
             continue
-        parents[controller] = base
+        parents[controller] = own
     return parents, ""
 
 
@@ -154,15 +146,8 @@ def create(support: CgroupSupport, name: str, *, memory: int, pids: int, cpu: fl
     quota = max(int(cpu * CPU_PERIOD_US), 1000)
     try:
         for controller, parent in support.parents.items():
-            path = parent / name
-            for attempt in range(3):    # a concurrent destroy may remove the empty parent
-                _ensure_base(parent, v2=support.mode == "cgroup-v2")
-                try:
-                    path.mkdir()
-                    break
-                except FileNotFoundError:
-                    if attempt == 2:
-                        raise
+            path = parent / f"{PREFIX}{name}"
+            path.mkdir()
             made.append(str(path))
             if support.mode == "cgroup-v2":
                 _write(path / "memory.max", memory)
@@ -209,7 +194,6 @@ def procs(dirs: list[str]) -> set[int]:
 def kill_and_remove(dirs: list[str], timeout: float = 10.0) -> None:
     """SIGKILL every process in `dirs`, then remove them. Idempotent; raises if they stay busy."""
     dirs = [d for d in dirs if os.path.isdir(d)]
-    removed = list(dirs)
     if not dirs:
         return
     for d in dirs:
@@ -238,9 +222,6 @@ def kill_and_remove(dirs: list[str], timeout: float = 10.0) -> None:
                 left.append(d)
         dirs = left
         if not dirs:
-            for parent in {os.path.dirname(d) for d in removed}:
-                with contextlib.suppress(OSError):
-                    os.rmdir(parent)    # the empty `orchard` folder: leave no trace behind
             return
         if time.monotonic() > deadline:
             raise SandboxError(f"cgroups {', '.join(dirs)} are still busy after {timeout:.0f}s")

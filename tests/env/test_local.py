@@ -179,12 +179,12 @@ def test_cgroup_v2_layout_on_a_delegated_tree(tmp_path):
     (own / "cgroup.subtree_control").write_text("")
     mountinfo = f"35 24 0:30 / {tmp_path} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
     support = cgroups.detect_from(mountinfo, "0::/user.slice/me.scope\n")
-    assert (support.mode, support.parents) == ("cgroup-v2", {"unified": own / "orchard"})
+    assert (support.mode, support.parents) == ("cgroup-v2", {"unified": own})
     assert (own / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
     dirs = cgroups.create(support, "sb-x", memory=1 << 30, pids=77, cpu=1.5)
-    assert dirs == [str(own / "orchard" / "sb-x")]
-    assert (own / "orchard" / "sb-x" / "memory.max").read_text() == str(1 << 30)
-    assert (own / "orchard" / "sb-x" / "pids.max").read_text() == "77"
+    assert dirs == [str(own / "orchard-sb-x")]
+    assert (own / "orchard-sb-x" / "memory.max").read_text() == str(1 << 30)
+    assert (own / "orchard-sb-x" / "pids.max").read_text() == "77"
     assert cgroups.join_prefix(dirs)[-2:] == [f"{dirs[0]}/cgroup.procs", "--"]
     (own / "cgroup.controllers").write_text("cpu memory\n")     # pids not delegated
     support = cgroups.detect_from(mountinfo, "0::/user.slice/me.scope\n")
