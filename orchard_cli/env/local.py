@@ -23,6 +23,7 @@ written inside commands are not rewritten.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import json
@@ -33,6 +34,7 @@ import subprocess
 import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
 
 from orchard_cli.env import cgroups
@@ -181,6 +183,7 @@ class LocalBackend:
         self.options = {"root": str(self.root)}
         self._live: dict[str, LocalSandbox] = {}
         self._lock = threading.Lock()
+        _BACKENDS.add(self)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -301,6 +304,17 @@ class LocalBackend:
             shutil.rmtree(folder, ignore_errors=True)
         if folder.exists():
             raise SandboxError(f"could not remove {folder}")
+
+
+_BACKENDS: "weakref.WeakSet[LocalBackend]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """A script that forgot close(): its sandboxes go now, not at the next `env gc`."""
+    for backend in list(_BACKENDS):
+        with contextlib.suppress(Exception):
+            backend.close()
 
 
 def _warn_no_bwrap() -> None:

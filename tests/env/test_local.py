@@ -7,6 +7,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -18,7 +19,7 @@ from orchard_cli.env import cgroups, local
 from orchard_cli.env.base import CAPABILITIES
 from orchard_cli.env.conformance import loopback_server, make_orphan, ok, run
 from orchard_cli.env.manager import EnvManager
-from orchard_cli.env.models import ExecRequest, SandboxSpec
+from orchard_cli.env.models import ExecRequest, Mount, SandboxSpec
 from orchard_cli.errors import NotFoundError, PathEscapeError, SandboxError, UsageError
 
 pytestmark = pytest.mark.bwrap
@@ -227,12 +228,27 @@ def test_without_bwrap_it_refuses_unless_allowed(tmp_path, monkeypatch):
     assert _marked_processes("6000.4343") == [], "a command outlived its unisolated sandbox"
 
 
-def test_bad_images_are_usage_errors(env):
+def test_bad_images_and_mounts_fail_clearly_and_leave_nothing(env):
     for image in ("orchard/base:bookworm", "relative/dir", "/no/such/dir"):
         with pytest.raises(UsageError) as err:
             env.create_sandbox(SandboxSpec(image=image))
         assert "'host'" in err.value.hint and "root filesystem" in err.value.hint
+    with pytest.raises(SandboxError, match="nonexistent-source"):
+        env.create_sandbox(SandboxSpec(mounts=[Mount(source="/nonexistent-source", target="/x")]))
     assert not list(env.backend.root.iterdir())
+    assert env.list_sandboxes() == []
+
+
+def test_a_script_that_forgets_close_leaves_nothing(tmp_path):
+    root = tmp_path / "local"
+    script = ("from orchard_cli.env.manager import EnvManager\n"
+              "from orchard_cli.env.models import SandboxSpec\n"
+              f"m = EnvManager('local', root={str(root)!r})\n"
+              "info = m.create_sandbox(SandboxSpec())\n"
+              "print(info.details['cgroups'])\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert list(root.iterdir()) == []
+    assert not any(os.path.exists(d) for d in out.stdout.strip().split(",") if d)
 
 
 # ---- network ---------------------------------------------------------------------------------
