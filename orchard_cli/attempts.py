@@ -5,7 +5,9 @@ predictions file. An agent run (`--model NAME --base-url URL --harness NAME`) is
 harness adapters register a factory under their name in `solvers` (entry-point group
 `orchard.solvers`); the factory is called as `factory(model=..., base_url=..., seed=...)` and
 returns an `AttemptSource` whose `needs_sandbox` is true (the agent works in a sandbox set up for
-the task; the patch it leaves is graded in a fresh one).
+the task; the patch it leaves is graded in a fresh one). Such a source may also define
+`adapt_spec(task, spec) -> SandboxSpec`, called on the family's spec of the agent's sandbox only
+(to point its network at the recording proxy and bind the harness in).
 """
 
 from __future__ import annotations

@@ -182,9 +182,13 @@ class EvalRun:
 
     # ---- one attempt -------------------------------------------------------------------------
 
-    def _sandbox(self, env: Any, task: Task) -> SandboxHandle:
+    def _sandbox(self, env: Any, task: Task, for_agent: bool = False) -> SandboxHandle:
         with _phase("env_error", "describing the environment", self.env_errors):
             spec = self.family.sandbox_spec(task, self.config.backend)
+        adapt = getattr(self.source, "adapt_spec", None)
+        if for_agent and callable(adapt):  # the agent's sandbox: proxy network, harness mounts
+            with _phase("infra_error", f"preparing the sandbox for {self.source.name}", self.env_errors):
+                spec = adapt(task, spec)
         if self._stopping.is_set():
             raise _Failed("infra_error", "the run was interrupted")
         with _phase("infra_error", "creating the sandbox", self.env_errors):
@@ -194,8 +198,8 @@ class EvalRun:
             raise _Failed("infra_error", "the run was interrupted")
         return sandbox
 
-    def _prepared(self, env: Any, task: Task) -> SandboxHandle:
-        sandbox = self._sandbox(env, task)
+    def _prepared(self, env: Any, task: Task, for_agent: bool = False) -> SandboxHandle:
+        sandbox = self._sandbox(env, task, for_agent)
         try:
             with _phase("env_error", "setting up the environment", self.env_errors):
                 self.family.setup(task, sandbox)
@@ -219,7 +223,7 @@ class EvalRun:
         attempt: Attempt | None = None
         try:
             if self.source.needs_sandbox:
-                sandbox = self._prepared(env, task)
+                sandbox = self._prepared(env, task, for_agent=True)
                 try:
                     with _phase("infra_error", f"{self.source.name} attempt", self.env_errors):
                         attempt = self.source.solve(task, sandbox, attempt=k, log_dir=log_dir)

@@ -78,6 +78,7 @@ class CalcFamily:
         assert job.ok, job.stderr
 
     def grade(self, task: Task, sandbox, patch: str) -> Outcome:
+        assert "AGENT_WAS_HERE" not in sandbox.info.spec.env  # graded in a fresh, plain sandbox
         applied = sandbox.apply_patch(patch)
         if not applied.applied:
             return Outcome(resolved=False, category="patch_apply_failed", log=applied.output)
@@ -248,7 +249,11 @@ class FixingAgent:
     def __init__(self, model, base_url, seed):
         self.model = model
 
+    def adapt_spec(self, task, spec):
+        return spec.model_copy(update={"env": {**spec.env, "AGENT_WAS_HERE": "1"}})
+
     def solve(self, task, sandbox, *, attempt, log_dir):
+        assert sandbox.info.spec.env.get("AGENT_WAS_HERE") == "1"  # only the agent's sandbox
         job = sandbox.exec("sed -i 's/a - b/a + b/' calc.py && git diff")
         assert job.ok, job.stderr
         (log_dir / "trajectory.jsonl").write_text('{"schema_version": 1}\n')
