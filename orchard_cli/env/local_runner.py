@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover
 
 GRACE = 0.5     # after a command exits, wait this long for children still holding its pipes
 CHUNK = 65536
+MAX_REMEMBERED = 10000  # finished jobs whose leftover processes the runner kills when it exits
 ERRNO_NOENT = 2
 ERRNO_AGAIN = 11
 EXIT_OK = 0
@@ -198,7 +199,7 @@ class Job:
         return not [s for s in self.fds.values() if s != 0] or now > self.exited_at + GRACE
 
     def kill(self):
-        kill_jobs([self])
+        kill_jobs([(self.pid, self.token)])
 
     def result(self, draining):
         """The reply line; pipes still held by background children go on being drained."""
@@ -223,14 +224,15 @@ class Job:
 
 
 def kill_jobs(jobs):
-    """SIGKILL the jobs' process groups and every process carrying one of their tokens."""
-    for job in jobs:
+    """SIGKILL the process groups and every process carrying one of the tokens of `jobs`,
+    a list of (pid, token)."""
+    for pid, _ in jobs:
         for _ in range(100):
             try:
-                os.killpg(job.pid, 9)
+                os.killpg(pid, 9)
             except OSError:
                 break
-    markers = [("ORCHARD_JOB=%s\0" % job.token).encode() for job in jobs]
+    markers = [("ORCHARD_JOB=%s\0" % token).encode() for _, token in jobs]
     me = os.getpid()
     for _ in range(20):
         found = 0
@@ -325,7 +327,7 @@ class Runner:
         self.config = None
         self.jobs = {}          # fd -> job
         self.active = []
-        self.started = []       # every job ever started: its leftovers die with the runner
+        self.started = []       # (pid, token) of recent jobs: their leftovers die with the runner
         self.relays = []
         self.draining = set()   # output pipes of finished commands, held by their children
         self.listener = None
@@ -372,7 +374,8 @@ class Runner:
                                 "error": ("cannot start the command: %s" % exc).encode()}))
             return
         self.active.append(job)
-        self.started.append(job)
+        self.started.append((job.pid, job.token))
+        del self.started[:-MAX_REMEMBERED]
         for fd in job.fds:
             self.jobs[fd] = job
 
@@ -396,7 +399,7 @@ class Runner:
     def loop(self):
         while True:
             now = time.monotonic()
-            timeout = 1.0
+            timeout = 3600.0
             for job in self.active:
                 left = (job.exited_at + GRACE if job.status is not None else job.deadline) - now
                 timeout = min(timeout, max(left, 0))
