@@ -136,7 +136,7 @@ def test_environment_errors_exit_3_unless_tolerated(world):
     (["--predictions", "bad.jsonl"], "line 2: not valid JSON"),
     (["--predictions", "unknown.jsonl"], "unknown instance 'nobody__x-1'"),
     (["--predictions", "notdiff.jsonl"], "model_patch is not a unified diff"),
-    (["--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--harness", "codex"], "harness 'codex'"),
+    (["--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--harness", "nosuch"], "harness 'nosuch'"),
     ([], "nothing to evaluate"),
     (["--predictions", "gold", "--instances", "acme__calc-9"], "unknown instance id"),
     (["--predictions", "gold", "--fail-under", "2"], "not a rate"),
