@@ -1,0 +1,68 @@
+"""`bash`: orchard's own minimal agent, one bash tool (see bash_agent_main.py, which is what runs
+inside the sandbox). It needs only a python3 in the sandbox's image, so it has nothing to mount."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import Mount
+from orchard_cli.harnesses.base import HarnessContext, HarnessRun
+from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, run_command
+
+AGENT_DIR = "/tmp/orchard-bash-agent"
+SCRIPT = Path(__file__).with_name("bash_agent_main.py")
+PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
+class BashAgent:
+    name = "bash"
+
+    def __init__(self, command_timeout: float = 120.0, output_limit: int = 10000) -> None:
+        self.command_timeout = command_timeout
+        self.output_limit = output_limit
+
+    def check(self) -> list[str]:
+        return [] if SCRIPT.is_file() else [f"{SCRIPT} is missing: pip install --force-reinstall orchard-cli"]
+
+    def version(self) -> str | None:
+        from orchard_cli import __version__
+
+        return f"orchard-bash-agent {__version__}"
+
+    def mounts(self) -> list[Mount]:
+        return []
+
+    def command(self, context: HarnessContext, workdir: str) -> str:
+        """The shell line run in the sandbox: the first python3 found, isolated (-I)."""
+        argv = ["-I", f"{AGENT_DIR}/agent.py", "--base-url", context.base_url, "--model", context.model,
+                "--prompt-file", f"{AGENT_DIR}/prompt.txt", "--workdir", workdir,
+                "--max-turns", str(context.max_turns), "--command-timeout", f"{self.command_timeout:g}",
+                "--output-limit", str(self.output_limit)]
+        pythons = " ".join(PYTHONS)
+        return (f'PY=; for p in {pythons}; do [ -x "$p" ] && {{ PY=$p; break; }}; done; '
+                f'[ -n "$PY" ] || PY=$(command -v python3) || {{ echo "{MISSING_MARK} no python3 in the '
+                f'sandbox image" >&2; exit {MISSING_EXIT}; }}; exec "$PY" {shlex.join(argv)} </dev/null')
+
+    def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
+        try:
+            sandbox.write_file(f"{AGENT_DIR}/agent.py", SCRIPT.read_bytes())
+            sandbox.write_file(f"{AGENT_DIR}/prompt.txt", context.prompt)
+        except Exception as exc:  # noqa: BLE001 - a harness failure is returned, never raised
+            return HarnessRun(exit_code=None, error=f"could not set up the agent in the sandbox: {exc}")
+        env = {"ORCHARD_API_KEY": context.api_key, "HOME": AGENT_DIR}
+        return run_command(sandbox, self.command(context, sandbox.workdir), timeout=context.timeout_seconds,
+                           env=env, inspect=_summary)
+
+
+def _summary(run: HarnessRun, stdout: str) -> None:
+    """The agent's last stdout line is its JSON summary."""
+    lines = [ln for ln in stdout.strip().splitlines() if ln.startswith("{")]
+    if not lines:
+        return
+    summary = json.loads(lines[-1])
+    run.info.update({k: str(v) for k, v in summary.items()})
+    if summary.get("finish") == "error":
+        run.error = str(summary.get("error") or "the agent stopped on an error")

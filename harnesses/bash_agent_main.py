@@ -1,0 +1,179 @@
+"""orchard's bash agent: the program that runs INSIDE a sandbox (standard library only, no orchard
+imports; started as `python3 -I bash_agent_main.py ...`).
+
+One tool, `bash`. Each turn sends the conversation to `{base_url}/chat/completions`; each tool
+call's command runs in a fresh `bash -c` in the working directory (a time limit per command, the
+output cut to a head and a tail) and its output goes back as the tool result. A model without
+native tool calls may answer with exactly one fenced ```bash block instead: orchard's fallback
+markup, run the same way, its output sent back as a user message. A malformed call (bad JSON, an
+unknown tool, no command, several blocks) goes back to the model as an error. The run ends when
+the model answers with neither, when a command prints the done marker first, or after max_turns.
+The last stdout line is a JSON summary.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+DONE_MARKER = "ORCHARD_TASK_DONE"
+SYSTEM = (
+    "You are a software engineer working in a repository at {workdir}. You can run shell commands "
+    "with the `bash` tool; each runs in a fresh `bash -c` in that directory. If you cannot call "
+    "tools, reply with exactly one fenced block:\n```bash\n<command>\n```\nand nothing runs "
+    "otherwise. Make the change the task asks for. When you are done, reply without a command "
+    f"(or run `echo {DONE_MARKER}`)."
+)
+BASH_TOOL = {"type": "function", "function": {
+    "name": "bash", "description": "Run a bash command in the repository and return its output.",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
+                   "required": ["command"]}}}
+FENCE = re.compile(r"```(?:bash|sh|shell)[ \t]*\n(.*?)```", re.DOTALL)
+OPEN_FENCE = re.compile(r"```(?:bash|sh|shell)\b")
+
+
+def log(message):
+    print(f"[bash-agent] {message}", file=sys.stderr, flush=True)
+
+
+def chat(args, key, messages):
+    body = {"model": args.model, "messages": messages, "tools": [BASH_TOOL], "stream": False}
+    data = json.dumps(body).encode()
+    for attempt in range(3):
+        request = urllib.request.Request(
+            args.base_url.rstrip("/") + "/chat/completions", data=data, method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+        try:
+            with urllib.request.urlopen(request, timeout=args.request_timeout) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:500]
+            if exc.code < 500 and exc.code != 429 or attempt == 2:
+                raise RuntimeError(f"model call failed: HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            if attempt == 2:
+                raise RuntimeError(f"model call failed: {exc}") from None
+        time.sleep(1 + 2 * attempt)
+    raise RuntimeError("unreachable")
+
+
+def run_command(command, args):
+    env = {k: v for k, v in os.environ.items() if k != "ORCHARD_API_KEY"}
+    proc = subprocess.Popen(["bash", "-c", command], cwd=args.workdir, env=env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, errors="replace")
+    try:
+        output, _ = proc.communicate(timeout=args.command_timeout)
+        status = f"exit code {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        status = f"killed after {args.command_timeout:g} s"
+    limit = args.output_limit
+    if len(output) > limit:
+        output = (output[: limit // 2] + f"\n[... {len(output) - limit} characters cut ...]\n"
+                  + output[-limit // 2:])
+    return output, f"[{status}]\n{output}"
+
+
+def parse_tool_call(call):
+    """The command of a native tool call, or an error message for the model."""
+    function = call.get("function") or {}
+    if function.get("name") != "bash":
+        return None, f"error: unknown tool {function.get('name')!r}; the only tool is `bash`"
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError as exc:
+        return None, f"error: the arguments are not valid JSON ({exc}); send {{\"command\": \"...\"}}"
+    command = arguments.get("command") if isinstance(arguments, dict) else None
+    if not isinstance(command, str) or not command.strip():
+        return None, "error: the bash tool needs a non-empty string `command`"
+    return command, None
+
+
+def parse_text(text):
+    """(command, error) from a reply without tool calls; (None, None) means the model is done."""
+    blocks = FENCE.findall(text or "")
+    if len(blocks) == 1 and blocks[0].strip():
+        return blocks[0], None
+    if len(blocks) > 1:
+        return None, f"format error: {len(blocks)} bash blocks; send exactly one per reply"
+    if OPEN_FENCE.search(text or ""):
+        return None, "format error: the ```bash block is empty or never closed"
+    return None, None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--prompt-file", required=True)
+    parser.add_argument("--workdir", default=os.getcwd())
+    parser.add_argument("--max-turns", type=int, default=50)
+    parser.add_argument("--command-timeout", type=float, default=120.0)
+    parser.add_argument("--request-timeout", type=float, default=600.0)
+    parser.add_argument("--output-limit", type=int, default=10000)
+    args = parser.parse_args(argv)
+    key = os.environ.get("ORCHARD_API_KEY", "none")
+    with open(args.prompt_file, encoding="utf-8") as fh:
+        prompt = fh.read()
+    messages = [{"role": "system", "content": SYSTEM.format(workdir=args.workdir)},
+                {"role": "user", "content": prompt}]
+    summary = {"turns": 0, "tool_calls": 0, "fenced_blocks": 0, "format_errors": 0, "finish": "max_turns"}
+    code = 0
+    try:
+        while summary["turns"] < args.max_turns:
+            summary["turns"] += 1
+            reply = chat(args, key, messages)
+            message = (reply.get("choices") or [{}])[0].get("message") or {}
+            text = message.get("content") or ""
+            calls = message.get("tool_calls") or []
+            if calls:
+                messages.append({"role": "assistant", "content": text or None, "tool_calls": calls})
+                done = False
+                for call in calls:
+                    command, error = parse_tool_call(call)
+                    if command is None:
+                        summary["format_errors"] += 1
+                        result = error
+                    else:
+                        summary["tool_calls"] += 1
+                        log(f"$ {command}")
+                        output, result = run_command(command, args)
+                        done = done or output.lstrip().startswith(DONE_MARKER)
+                    messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result})
+                if done:
+                    summary["finish"] = "done"
+                    break
+                continue
+            messages.append({"role": "assistant", "content": text})
+            command, error = parse_text(text)
+            if error:
+                summary["format_errors"] += 1
+                messages.append({"role": "user", "content": error})
+                continue
+            if command is None:
+                summary["finish"] = "done"
+                break
+            summary["fenced_blocks"] += 1
+            log(f"$ {command}")
+            output, result = run_command(command, args)
+            if output.lstrip().startswith(DONE_MARKER):
+                summary["finish"] = "done"
+                break
+            messages.append({"role": "user", "content": f"Output of your command:\n{result}"})
+    except RuntimeError as exc:
+        log(str(exc))
+        summary["finish"], summary["error"], code = "error", str(exc), 2
+    print(json.dumps(summary), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

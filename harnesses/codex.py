@@ -1,0 +1,116 @@
+"""`codex`: the real Codex CLI (`codex exec`), headless, inside the sandbox, on orchard's Node.
+
+Codex speaks only the Responses API (`POST {base_url}/responses`, always streamed); the recording
+proxy serves it. Its tools are cut to plain functions (`exec_command`) by disabling multi-agent,
+goals and web search. CODEX_HOME and HOME are a private folder in the sandbox's /tmp, so nothing
+lands in the workspace but the agent's own changes.
+
+Codex has one silent failure: a Responses stream whose output items lack
+`response.output_item.done` makes it exit 0 having done nothing. `run()` reads its `--json` events
+and reports a run that ended without a single item (no command, no message) as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import Mount
+from orchard_cli.harnesses.base import HarnessContext, HarnessRun
+from orchard_cli.harnesses.common import headless, not_ready, run_command
+from orchard_cli.harnesses.install import CODEX, NODE, missing, package_mounts
+
+HOME = "/tmp/codex-home"
+KEY_VAR = "ORCHARD_API_KEY"
+PROVIDER = "orchard"
+ARGV_PROMPT_LIMIT = 100_000
+"""Longer prompts go through stdin (one argv string may not exceed 128 KiB on Linux)."""
+ACTION_ITEMS = {"command_execution", "agent_message", "file_change", "reasoning", "mcp_tool_call",
+                "todo_list", "web_search"}
+SILENT_NOOP = ("codex exited 0 without a tool call or a message: the model's answer never reached "
+               "it (a Responses stream lacking response.output_item.done does this)")
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string of printable text is a TOML basic string
+
+
+class Codex:
+    name = "codex"
+
+    def check(self) -> list[str]:
+        return missing(NODE, CODEX)
+
+    def version(self) -> str | None:
+        return CODEX.installed_version()
+
+    def mounts(self) -> list[Mount]:
+        return package_mounts(NODE, CODEX)
+
+    def argv(self, context: HarnessContext, workdir: str, *, prompt_on_stdin: bool = False) -> list[str]:
+        provider = (f"{{name={_toml_string(PROVIDER)},base_url={_toml_string(context.base_url)},"
+                    f"env_key={_toml_string(KEY_VAR)},wire_api=\"responses\"}}")
+        return [NODE.sandbox_entry(), CODEX.sandbox_entry(), "exec",
+                "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--ephemeral",
+                "--json", "-C", workdir, "-m", context.model,
+                "-c", f"model_provider={_toml_string(PROVIDER)}",
+                "-c", f"model_providers.{PROVIDER}={provider}",
+                "--disable", "multi_agent", "--disable", "goals", "-c", 'web_search="disabled"',
+                *(["-"] if prompt_on_stdin else ["--", context.prompt])]
+
+    def command(self, context: HarnessContext, workdir: str) -> str:
+        needs = [NODE.sandbox_entry(), CODEX.sandbox_entry()]
+        if len(context.prompt.encode()) <= ARGV_PROMPT_LIMIT:
+            return headless(self.argv(context, workdir), home=HOME, needs=needs)
+        line = headless(self.argv(context, workdir, prompt_on_stdin=True), home=HOME, needs=needs)
+        return line.removesuffix("</dev/null") + f"<{shlex.quote(HOME + '/prompt.txt')}"
+
+    def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
+        problems = self.check()
+        if problems:
+            return not_ready(problems)
+        if len(context.prompt.encode()) > ARGV_PROMPT_LIMIT:
+            try:
+                sandbox.write_file(f"{HOME}/prompt.txt", context.prompt)
+            except Exception as exc:  # noqa: BLE001 - returned, never raised
+                return HarnessRun(exit_code=None, error=f"could not write the prompt into the sandbox: {exc}")
+        env = {"CODEX_HOME": HOME, "HOME": HOME, KEY_VAR: context.api_key, "NO_COLOR": "1"}
+        return run_command(sandbox, self.command(context, sandbox.workdir), timeout=context.timeout_seconds,
+                           env=env, inspect=inspect_events)
+
+
+def inspect_events(run: HarnessRun, stdout: str) -> None:
+    """Read `codex exec --json` events: what it did, how the turn ended, a silent no-op."""
+    counts: dict[str, int] = {}
+    last_message, failure, last_error, turns = "", None, None, 0
+    for line in stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        kind = event.get("type")
+        if kind == "item.completed":
+            item = event.get("item") or {}
+            counts[item.get("type", "?")] = counts.get(item.get("type", "?"), 0) + 1
+            if item.get("type") == "agent_message":
+                last_message = item.get("text") or ""
+        elif kind == "turn.completed":
+            turns += 1
+        elif kind == "turn.failed":
+            failure = (event.get("error") or {}).get("message") or "turn failed"
+        elif kind == "error":  # also retries ("Reconnecting... 1/5"): fatal only if the run fails
+            last_error = event.get("message") or "error"
+    run.info.update({"tool_calls": str(counts.get("command_execution", 0)),
+                     "messages": str(counts.get("agent_message", 0)), "turns": str(turns)})
+    if last_message:
+        run.info["last_message"] = last_message[-2000:]
+    if failure is None and run.exit_code != 0:
+        failure = last_error
+    if failure is not None:
+        run.error = f"codex: {failure[:2000]}"
+    elif run.exit_code == 0 and not any(counts.get(kind) for kind in ACTION_ITEMS):
+        run.info["silent_noop"] = "true"
+        run.error = SILENT_NOOP

@@ -1,0 +1,82 @@
+"""What the harness adapters share: running one headless command in the sandbox and turning the
+job into a `HarnessRun`, and finding the proxy's address as the sandbox sees it."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from typing import Callable
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.errors import OrchardError
+from orchard_cli.harnesses.base import HarnessRun
+
+TAIL_CHARS = 8000
+MISSING_EXIT = 127
+MISSING_MARK = "orchard-harness-missing:"
+
+
+def tail(text: str, limit: int = TAIL_CHARS) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def require_files(*paths: str) -> str:
+    """A shell prefix that stops with a clear line when a mounted program is not there."""
+    checks = [f'[ -e {shlex.quote(p)} ] || {{ echo "{MISSING_MARK} {p} is not in the sandbox '
+              f'(are the harness mounts bound?)" >&2; exit {MISSING_EXIT}; }}' for p in paths]
+    return "; ".join(checks)
+
+
+def headless(argv: list[str], *, home: str, needs: list[str] = ()) -> str:
+    """The shell line that runs `argv` with a fresh private home and stdin closed."""
+    prefix = require_files(*needs)
+    line = f"mkdir -p {shlex.quote(home)} && exec {shlex.join(argv)} </dev/null"
+    return f"{prefix}; {line}" if prefix else line
+
+
+def run_command(sandbox: SandboxHandle, command: str, *, timeout: float, env: dict[str, str],
+                cwd: str | None = None,
+                inspect: Callable[[HarnessRun, str], None] | None = None) -> HarnessRun:
+    """Run one harness command and report how it ended; never raises for a harness failure.
+
+    `inspect(run, stdout)` may add what the harness's own output says (its `info`, an `error`)."""
+    started = time.monotonic()
+    try:
+        job = sandbox.exec(command, timeout=timeout, cwd=cwd, env=env)
+    except OrchardError as exc:
+        return HarnessRun(exit_code=None, duration_seconds=time.monotonic() - started,
+                          error=f"the sandbox could not run the harness: {exc}")
+    run = HarnessRun(exit_code=job.exit_code, timed_out=job.status == "timeout",
+                     duration_seconds=job.duration_seconds or time.monotonic() - started,
+                     stdout_tail=tail(job.stdout), stderr_tail=tail(job.stderr))
+    if job.status == "error":
+        run.error = f"the sandbox could not run the harness: {job.error}"
+    elif run.timed_out:
+        run.error = f"killed at its time limit ({timeout:g} s)"
+    elif job.exit_code == MISSING_EXIT and MISSING_MARK in job.stderr:
+        line = next(ln for ln in job.stderr.splitlines() if MISSING_MARK in ln)
+        run.error = line.split(MISSING_MARK, 1)[1].strip()
+    elif inspect is not None:
+        try:
+            inspect(run, job.stdout)
+        except (ValueError, KeyError, TypeError) as exc:  # unreadable output is reported, not raised
+            run.info["output_error"] = f"{type(exc).__name__}: {exc}"
+    return run
+
+
+def not_ready(problems: list[str]) -> HarnessRun:
+    """The run of a harness whose prerequisites are missing."""
+    return HarnessRun(exit_code=None, error="; ".join(problems))
+
+
+def sandbox_base_url(sandbox: SandboxHandle) -> str | None:
+    """ORCHARD_PROXY_URL as the sandbox sees it (a network='proxy' sandbox's one address), or None.
+
+    With `proxy_url` set to a proxy episode's base URL, this is that episode's URL from inside:
+    what `HarnessContext.base_url` should be."""
+    try:
+        job = sandbox.exec('printf %s "${ORCHARD_PROXY_URL:-}"', timeout=30)
+    except OrchardError:
+        return None
+    value = job.stdout.strip() if job.exit_code == 0 else ""
+    return value or None
