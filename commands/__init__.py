@@ -19,3 +19,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_.app, name="tasks")
     from orchard_cli.commands import proxy as proxy_
     app.command("proxy")(proxy_.proxy)
+    from orchard_cli.commands import distill as distill_
+    app.add_typer(distill_.app, name="distill")
+    from orchard_cli.commands import view as view_
+    app.command("view")(view_.view)

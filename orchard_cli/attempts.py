@@ -7,7 +7,12 @@ harness adapters register a factory under their name in `solvers` (entry-point g
 returns an `AttemptSource` whose `needs_sandbox` is true (the agent works in a sandbox set up for
 the task; the patch it leaves is graded in a fresh one). Such a source may also define
 `adapt_spec(task, spec) -> SandboxSpec`, called on the family's spec of the agent's sandbox only
-(to point its network at the recording proxy and bind the harness in).
+(to point its network at the recording proxy and bind the harness in); `record(task, attempt,
+outcome, out) -> path` (called with the final verdict, e.g. to write the agent's trajectory beside
+the scorecard); and `close()` (at the end of the run). An `Attempt.info["failure"]` of
+{category, error} says what the attempt counts as when its patch does not resolve the task
+(infra_error when the model could not be reached, timeout): never 'unresolved' then. Any harness
+of `orchard_cli.harnesses` that is not a registered solver runs as `agent_source.HarnessSource`.
 """
 
 from __future__ import annotations
@@ -123,8 +128,9 @@ def harness_source(harness: str | None, model: str | None, base_url: str | None,
     if not harness or not model:
         raise UsageError("an agent run needs both --model NAME and --harness NAME",
                          hint="or grade existing patches with --predictions gold|empty|PATH")
-    if not solvers.names():
-        raise UsageError(f"harness {harness!r} is not installed: this orchard has no agent harness yet",
-                         hint="grade existing patches with --predictions gold|empty|PATH")
-    factory = solvers.load(harness)
-    return factory(model=model, base_url=base_url, seed=seed)
+    if harness in solvers.names():
+        factory = solvers.load(harness)
+        return factory(model=model, base_url=base_url, seed=seed)
+    from orchard_cli.agent_source import HarnessSource  # any registered harness, via the proxy
+
+    return HarnessSource(harness, model=model, base_url=base_url, seed=seed)

@@ -43,7 +43,7 @@ from orchard_cli.scoring.scorecard import (
     compute_scorecard,
     latest_results,
 )
-from orchard_cli.tasks.base import Outcome, Task
+from orchard_cli.tasks.base import ERROR_CATEGORIES, Outcome, Task
 
 CONFIG_SCHEMA_VERSION = 1
 # Fields that may differ between a run and its --resume: they do not change any result.
@@ -245,7 +245,19 @@ class EvalRun:
                     self._destroy(sandbox)
         except _Failed as failed:
             outcome = Outcome(resolved=False, category=failed.category, error=str(failed))  # type: ignore[arg-type]
+        outcome = settle(attempt, outcome)
+        self._record(task, k, attempt, outcome, log_dir)
         return self._finish(task, k, attempt, outcome, rel, started)
+
+    def _record(self, task: Task, k: int, attempt: Attempt | None, outcome: Outcome, log_dir: Path) -> None:
+        """A source that keeps a record of the attempt (an agent's trajectory) gets the verdict."""
+        recorder = getattr(self.source, "record", None)
+        if attempt is None or not callable(recorder):
+            return
+        try:
+            attempt.trajectory = recorder(task, k, outcome, self.out)
+        except Exception as exc:  # the verdict stands without its trajectory
+            (log_dir / "trajectory-error.txt").write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
 
     def _finish(self, task: Task, k: int, attempt: Attempt | None, outcome: Outcome, rel: str,
                 started: float) -> AttemptResult:
@@ -336,6 +348,9 @@ class EvalRun:
             env.close()  # destroys any sandbox still alive (an interrupted attempt's)
         finally:
             self.predictions.close()
+            closer = getattr(self.source, "close", None)
+            if callable(closer):  # an agent source stops its proxy and closes its trajectories
+                closer()
 
     def write_scorecard(self, started: float) -> Scorecard:
         rows, _ = read_jsonl(self.out / "results.jsonl")
@@ -354,6 +369,16 @@ class EvalRun:
         write_text(self.out / "scorecard.md", render_markdown(card, results))
         write_text(self.out / "scorecard.html", render_html(card, results))
         return card
+
+
+def settle(attempt: Attempt | None, outcome: Outcome) -> Outcome:
+    """What an unresolved attempt counts as when its source says the model is not to blame
+    (`attempt.info["failure"]`): infra_error when the model could not be reached, timeout when
+    the agent ran out of time. Never 'unresolved' for those."""
+    failure = attempt.info.get("failure") if attempt else None
+    if not failure or outcome.resolved or outcome.category in ERROR_CATEGORIES:
+        return outcome
+    return outcome.model_copy(update={"category": failure["category"], "error": failure["error"]})
 
 
 def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:

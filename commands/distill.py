@@ -1,0 +1,188 @@
+"""`orchard distill --teacher MODEL ...` and `orchard distill export FILE --format hf --out DIR`.
+
+Exit codes of `orchard distill`:
+  0  the run completed (some episodes may have ended in env/infra errors, up to --max-errors)
+  2  bad usage or input (unknown suite, harness or endpoint, a file that holds trajectories without --resume)
+  3  more episodes ended in env/infra errors than --max-errors allows (by default: every one did)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
+
+
+class _DistillGroup(TyperGroup):
+    """`orchard distill --teacher ...` is `orchard distill run ...`; `export` stays a subcommand."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] not in ("--help", "-h") and args[0] not in self.commands:
+            args = ["run", *args]
+        elif not args:
+            args = ["run"]
+        return super().parse_args(ctx, args)
+
+    def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
+        return ["--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf --out DIR"]
+
+
+app = typer.Typer(
+    cls=_DistillGroup,
+    help="Record a teacher model driving a real harness on every task: one graded trajectory per "
+         "episode, appended to --out as it finishes. Export them with `orchard distill export`.")
+
+
+def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
+    from orchard_cli.episodes import Price
+    from orchard_cli.errors import UsageError
+
+    prices = {}
+    for value in values or ():
+        model, _, pair = value.rpartition("=")
+        try:
+            inp, out = (float(x) for x in pair.split(","))
+            prices[model] = Price(input_per_mtok=inp, output_per_mtok=out)
+        except ValueError:
+            raise UsageError(f"--price {value!r} is not MODEL=IN,OUT (USD per million tokens, e.g. gpt-x=0.3,1.2)") from None
+        if not model:
+            raise UsageError(f"--price {value!r} names no model (MODEL=IN,OUT)")
+    return prices
+
+
+@app.command("run", help="Distill trajectories (also spelled `orchard distill --teacher ...`).")
+def run(
+    suite: Annotated[Optional[str], typer.Option("--suite", help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")] = None,
+    teacher: Annotated[Optional[list[str]], typer.Option("--teacher", help="Teacher model name sent upstream (repeat for several).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint URL, or an in-package endpoint (smollm2, scripted). Default: the embedded smollm2.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoint's key (default OPENAI_API_KEY when set).")] = None,
+    harness: Annotated[str, typer.Option("--harness", help="Agent harness: bash, codex, openclaw, zeroclaw.")] = "bash",
+    attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes run in parallel.")] = 1,
+    out: Annotated[Path, typer.Option("--out", help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
+    resume: Annotated[bool, typer.Option("--resume", help="Add the episodes --out lacks; finished ones are skipped.")] = False,
+    keep: Annotated[str, typer.Option("--keep", help="all: every episode; resolved: only resolved ones go to --out.")] = "all",
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="Local SWE-bench-format file instead of the suite's dataset.")] = None,
+    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
+    repo: Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    slice_: Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection.")] = None,
+    repo_mirror: Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")] = None,
+    backend: BackendOpt = "local",
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 1800.0,
+    max_calls: Annotated[int, typer.Option("--max-calls", min=1, help="Model calls allowed per episode.")] = 100,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens allowed per episode.")] = None,
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 50,
+    price: Annotated[Optional[list[str]], typer.Option("--price", help="MODEL=IN,OUT: USD per million tokens (otherwise cost is unknown).")] = None,
+    max_errors: Annotated[Optional[int], typer.Option("--max-errors", min=0, help="Episodes with env/infra errors tolerated before exit 3 (default: all but one).")] = None,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    from orchard_cli.distill import DistillConfig, plan_distill
+    from orchard_cli.episodes import EpisodeOptions
+    from orchard_cli.errors import InfraError, UsageError
+
+    if not suite:
+        raise UsageError("name the tasks: --suite SUITE (swe-verified, swe-lite, or a SWE-bench-format file)")
+    if keep not in ("all", "resolved"):
+        raise UsageError(f"--keep {keep!r}: use all or resolved")
+    path = Path(suite)
+    config = DistillConfig(
+        suite=str(path.resolve()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,
+        dataset=str(Path(dataset).resolve()) if dataset else None,
+        instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
+        repo=repo, limit=limit, slice=slice_, repo_mirror=str(Path(repo_mirror).resolve()) if repo_mirror else None,
+        teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
+        attempts=attempts, workers=workers, backend=backend, keep=keep,  # type: ignore[arg-type]
+        out=str(out.resolve()), prices=_prices(price),
+        options=EpisodeOptions(timeout_seconds=timeout, max_calls=max_calls, max_tokens=max_tokens,
+                               max_turns=max_turns))
+    plan = plan_distill(config, resume=resume)
+    console = stderr_console()
+    console.print(f"[bold]orchard distill[/] {suite}: {len(plan.tasks)} task(s) x {attempts} attempt(s) x "
+                  f"{len(plan.teachers)} teacher(s) ({', '.join(plan.teachers)}), harness {harness}, "
+                  f"{workers} worker(s)" + (f"; {len(plan.planned) - len(plan.pending)} already finished"
+                                           if resume else "") + f"\n  trajectories: {plan.out}",
+                  soft_wrap=True, markup=True, highlight=False)
+    summary = _execute(plan, console)
+    _render(summary, console, fmt)
+    limit_errors = max_errors if max_errors is not None else max(summary.planned - 1, 0)
+    if summary.errors > limit_errors:
+        raise InfraError(f"{summary.errors} of {summary.planned} episode(s) ended in env/infra errors",
+                         hint=f"see {plan.run_dir}/episodes.jsonl and logs/; rerun them with --resume --out {plan.out}")
+
+
+def _execute(plan, console):  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("[green]{task.fields[resolved]}[/]"), TextColumn("{task.fields[tokens]}"),
+               TextColumn("{task.fields[cost]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("distill", total=len(plan.pending), resolved="0 resolved", tokens="0 tok",
+                                cost="$0")
+
+        def on_episode(record, totals) -> None:  # type: ignore[no-untyped-def]
+            cost = "cost ?" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
+            progress.update(bar, advance=1, cost=cost,
+                            resolved=f"{totals.resolved} resolved ({totals.resolved_rate:.0%})",
+                            tokens=f"{totals.tokens_in + totals.tokens_out:,} tok")
+            if record.outcome.category in ("env_error", "infra_error", "timeout"):
+                why = record.outcome.details.get("error") or "; ".join(record.errors[:1])
+                progress.console.print(f"[red]{record.outcome.category}[/] {escape(record.task_id)} "
+                                       f"({escape(record.model)}): {escape(str(why))}", soft_wrap=True)
+
+        return plan.execute(on_episode)
+
+
+def _render(summary, console, fmt: OutputFormat) -> None:  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    if fmt == OutputFormat.json:
+        emit_json(summary.model_dump(mode="json"))
+        return
+    table = Table(title="distill", title_justify="left")
+    for column in ("teacher", "episodes", "resolved", "rate", "errors", "tokens in/out", "cost"):
+        table.add_column(column, justify="left" if column == "teacher" else "right")
+    for name, s in summary.teachers.items():
+        table.add_row(name, str(s.episodes), str(s.resolved), f"{s.resolved_rate:.1%}", str(s.errors),
+                      f"{s.tokens_in:,} / {s.tokens_out:,}", "unknown" if s.cost_usd is None else f"${s.cost_usd:.4f}")
+    console.print(table)
+    cats = ", ".join(f"{k} {v}" for k, v in summary.by_category.items())
+    cost = "unknown (no --price)" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
+    typer.echo(f"distill: {summary.finished}/{summary.planned} episodes finished (ran {summary.ran}, "
+               f"skipped {summary.skipped}); resolved {summary.resolved} ({summary.resolved_rate:.1%}); "
+               f"errors {summary.errors}; outcomes: {cats or '-'}; tokens {summary.tokens_in:,} in / "
+               f"{summary.tokens_out:,} out; cost {cost}; wall {summary.wall_seconds:.1f} s")
+    typer.echo(f"trajectories: {summary.out} ({summary.written} written this run)")
+
+
+@app.command("export")
+def export(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A trajectories file written by `orchard distill`.")],
+    out: Annotated[Path, typer.Option("--out", help="Dataset folder to create.")],
+    format_: Annotated[str, typer.Option("--format", help="Output format: hf (Parquet, the published Orchard layout).")] = "hf",
+    keep: Annotated[str, typer.Option("--keep", help="all, or resolved: only resolved episodes.")] = "all",
+    json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Write trajectories as a Hugging Face dataset (Parquet: tools, messages, metadata)."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.export import export_hf
+
+    if format_ != "hf":
+        raise UsageError(f"--format {format_!r}: the only export format is hf")
+    if keep not in ("all", "resolved"):
+        raise UsageError(f"--keep {keep!r}: use all or resolved")
+    result = export_hf(file, out, keep=keep)  # type: ignore[arg-type]
+    if json_:
+        emit_json(result.model_dump(mode="json"))
+        return
+    stats = ", ".join(f"{k} {v}" for k, v in result.by_status.items())
+    stderr_console().print(f"exported {result.rows} trajectories ({stats}); {result.skipped} left out",
+                           soft_wrap=True, highlight=False)
+    for path in result.files:
+        typer.echo(path)

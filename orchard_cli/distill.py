@@ -1,0 +1,316 @@
+"""`orchard distill`: run a teacher model through a real harness on every task, record each
+episode's model calls, grade its patch, and append one trajectory per episode.
+
+Every task x `attempts` x teacher is one episode (`episodes.EpisodeRunner`), run `workers` at a
+time. Each finished episode is appended to the trajectories file at once (one fsynced line; a
+crash never leaves a torn line that reads as valid), and to the run's ledger, which also lists the
+episodes `--keep resolved` left out. `--resume` skips every episode already finished (by
+`episode_key`, which names the teacher, so one file collects several teachers); episodes that
+ended in env/infra errors are run again, and readers take the latest line of an episode.
+
+Beside `X.jsonl` the run keeps `X.run/`: config.json, episodes.jsonl (the ledger),
+summary.json, and logs/<episode_id>/ (harness output, patch, test output).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchard_cli import __version__
+from orchard_cli.episodes import EpisodeOptions, EpisodeRunner, Price
+from orchard_cli.errors import UsageError
+from orchard_cli.records import JsonlWriter, iter_jsonl, write_json
+from orchard_cli.tasks.base import ERROR_CATEGORIES, Task
+from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
+
+STOP_GRACE_SECONDS = 30.0
+
+
+class DistillConfig(BaseModel):
+    """What a distill run was asked to do (`X.run/config.json`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    suite: str
+    dataset: str | None = None
+    instances: list[str] | None = None
+    repo: str | None = None
+    limit: int | None = None
+    slice: str | None = None
+    repo_mirror: str | None = None
+    teachers: list[str] = Field(default_factory=list)
+    """Model names sent upstream; empty means the in-package endpoint's own model."""
+    base_url: str | None = None
+    """An OpenAI-compatible URL, or an in-package endpoint name (scripted, smollm2)."""
+    api_key_env: str | None = None
+    """The variable holding the upstream key (never the key itself)."""
+    harness: str = "bash"
+    attempts: int = Field(1, ge=1)
+    workers: int = Field(1, ge=1)
+    backend: str = "local"
+    keep: Literal["all", "resolved"] = "all"
+    out: str = "trajectories.jsonl"
+    options: EpisodeOptions = Field(default_factory=EpisodeOptions)
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Per teacher, USD per million tokens; a teacher without one has an unknown cost."""
+    proxy: dict[str, Any] = Field(default_factory=dict)
+    """Recording proxy options (max_retries, retry_backoff_s, read_timeout_s, ...)."""
+    orchard_version: str = __version__
+
+
+class TeacherStats(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: int = 0
+    resolved: int = 0
+    errors: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = 0.0
+    """None as soon as one episode's cost is unknown."""
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.episodes += 1
+        self.resolved += int(bool(entry.get("resolved")))
+        self.errors += int(entry.get("category") in ERROR_CATEGORIES)
+        self.tokens_in += entry.get("tokens_in") or 0
+        self.tokens_out += entry.get("tokens_out") or 0
+        cost = entry.get("cost_usd")
+        self.cost_usd = None if cost is None or self.cost_usd is None else round(self.cost_usd + cost, 6)
+
+    @property
+    def resolved_rate(self) -> float:
+        return self.resolved / self.episodes if self.episodes else 0.0
+
+
+class DistillSummary(BaseModel):
+    """The run's totals over every planned episode finished so far (this session and earlier)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    out: str
+    run_dir: str
+    planned: int
+    finished: int
+    ran: int
+    """Episodes run in this session."""
+    skipped: int
+    """Episodes already finished before this session (--resume)."""
+    written: int
+    """Trajectory lines this session wrote (fewer than `ran` with --keep resolved)."""
+    resolved: int
+    resolved_rate: float
+    errors: int
+    by_category: dict[str, int]
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float | None
+    teachers: dict[str, TeacherStats]
+    wall_seconds: float
+    complete: bool
+
+
+def run_dir_of(out: Path) -> Path:
+    return out.with_name(out.name.removesuffix(".jsonl") + ".run")
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """The trajectories of a file, the latest line of each episode, in file order. Torn tails
+    are skipped; a line that is not a trajectory is a one-line UsageError."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist", hint="write one with `orchard distill --out FILE`")
+    latest: dict[str, Trajectory] = {}
+    for number, row in enumerate(iter_jsonl(path), 1):
+        try:
+            record = Trajectory.model_validate(row)
+        except ValidationError as exc:
+            raise UsageError(f"{path}: record {number} is not a trajectory "
+                             f"({exc.error_count()} problem(s), first: {exc.errors()[0]['msg']})") from None
+        latest.pop(record.episode_id, None)
+        latest[record.episode_id] = record
+    return list(latest.values())
+
+
+class DistillRun:
+    """A planned run: the episodes still to do and where they go. `execute()` runs them."""
+
+    def __init__(self, config: DistillConfig, family: Any, tasks: list[Task], teachers: list[str],
+                 resume: bool) -> None:
+        self.config, self.family, self.tasks, self.teachers = config, family, tasks, teachers
+        self.out = Path(config.out)
+        self.run_dir = run_dir_of(self.out)
+        self.ledger_path = self.run_dir / "episodes.jsonl"
+        self._stopping = threading.Event()
+        if not resume and ((self.out.exists() and self.out.stat().st_size) or self.ledger_path.exists()):
+            raise UsageError(f"{self.out} already holds trajectories",
+                             hint="pass --resume to add the episodes it lacks, or choose another --out")
+        self.planned = [(teacher, task, k) for teacher in teachers for task in tasks
+                        for k in range(1, config.attempts + 1)]
+        done = self.finished_keys()
+        self.pending = [p for p in self.planned if self.key(*p) not in done]
+
+    def key(self, teacher: str, task: Task, k: int) -> str:
+        return episode_key(task.suite, task.task_id, self.config.harness, teacher, k)
+
+    def _ledger(self) -> dict[str, dict[str, Any]]:
+        """Every finished episode (latest entry each), from the ledger and the trajectories file."""
+        entries: dict[str, dict[str, Any]] = {}
+        for row in iter_jsonl(self.out):
+            outcome = row.get("outcome") or {}
+            entries[row.get("episode_id", "")] = {
+                "episode_id": row.get("episode_id"), "teacher": row.get("model"),
+                "category": outcome.get("category"), "resolved": outcome.get("resolved"),
+                "tokens_in": row.get("tokens_in"), "tokens_out": row.get("tokens_out"),
+                "cost_usd": row.get("cost_usd")}
+        for row in iter_jsonl(self.ledger_path):
+            entries[row.get("episode_id", "")] = row
+        return entries
+
+    def finished_keys(self) -> set[str]:
+        return {k for k, e in self._ledger().items() if e.get("category") not in ERROR_CATEGORIES}
+
+    # ---- running -------------------------------------------------------------------------------
+
+    def execute(self, on_episode: Callable[[Trajectory, TeacherStats], None] | None = None) -> DistillSummary:
+        """Run every pending episode; each is on disk before it is reported. On Ctrl-C the
+        sandboxes are destroyed, finished episodes are kept, and the summary is written."""
+        from orchard_cli.agent_source import Upstream, load_ready_harness
+        from orchard_cli.env import connect
+
+        started = time.time()
+        harness = load_ready_harness(self.config.harness)
+        upstream = Upstream(self.config.base_url, self.config.api_key_env)
+        env = connect(self.config.backend)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json(self.run_dir / "config.json", self.config)
+        totals = TeacherStats()
+        proxies: dict[str, Any] = {}
+        writer = JsonlWriter(self.out)
+        ledger = JsonlWriter(self.ledger_path)
+        pool = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="orchard-distill")
+        futures: dict[Any, tuple[str, Task, int]] = {}
+        self.ran = self.written = 0
+        try:
+            runners = {}
+            for teacher in dict.fromkeys(t for t, _, _ in self.pending):
+                proxies[teacher] = upstream.start_proxy(teacher, **self.config.proxy)
+                price = self.config.prices.get(teacher) or upstream.price
+                runners[teacher] = EpisodeRunner(
+                    env, self.family, harness, proxies[teacher], model=teacher, backend=self.config.backend,
+                    options=self.config.options.model_copy(update={"price": price}),
+                    metadata={"upstream": upstream.describe(), "run": "distill"}, stopping=self._stopping)
+            futures = {pool.submit(self._one, runners[t], task, k): (t, task, k) for t, task, k in self.pending}
+            for future in as_completed(futures):
+                teacher, task, k = futures[future]
+                record = future.result()
+                kept = self.config.keep == "all" or record.outcome.resolved
+                if kept:
+                    writer.write(record)
+                    self.written += 1
+                entry = _entry(record, kept)
+                ledger.write(entry)
+                self.ran += 1
+                totals.add(entry)
+                if on_episode:
+                    on_episode(record, totals)
+        except BaseException:
+            self._stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                env.close()  # live sandboxes go at once; their commands fail
+                wait([f for f in futures if not f.cancelled()], timeout=STOP_GRACE_SECONDS)
+            finally:
+                self._close(writer, ledger, proxies, upstream, env)
+                self.write_summary(started)
+            raise
+        pool.shutdown(wait=True)
+        self._close(writer, ledger, proxies, upstream, env)
+        return self.write_summary(started)
+
+    def _one(self, runner: EpisodeRunner, task: Task, k: int) -> Trajectory:
+        key = episode_key(task.suite, task.task_id, self.config.harness, runner.model, k)
+        try:
+            return runner.run(task, k, self.run_dir / "logs" / key)
+        except Exception as exc:  # a bug in one episode: record it, go on
+            return Trajectory(episode_id=key, task_id=task.task_id, suite=task.suite, family=task.family,
+                              harness=self.config.harness, model=runner.model, attempt=k,
+                              problem_statement=task.problem_statement,
+                              outcome=TrajectoryOutcome(resolved=False, category="infra_error",
+                                                        details={"error": f"{type(exc).__name__}: {exc}"}),
+                              errors=[f"{type(exc).__name__}: {exc}"])
+
+    @staticmethod
+    def _close(writer: JsonlWriter, ledger: JsonlWriter, proxies: dict[str, Any], upstream: Any,
+               env: Any) -> None:
+        writer.close()
+        ledger.close()
+        for proxy in proxies.values():
+            proxy.stop()
+        upstream.stop()
+        env.close()
+
+    def write_summary(self, started: float) -> DistillSummary:
+        entries = self._ledger()
+        planned = {self.key(*p): p[0] for p in self.planned}
+        teachers = {t: TeacherStats() for t in self.teachers}
+        overall = TeacherStats()
+        by_category: dict[str, int] = {}
+        for key, teacher in planned.items():
+            entry = entries.get(key)
+            if entry is None:
+                continue
+            teachers[teacher].add(entry)
+            overall.add(entry)
+            by_category[entry["category"]] = by_category.get(entry["category"], 0) + 1
+        ran = getattr(self, "ran", 0)
+        summary = DistillSummary(
+            out=str(self.out), run_dir=str(self.run_dir), planned=len(planned), finished=overall.episodes,
+            ran=ran, skipped=len(self.planned) - len(self.pending), written=getattr(self, "written", 0),
+            resolved=overall.resolved, resolved_rate=round(overall.resolved_rate, 4), errors=overall.errors,
+            by_category=dict(sorted(by_category.items())), tokens_in=overall.tokens_in,
+            tokens_out=overall.tokens_out, cost_usd=overall.cost_usd if overall.episodes else None,
+            teachers=teachers, wall_seconds=round(time.time() - started, 3),
+            complete=overall.episodes - overall.errors == len(planned))
+        write_json(self.run_dir / "summary.json", summary)
+        return summary
+
+
+def _entry(record: Trajectory, kept: bool) -> dict[str, Any]:
+    return {"schema_version": 1, "episode_id": record.episode_id, "task_id": record.task_id,
+            "teacher": record.model, "attempt": record.attempt, "category": record.outcome.category,
+            "resolved": record.outcome.resolved, "tokens_in": record.tokens_in,
+            "tokens_out": record.tokens_out, "cost_usd": record.cost_usd, "kept": kept,
+            "duration_seconds": record.duration_seconds, "finished_at": time.time()}
+
+
+def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
+    """Load the suite and check the output; nothing is started or written yet."""
+    from orchard_cli.agent_source import Upstream
+    from orchard_cli.tasks.registry import load_suite
+
+    teachers = list(dict.fromkeys(config.teachers))
+    if not teachers:
+        upstream = Upstream(config.base_url, config.api_key_env)
+        if not upstream.local:
+            raise UsageError("name the teacher model: --teacher MODEL (the name the endpoint serves)")
+        teachers = [upstream.name]  # type: ignore[list-item]
+    unknown = sorted(set(config.prices) - set(teachers))
+    if unknown:
+        raise UsageError(f"--price names a model that is not a teacher: {', '.join(unknown)}")
+    family, tasks = load_suite(config.suite, dataset=config.dataset, instances=config.instances,
+                               repo=config.repo, limit=config.limit, slice_=config.slice,
+                               repo_mirror=config.repo_mirror)
+    if not tasks:
+        raise UsageError(f"no tasks selected from {config.suite}",
+                         hint="check --instances / --repo / --limit / --slice")
+    return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume)
