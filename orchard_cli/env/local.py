@@ -56,15 +56,8 @@ from orchard_cli.home import orchard_home, state_dir
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_TIMEOUT = 30.0
-_RUNNER_SOURCE: str | None = None
+RUNNER = Path(__file__).with_name("local_runner.py")
 _warned = False
-
-
-def _runner_source() -> str:
-    global _RUNNER_SOURCE
-    if _RUNNER_SOURCE is None:
-        _RUNNER_SOURCE = (Path(__file__).with_name("local_runner.py")).read_text()
-    return _RUNNER_SOURCE
 
 
 def _start_time(pid: int) -> str:
@@ -219,7 +212,8 @@ class LocalBackend:
         if spec.network == "proxy" and self.bwrap:
             proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
             config["proxy_socket"] = "/.orchard/proxy.sock"
-        argv = [runner_python(image), "-I", "-S", "-c", _runner_source(), f"{inside}/ctl.sock"]
+        shutil.copyfile(RUNNER, folder / "run" / "runner.py")   # readable inside at /.orchard
+        argv = [runner_python(image), "-I", "-S", f"{inside}/runner.py", f"{inside}/ctl.sock"]
         if self.bwrap:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]

@@ -1,9 +1,10 @@
 """The agent that runs INSIDE a local sandbox: one per sandbox, for its whole life.
 
-Started by `local.py` as `python3 -I -S -c <this source>` under bubblewrap, it spawns every command
-of its sandbox, so a command costs a fork + exec rather than a bwrap start (5-7 ms). It is one
-single-threaded poll loop (a fork bomb that exhausts the pids limit cannot stop it making threads,
-and forking a single-threaded process is safe):
+`local.py` copies it into the sandbox's run/ folder and starts it under bubblewrap as
+`python3 -I -S /.orchard/runner.py /.orchard/ctl.sock`. It spawns every command of its sandbox,
+so a command costs a fork + exec rather than a bwrap start (5-7 ms). It is one single-threaded
+poll loop (exhausting the pids limit cannot stop it making threads, and forking a single-threaded
+process is safe):
 
   The runner connects to the Unix socket named by argv[1] (the backend accepts that one
   connection only) and makes itself non-dumpable before it runs anything, so no command can
