@@ -207,7 +207,8 @@ class _Finder(ast.NodeVisitor):
             if lines is None:
                 continue
             start, end, indent = lines
-            repl = "" if len(others) > 1 else f"{indent}pass\n"
+            is_elif = self.t.text[start:end].lstrip().startswith("elif")
+            repl = "" if len(others) > 1 or is_elif else f"{indent}pass\n"
             self.add("drop_branch" if is_bare_if else "drop_statement", stmt, start, end, repl)
 
     def visit_If(self, node: ast.If) -> None:

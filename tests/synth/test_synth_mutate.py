@@ -69,6 +69,12 @@ def test_leaves_module_level_docstrings_and_guards_alone() -> None:
     assert all(m.line == 8 for m in found), [m.describe() for m in found]
 
 
+def test_an_elif_is_dropped_whole() -> None:
+    source = "def f(x):\n    if x > 1:\n        return 1\n    elif x < 0:\n        return 2\n    return 3\n"
+    dropped = [m.apply(source) for m in find_mutations("m.py", source) if m.kind == "drop_branch"]
+    assert "def f(x):\n    if x > 1:\n        return 1\n    return 3\n" in dropped
+
+
 def test_unicode_columns_and_single_line_blocks() -> None:
     source = 'def f(s):\n    t = "héllo wörld"; u = s[1:]\n    return t < u\n'
     for m in find_mutations("m.py", source):
