@@ -23,3 +23,5 @@ def register(app: typer.Typer) -> None:
     app.add_typer(distill_.app, name="distill")
     from orchard_cli.commands import view as view_
     app.command("view")(view_.view)
+    from orchard_cli.commands import serve as serve_
+    app.command("serve")(serve_.serve)

