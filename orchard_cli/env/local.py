@@ -189,6 +189,7 @@ class LocalBackend:
         image = image_root(spec.image)
         if not self.bwrap and spec.image != "host":
             raise UsageError("an image folder needs bubblewrap", hint="apt-get install bubblewrap")
+        python = runner_python(image)
         folder = self.root / sandbox_id
         folder.mkdir()
         meta = {"schema_version": 1, "sandbox_id": sandbox_id, "owner": owner,
@@ -205,28 +206,31 @@ class LocalBackend:
         meta["cgroups"] = dirs
         _write_meta(folder, meta)
         (folder / "run").mkdir()
-        listener = bind_unix(folder / "run" / "ctl.sock", backlog=1)
-        inside = "/.orchard" if self.bwrap else str(folder / "run")
-        proxy = None
-        config: dict = {}
-        if spec.network == "proxy" and self.bwrap:
-            proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
-            config["proxy_socket"] = "/.orchard/proxy.sock"
         shutil.copyfile(RUNNER, folder / "run" / "runner.py")   # readable inside at /.orchard
-        argv = [runner_python(image), "-I", "-S", f"{inside}/runner.py", f"{inside}/ctl.sock"]
+        inside = "/.orchard" if self.bwrap else str(folder / "run")
+        argv = [python, "-I", "-S", f"{inside}/runner.py", f"{inside}/ctl.sock"]
         if self.bwrap:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]
-        proc = spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                     cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
-        channel = Channel(proc)
+        config: dict = {}
+        proxy = proc = channel = None
+        listener = bind_unix(folder / "run" / "ctl.sock", backlog=1)
         try:
+            if spec.network == "proxy" and self.bwrap:
+                proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
+                config["proxy_socket"] = "/.orchard/proxy.sock"
+            proc = spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                         cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
+            channel = Channel(proc)
             channel.connect(listener, config, READY_TIMEOUT)
         except BaseException:
-            proc.kill()
-            proc.wait()
-            channel.close()
+            listener.close()
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+            if channel is not None:
+                channel.close()
             if proxy:
                 proxy.close()
             raise
