@@ -1,4 +1,9 @@
-"""apply_patch on any sandbox, with SWE-bench's fallbacks: git apply, --3way, then patch --fuzz."""
+"""apply_patch on any sandbox, with SWE-bench's fallbacks: git apply, --3way, then patch --fuzz.
+
+One deliberate difference from the official harness: `patch` gets `--forward`. With `--batch`
+alone, patch silently *reverses* a patch that looks already applied ("Assuming -R") and reports
+success, which would grade the undoing of a change as the model's fix.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from orchard_cli.env.models import ExecRequest, PatchResult
 STRATEGIES = (
     ("git apply", "git apply --verbose {file}"),
     ("git apply --3way", "git apply --verbose --3way {file}"),
-    ("patch --fuzz", "patch --batch --fuzz=5 -p1 -i {file}"),
+    ("patch --fuzz", "patch --batch --forward --fuzz=5 -p1 -i {file}"),
 )
 
 
