@@ -179,8 +179,10 @@ def bench_many(n: int) -> list[str]:
     time.sleep(0.5)
     left_dirs = [p for p in folder.iterdir()] if folder.exists() else []
     left_procs = _descendants(os.getpid())
-    left_cg = [p for p in Path("/sys/fs/cgroup/memory").glob("orchard*/*")] + \
-        [p for p in Path("/sys/fs/cgroup/pids").glob("orchard*/*")]
+    ids = {f"orchard-{i.sandbox_id}" for i in infos}
+    left_cg = [root for ctl in ("memory", "pids", "cpu", "unified")
+               for root, _dirs, _files in os.walk(f"/sys/fs/cgroup/{ctl}")
+               if os.path.basename(root) in ids]
     lines += [
         f"  created {n} in {created:6.2f} s ({created / n * 1000:.1f} ms each, 8 at a time); alive: {alive}",
         f"  each ran a command: {ok}/{n} ok in {ran:6.2f} s",
