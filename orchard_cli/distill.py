@@ -145,8 +145,9 @@ class DistillRun:
     """A planned run: the episodes still to do and where they go. `execute()` runs them."""
 
     def __init__(self, config: DistillConfig, family: Any, tasks: list[Task], teachers: list[str],
-                 resume: bool) -> None:
+                 resume: bool, *, harness: Any, upstream: Any) -> None:
         self.config, self.family, self.tasks, self.teachers = config, family, tasks, teachers
+        self.harness, self.upstream = harness, upstream
         self.out = Path(config.out)
         self.run_dir = run_dir_of(self.out)
         self.ledger_path = self.run_dir / "episodes.jsonl"
@@ -184,12 +185,10 @@ class DistillRun:
     def execute(self, on_episode: Callable[[Trajectory, TeacherStats], None] | None = None) -> DistillSummary:
         """Run every pending episode; each is on disk before it is reported. On Ctrl-C the
         sandboxes are destroyed, finished episodes are kept, and the summary is written."""
-        from orchard_cli.agent_source import Upstream, load_ready_harness
         from orchard_cli.env import connect
 
         started = time.time()
-        harness = load_ready_harness(self.config.harness)
-        upstream = Upstream(self.config.base_url, self.config.api_key_env)
+        harness, upstream = self.harness, self.upstream
         env = connect(self.config.backend)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json(self.run_dir / "config.json", self.config)
@@ -294,13 +293,15 @@ def _entry(record: Trajectory, kept: bool) -> dict[str, Any]:
 
 
 def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
-    """Load the suite and check the output; nothing is started or written yet."""
-    from orchard_cli.agent_source import Upstream
+    """Check the harness, the endpoint and the output, and load the suite; nothing is started
+    or written yet."""
+    from orchard_cli.agent_source import Upstream, load_ready_harness
     from orchard_cli.tasks.registry import load_suite
 
+    harness = load_ready_harness(config.harness)
+    upstream = Upstream(config.base_url, config.api_key_env)
     teachers = list(dict.fromkeys(config.teachers))
     if not teachers:
-        upstream = Upstream(config.base_url, config.api_key_env)
         if not upstream.local:
             raise UsageError("name the teacher model: --teacher MODEL (the name the endpoint serves)")
         teachers = [upstream.name]  # type: ignore[list-item]
@@ -313,4 +314,5 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
-    return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume)
+    return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume,
+                      harness=harness, upstream=upstream)

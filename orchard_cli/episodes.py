@@ -322,6 +322,7 @@ class EpisodeRunner:
         """One episode, start to verdict. Never raises for a failure of the task, the harness,
         the model or the sandbox: each ends as a categorised trajectory."""
         agent: AgentResult | None = None
+        started, clock = time.time(), time.monotonic()
         key = episode_key(task.suite, task.task_id, self.harness.name, self.model, attempt)
         try:
             sandbox = self._sandbox(task, agent=True)
@@ -346,8 +347,11 @@ class EpisodeRunner:
         outcome = settle(Attempt(info=failure_info(agent)), outcome)
         write_logs(log_dir, agent, outcome)
         meta = {**self.metadata, "dataset_sha256": getattr(self.family, "dataset_sha256", None)}
-        return trajectory(task, self.harness, self.model, attempt, agent, outcome, options=self.options,
-                          harness_version=self.harness_version, metadata=meta)
+        record = trajectory(task, self.harness, self.model, attempt, agent, outcome, options=self.options,
+                            harness_version=self.harness_version, metadata=meta)
+        # the whole episode (sandboxes, agent, grading); the agent's own time is in harness_run
+        return record.model_copy(update={"started_at": started,
+                                         "duration_seconds": round(time.monotonic() - clock, 3)})
 
 
 def _destroy(sandbox: SandboxHandle) -> None:
