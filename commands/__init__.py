@@ -25,3 +25,5 @@ def register(app: typer.Typer) -> None:
     app.command("view")(view_.view)
     from orchard_cli.commands import serve as serve_
     app.command("serve")(serve_.serve)
+    from orchard_cli.commands import rerank as rerank_
+    app.add_typer(rerank_.app, name="rerank")

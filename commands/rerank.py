@@ -1,0 +1,147 @@
+"""`orchard rerank train | apply | candidates`: the value model, and best-of-N with it.
+
+Exit codes: 0 done; 2 bad usage or input (no results in a run folder, runs of different suites,
+a value model from another base); 3 the base model or a sandbox could not be had.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from orchard_cli.commands._common import FormatOpt, OutputFormat, emit_json, stderr_console, stdout_console
+
+app = typer.Typer(no_args_is_help=True,
+                  help="The value model: distil graded experience into a scorer (train), pick the best "
+                       "of N candidate attempts with it (apply), make graded candidate sets (candidates).")
+
+ThreadsOpt = Annotated[int, typer.Option("--threads", min=1, help="torch threads for the base LM (1 is fastest on a busy 2-core machine).")]
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+@app.command("train")
+def train(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the value model (must be new or empty).")],
+    trajectories: Annotated[Optional[list[Path]], typer.Option("--trajectories", help="Trajectories JSONL file (repeat for more).")] = None,
+    runs: Annotated[Optional[list[Path]], typer.Option("--runs", help="`orchard eval` run folder (repeat for more).")] = None,
+    base_model: Annotated[str, typer.Option("--base-model", help="Frozen LM that reads the episodes: smollm2 or a checkpoint folder.")] = "smollm2",
+    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continue an earlier value model: its experience plus the new.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the held-out draw and the fit.")] = 0,
+    holdout: Annotated[float, typer.Option("--holdout", min=0.0, max=0.9, help="Fraction of tasks held out for the metrics (by task).")] = 0.3,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="L-BFGS iterations of the head.")] = 200,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=64, help="Token budget of the text the LM reads per episode.")] = 512,
+    pca: Annotated[int, typer.Option("--pca", min=1, help="Most principal components of the hidden states kept.")] = 16,
+    l2: Annotated[float, typer.Option("--l2", min=0.0, help="L2 penalty of the head.")] = 1.0,
+    neg_ratio: Annotated[float, typer.Option("--neg-ratio", min=0.05, help="Weight of all negatives over all positives (1 = balanced).")] = 1.0,
+    shuffle_labels: Annotated[bool, typer.Option("--shuffle-labels", help="Control: fit on permuted labels; held-out metrics should be at chance.")] = False,
+    threads: ThreadsOpt = 1,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Train a value model on graded episodes; its metrics are measured on held-out tasks."""
+    from orchard_cli.value.model import HeadConfig
+    from orchard_cli.value.train import TrainConfig, train_value_model
+
+    config = TrainConfig(
+        trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
+        base_model=base_model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
+        holdout=holdout, max_tokens=max_tokens, shuffle_labels=shuffle_labels, threads=threads,
+        head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps))
+    console = stderr_console()
+    report = train_value_model(config, say=lambda line: console.print(line, markup=False))
+    if fmt == OutputFormat.json:
+        emit_json(report.model_dump(mode="json"))
+        return
+    from rich.table import Table
+
+    held = report.heldout
+    table = Table(title=f"value model -> {report.out} (held-out: {held.tasks} tasks, {held.examples} candidates)",
+                  title_justify="left")
+    for column in ("strategy", "all candidates", "non-empty, applying"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for strategy, rate in held.best_of_n.items():
+        table.add_row(strategy, _pct(rate), _pct(held.best_of_n_applying.get(strategy)))
+    stdout_console().print(table)
+    typer.echo(f"held-out AUC {_num(held.auc)}, ECE {_num(held.ece)}, Brier {_num(held.brier)}; "
+               f"train AUC {_num(report.train.auc)}; {report.candidates_per_second:g} candidates/s")
+    typer.echo(f"model card: {Path(report.out) / 'model_card.md'}")
+
+
+@app.command("apply")
+def apply(
+    value_model: Annotated[Path, typer.Option("--value-model", help="A folder written by `orchard rerank train`.")],
+    runs: Annotated[list[Path], typer.Option("--runs", help="`orchard eval` run folder holding candidates (repeat for more).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the scorecard of the picks (must be new or empty).")],
+    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids (default: every task in the runs).")] = None,
+    filter_: Annotated[bool, typer.Option("--filter/--no-filter", help="Drop candidates whose patch is empty or did not apply, when others are left.")] = True,
+    threads: ThreadsOpt = 1,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Pick one of each task's N candidates with a value model; scorecard side by side with
+    first attempt, random pick, most common patch and the oracle (pass@N)."""
+    from orchard_cli.value.apply import RerankConfig, rerank_runs
+
+    config = RerankConfig(value_model=str(value_model), runs=[str(r) for r in runs], out=str(out),
+                          instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
+                          filter=filter_, threads=threads)
+    console = stderr_console()
+    report = rerank_runs(config, say=lambda line: console.print(line, markup=False))
+    render_report(report, fmt, out)
+
+
+def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore[no-untyped-def]
+    from orchard_cli.value.apply import LABELS
+
+    if fmt == OutputFormat.json:
+        emit_json(report.model_dump(mode="json", exclude={"per_task"}))
+        return
+    for warning in report.warnings:
+        stderr_console().print(f"[yellow]warning:[/] {warning}")
+    from rich.table import Table
+
+    table = Table(title=f"best of N · {report.suite} · {report.tasks} tasks, {report.candidates} candidates",
+                  title_justify="left")
+    for column in ("strategy", "resolved", "rate"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for strategy, rate in report.strategies.items():
+        table.add_row(LABELS[strategy], f"{report.resolved[strategy]:g}", _pct(rate))
+    stdout_console().print(table)
+    typer.echo(f"value model: {_pct(report.strategies['value'])} vs first {_pct(report.strategies['first'])}, "
+               f"random {_pct(report.strategies['random'])}, oracle {_pct(report.strategies['oracle'])}; "
+               f"{report.candidates_per_second:g} candidates/s")
+    typer.echo(f"scorecard: {out / 'scorecard.html'}")
+
+
+@app.command("candidates")
+def candidates(
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A suite whose tasks have gold patches, or a SWE-bench-format file.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the predictions files (candidates-K.jsonl).")],
+    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many tasks.")] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="Local SWE-bench-format file instead of the suite's dataset.")] = None,
+    near_misses: Annotated[int, typer.Option("--near-misses", min=0, help="Near misses of the gold patch per task.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same candidates and slots.")] = 0,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Candidate patches per task (gold, near misses, partial, unrelated edit, empty) as N
+    predictions files, each task's candidates shuffled over the files (seeded). Grade each
+    with `orchard eval SUITE --predictions FILE`; kinds.json says which is which."""
+    from orchard_cli.value.candidates_io import write_candidates
+
+    ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
+    summary = write_candidates(suite, out, instances=ids, limit=limit, dataset=dataset,
+                               near_misses=near_misses, seed=seed,
+                               say=lambda line: stderr_console().print(line, markup=False))
+    if fmt == OutputFormat.json:
+        emit_json(summary)
+        return
+    typer.echo(f"{summary['tasks']} task(s), {summary['files']} predictions file(s) in {out}: "
+               + ", ".join(f"{k} {v}" for k, v in summary["kinds"].items()))

@@ -1,0 +1,185 @@
+"""Candidate patches for a task that has a gold patch: the gold patch, near misses of it, an
+unrelated edit and the empty patch. Graded by `orchard eval --predictions`, they are real graded
+experience for a value model before any agent has run (and the benchmark's candidate sets).
+
+- near_miss: the fixed code (base + gold) with one more AST mutation (tasks/synth/mutate.py) on or
+  next to the lines the gold patch changed: a perturbed constant, a reversed comparison or
+  boolean, an off-by-one, swapped arguments, a dropped statement. The diff is taken from the
+  base, so it "fixes" the same spot, differently.
+- partial: the gold patch without its last hunk (gold patches of two hunks or more).
+- unrelated: one mutation elsewhere in a file the gold patch touches (another function), the
+  bug left as it is.
+- empty: no patch.
+
+Whether a candidate resolves the task is never assumed: the grader decides (a near miss the
+tests do not catch is resolved, and is labelled so).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import random
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.errors import InfraError, UsageError
+
+KINDS = ("gold", "near_miss", "partial", "unrelated", "empty")
+_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    kind: str
+    patch: str
+
+
+def _git(repo: Path, *args: str, stdin: str | None = None, index: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"})
+    if index:
+        env["GIT_INDEX_FILE"] = index
+    done = subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=120)
+    if done.returncode != 0:
+        raise InfraError(f"git {args[0]} failed in {repo}: {(done.stderr or done.stdout).strip()[:300]}")
+    return done.stdout
+
+
+def unified(path: str, old: str, new: str) -> str:
+    """A git-style unified diff of one file (3 lines of context), '' when nothing changed."""
+    body = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                     f"a/{path}", f"b/{path}", n=3))
+    if not body:
+        return ""
+    out = [f"diff --git a/{path} b/{path}\n"]
+    for line in body:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def changed_lines(patch: str) -> dict[str, set[int]]:
+    """Per file, the new-side line numbers the patch adds (or, for a removal, where it removes)."""
+    out: dict[str, set[int]] = {}
+    path = None
+    new_line = 0
+    for line in patch.splitlines():
+        file_match = _FILE.match(line)
+        if file_match:
+            path = file_match.group(2)
+            out.setdefault(path, set())
+            continue
+        hunk = _HUNK.match(line)
+        if hunk:
+            new_line = int(hunk.group(3))
+            continue
+        if path is None or line.startswith(("--- ", "+++ ", "index ")) or not new_line:
+            continue
+        if line.startswith("+"):
+            out[path].add(new_line)
+            new_line += 1
+        elif line.startswith("-"):
+            out[path].add(new_line)
+        elif not line.startswith("\\"):
+            new_line += 1
+    return out
+
+
+def split_hunks(patch: str) -> list[tuple[str, list[str]]]:
+    """[(file header, [hunk text, ...]), ...] of a git diff."""
+    files: list[tuple[str, list[str]]] = []
+    for chunk in re.split(r"(?m)^(?=diff --git )", patch):
+        if not chunk.strip():
+            continue
+        parts = re.split(r"(?m)^(?=@@ )", chunk)
+        files.append((parts[0], parts[1:]))
+    return files
+
+
+def _texts(repo: Path, base: str, gold: str, paths: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The files at the base commit and with the gold patch applied (in a private index: the
+    repository's work tree and index are not touched)."""
+    before = {p: _git(repo, "show", f"{base}:{p}") for p in paths}
+    with tempfile.TemporaryDirectory(prefix="orchard-variants-") as tmp:
+        index = str(Path(tmp) / "index")
+        _git(repo, "read-tree", base, index=index)
+        _git(repo, "apply", "--cached", "--whitespace=nowarn", "-", stdin=gold, index=index)
+        after = {p: _git(repo, "show", f":{p}", index=index) for p in paths}
+    return before, after
+
+
+def _pick(rng: random.Random, items: list[tuple], n: int) -> list[tuple]:
+    """Up to n (path, mutation, ...) items, different mutation kinds first, in a seeded order."""
+    items = sorted(items, key=lambda item: (item[0], item[1].start, item[1].id))
+    rng.shuffle(items)
+    chosen, kinds = [], set()
+    for item in items:
+        if item[1].kind not in kinds:
+            chosen.append(item)
+            kinds.add(item[1].kind)
+    chosen += [item for item in items if item not in chosen]
+    return chosen[:n]
+
+
+def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -> list[Candidate]:
+    """The candidate patches of one task (gold first; `kind` says what each is)."""
+    from orchard_cli.tasks.synth.mutate import find_mutations
+
+    gold = family.gold_patch(task) if callable(getattr(family, "gold_patch", None)) else ""
+    if not gold.strip():
+        raise UsageError(f"{task.task_id} has no gold patch: candidates are made from one")
+    repo = Path(family.repository(task))
+    base = task.record["base_commit"]
+    lines = changed_lines(gold)
+    paths = sorted(lines)
+    before, after = _texts(repo, base, gold, paths)
+    rng = random.Random(f"candidates:{seed}:{task.task_id}")
+    out = [Candidate("gold", gold)]
+
+    def patch_with(path: str, text: str, keep_gold: bool = True) -> str:
+        return "".join(unified(p, before[p], text if p == path else (after[p] if keep_gold else before[p]))
+                       for p in paths)
+
+    near, far = [], []
+    for path in paths:
+        if not path.endswith(".py"):
+            continue
+        spots = lines[path]
+        for m in find_mutations(path, after[path]):
+            try:
+                mutated = m.apply(after[path])
+            except ValueError:
+                continue
+            if mutated == before[path]:
+                continue  # it only undoes the fix
+            if any(abs(m.line - s) <= 1 for s in spots):
+                near.append((path, m, mutated))
+        for m in find_mutations(path, before[path]):
+            if all(abs(m.line - s) > 8 for s in spots):
+                far.append((path, m))
+    seen = {gold}
+    for path, m, mutated in _pick(rng, near, near_misses):
+        patch = patch_with(path, mutated)
+        if patch.strip() and patch not in seen:
+            seen.add(patch)
+            out.append(Candidate("near_miss", patch))
+    hunked = split_hunks(gold)
+    if sum(len(h) for _, h in hunked) >= 2:
+        last = max(i for i, (_, h) in enumerate(hunked) if h)
+        partial = "".join(head + "".join(h[:-1] if i == last else h) for i, (head, h) in enumerate(hunked)
+                          if not (i == last and len(h) == 1))
+        if partial.strip() and partial not in seen:
+            seen.add(partial)
+            out.append(Candidate("partial", partial))
+    for path, m in _pick(rng, far, 1):
+        patch = patch_with(path, m.apply(before[path]), keep_gold=False)
+        if patch.strip() and patch not in seen:
+            out.append(Candidate("unrelated", patch))
+    out.append(Candidate("empty", ""))
+    return out
