@@ -44,6 +44,18 @@ def test_codex_runs_a_command_that_changes_the_workspace(rig, installed_harnesse
     assert message["content"][0]["text"] == "Done: hello.txt now says changed."
 
 
+def test_codex_takes_a_prompt_too_long_for_argv_through_stdin(rig, installed_harnesses):
+    rig.start(["Nothing to do."])
+    harness = load_harness("codex")
+    sandbox = rig.sandbox(harness)
+    prompt = "Read this log.\n" + "x" * 200_000 + "\nEND-OF-PROMPT"   # one argv string may hold 128 KiB
+    run = harness.run(sandbox, rig.context(sandbox, prompt=prompt))
+    assert run.exit_code == 0 and run.error is None, run
+    (record,) = rig.episode.records
+    user = [i for i in record.request["input"] if i.get("role") == "user"]
+    assert any(prompt in part.get("text", "") for item in user for part in item["content"])
+
+
 def test_codex_hanging_on_its_model_is_killed_at_the_time_limit(rig, installed_harnesses):
     rig.start([{"content": "never sent", "hang": True}])
     harness = load_harness("codex")
