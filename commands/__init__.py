@@ -27,3 +27,5 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve_.serve)
     from orchard_cli.commands import rerank as rerank_
     app.add_typer(rerank_.app, name="rerank")
+    from orchard_cli.commands import train as train_
+    app.command("train")(train_.train)

@@ -1,0 +1,11 @@
+"""`orchard train`: trajectories -> SFT samples -> a fine-tuned checkpoint.
+
+- `episodes`: read trajectory files, filter (resolved only, suite, harness, teacher), drop
+  duplicates, and turn each episode into its turns (the prompt a model saw, the answer it gave).
+- `samples`: turns -> token ids + labels (loss on assistant tokens only), per call or merged.
+- `model_loading`: a hub id, a checkpoint folder or `smollm2` -> (model, tokenizer).
+- `trainer`: the plain PyTorch loop (full or LoRA, bf16 autocast, packing, checkpoints, resume).
+- `report`: the training log, the loss curve and the model card.
+
+torch and transformers are imported inside functions only: `orchard --help` never loads them.
+"""

