@@ -118,10 +118,27 @@ def _last_line(text: str) -> str:
 
 def agent_spec(spec: SandboxSpec, harness: Harness, proxy_url: str) -> SandboxSpec:
     """The task's sandbox for an agent: only the proxy reachable, the harness's files bound in."""
+    extra = harness.mounts()
+    _mount_points(spec.mounts, extra)
     data = spec.model_dump()
     data.update(network="proxy", block_network=True, proxy_url=proxy_url,
-                mounts=[*data["mounts"], *(m.model_dump() for m in harness.mounts())])
+                mounts=[*data["mounts"], *(m.model_dump() for m in extra)])
     return SandboxSpec.model_validate(data)
+
+
+def _mount_points(mounts: list[Any], extra: list[Any]) -> None:
+    """A harness bound below a task's read-only host folder (e.g. /opt/orchard/... below a task's
+    /opt) needs its mount point to exist in that folder: a bind target cannot be created in a
+    read-only bind. Make the (empty) folders there, on the host."""
+    for mount in extra:
+        target = mount.target.rstrip("/")
+        parents = [m for m in mounts if target.startswith(m.target.rstrip("/") + "/")]
+        if not parents:
+            continue
+        parent = max(parents, key=lambda m: len(m.target))
+        source = Path(parent.source)
+        if source.is_dir():
+            (source / target[len(parent.target.rstrip("/")) + 1:]).mkdir(parents=True, exist_ok=True)
 
 
 def build_prompt(family: Any, task: Task, workdir: str) -> str:
