@@ -133,6 +133,8 @@ def main(argv=None):
             reply = chat(args, key, messages)
             message = (reply.get("choices") or [{}])[0].get("message") or {}
             text = message.get("content") or ""
+            if isinstance(text, list):  # content parts
+                text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
             calls = message.get("tool_calls") or []
             if calls:
                 messages.append({"role": "assistant", "content": text or None, "tool_calls": calls})

@@ -43,9 +43,9 @@ def run_command(sandbox: SandboxHandle, command: str, *, timeout: float, env: di
     started = time.monotonic()
     try:
         job = sandbox.exec(command, timeout=timeout, cwd=cwd, env=env)
-    except OrchardError as exc:
+    except Exception as exc:  # noqa: BLE001 - an unreachable env service included: reported, not raised
         return HarnessRun(exit_code=None, duration_seconds=time.monotonic() - started,
-                          error=f"the sandbox could not run the harness: {exc}")
+                          error=f"the sandbox could not run the harness: {type(exc).__name__}: {exc}")
     run = HarnessRun(exit_code=job.exit_code, timed_out=job.status == "timeout",
                      duration_seconds=job.duration_seconds or time.monotonic() - started,
                      stdout_tail=tail(job.stdout), stderr_tail=tail(job.stderr))
