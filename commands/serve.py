@@ -16,7 +16,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat, stderr_console
+from orchard_cli.commands._common import FormatOpt, OutputFormat
+
+def say(line: str) -> None:
+    """Talk goes to stderr, one unwrapped line each (data goes to stdout)."""
+    typer.echo(line, err=True)
+
 
 GPU_NOTE = ("on a GPU machine, prefer vLLM or SGLang (`vllm serve DIR`, `python -m sglang.launch_server "
             "--model-path DIR`): every orchard command accepts their URL unchanged")
@@ -45,16 +50,14 @@ def serve(
     from orchard_cli.models.local_server import LocalEndpoint
     from orchard_cli.models.serving import run_foreground
 
-    say = stderr_console()
     resolve_checkpoint(model)  # fail before the slow load on a bad folder or a missing package
     read_key(api_key_env)  # ... or when the named key variable is unset
     endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
                              default_temperature=temperature, default_max_tokens=max_tokens)
-    say.print(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...", markup=False)
+    say(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...")
     loaded = endpoint.load()
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key_env:
-        say.print(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it",
-                  markup=False)
+        say(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it")
 
     def ready(url: str) -> None:
         if fmt == OutputFormat.json:
@@ -62,8 +65,7 @@ def serve(
                                    "source": str(loaded.source), "context": loaded.context}))
         else:
             typer.echo(f"{url}/v1")
-        say.print(f"# serving {loaded.name} at {url}/v1 (chat completions, responses, models); Ctrl-C stops",
-                  markup=False)
-        say.print(f"# {GPU_NOTE}", markup=False)
+        say(f"# serving {loaded.name} at {url}/v1 (chat completions, responses, models); Ctrl-C stops")
+        say(f"# {GPU_NOTE}")
 
     run_foreground(endpoint.app, host=host, port=port, on_ready=ready)

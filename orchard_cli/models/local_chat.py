@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import closing
 from typing import Any, Iterator
 
 from orchard_cli.errors import UsageError
@@ -122,34 +123,35 @@ class ChatJob:
         emitted, reply, pending_ids, pending = 0, self.forced, [], []
         stopped = False
         hold_space = bool(self.holds)
-        for step in self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
-                                     top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
-                                     cancel=cancel):
-            self.token_ids.append(step.token_id)
-            pending_ids.append(step.token_id)
-            if self.want_logprobs:
-                entry = self._entry(step.token_id, step.logprob, step.top)
-                self.logprobs.append(entry)
-                pending.append(entry)
-            text = self.model.decode(self.token_ids)
-            if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
-                continue
-            reply = self.forced + text
-            hits = [reply.find(s, len(self.forced)) for s in self.stops]
-            hits = [h for h in hits if h >= 0]
-            if hits:
-                reply, stopped = reply[:min(hits)], True
-            safe = toolcall.safe_length(reply, self.holds + tuple(self.stops), hold_space)
-            if safe > emitted or pending_ids and (self.want_ids or self.want_logprobs):
-                delta = reply[emitted:safe] if safe > emitted else ""
-                emitted = max(emitted, safe)
-                yield self._chunk({"content": delta}, pending_ids, pending)
-                pending_ids, pending = [], []
-            if stopped:
-                break
-        else:
-            if len(self.token_ids) >= self.max_tokens:
-                self.finish_reason = "length"
+        steps = self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
+                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs, cancel=cancel)
+        with closing(steps):  # a stop string ends the generation (and frees the model) at once
+            for step in steps:
+                self.token_ids.append(step.token_id)
+                pending_ids.append(step.token_id)
+                if self.want_logprobs:
+                    entry = self._entry(step.token_id, step.logprob, step.top)
+                    self.logprobs.append(entry)
+                    pending.append(entry)
+                text = self.model.decode(self.token_ids)
+                if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
+                    continue
+                reply = self.forced + text
+                hits = [reply.find(s, len(self.forced)) for s in self.stops]
+                hits = [h for h in hits if h >= 0]
+                if hits:
+                    reply, stopped = reply[:min(hits)], True
+                safe = toolcall.safe_length(reply, self.holds + tuple(self.stops), hold_space)
+                if safe > emitted or pending_ids and (self.want_ids or self.want_logprobs):
+                    delta = reply[emitted:safe] if safe > emitted else ""
+                    emitted = max(emitted, safe)
+                    yield self._chunk({"content": delta}, pending_ids, pending)
+                    pending_ids, pending = [], []
+                if stopped:
+                    break
+            else:
+                if len(self.token_ids) >= self.max_tokens:
+                    self.finish_reason = "length"
         if not stopped:
             reply = self.forced + self.model.decode(self.token_ids)
         shown = reply[:emitted]

@@ -109,6 +109,9 @@ class LocalModel:
         config = model.config
         self.context = int(getattr(config, "max_position_embeddings", 0) or 2048)
         self.stop_ids = self._stop_ids()
+        self._kv: Any = None  # the KV cache of the last generation, and the ids it holds
+        self._kv_ids: list[int] = []
+        self.last_reused = 0
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -134,39 +137,72 @@ class LocalModel:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
+    def forget(self) -> None:
+        """Drop the kept prefix cache (the next prompt is processed from scratch)."""
+        self._kv, self._kv_ids = None, []
+
+    def _reuse(self, prompt_ids: list[int]) -> tuple[Any, int]:
+        """The kept KV cache cut to the longest prefix it shares with `prompt_ids` (at least one
+        prompt token is always left to process: its logits start the reply)."""
+        kv, kept = self._kv, self._kv_ids
+        self.forget()  # in use from here; put back only when left consistent
+        limit, n = min(len(kept), len(prompt_ids) - 1), 0
+        while n < limit and kept[n] == prompt_ids[n]:
+            n += 1
+        if kv is None or n == 0:
+            return None, 0
+        try:
+            if len(kept) > n:
+                kv.crop(n - len(kept))
+        except (ValueError, AttributeError, NotImplementedError):
+            return None, 0
+        return (kv, n) if kv.get_seq_length() == n else (None, 0)
+
     def steps(self, prompt_ids: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
               seed: int | None = None, top_logprobs: int = 0,
               cancel: threading.Event | None = None) -> Iterator[Step]:
         """Generate up to `max_tokens` tokens after `prompt_ids`; the stop token is not yielded.
 
-        Holds `lock` while running: one generation at a time per model.
+        Holds `lock` while running: one generation at a time per model. The KV cache of the last
+        generation is kept, so a prompt that extends the previous conversation (an agent's next
+        turn) only processes its new tokens; `last_reused` says how many prompt tokens were skipped.
         """
         torch = _import_torch()
         generator = None
         if temperature > 0 and seed is not None:
             generator = torch.Generator().manual_seed(int(seed))
         with self.lock, torch.inference_mode():
-            cache = None
-            feed = torch.tensor([prompt_ids], dtype=torch.long)
-            for _ in range(max_tokens):
-                if cancel is not None and cancel.is_set():
-                    return
-                out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1)
-                cache = out.cache
-                logits = out.logits[0, -1].float()
-                logprobs = torch.log_softmax(logits, dim=-1)
-                if temperature > 0:
-                    token = _sample(torch, logits, temperature, top_p, generator)
-                else:
-                    token = int(torch.argmax(logits))
-                if token in self.stop_ids:
-                    return
-                top: list[tuple[int, float]] = []
-                if top_logprobs:
-                    values, indices = torch.topk(logprobs, top_logprobs)
-                    top = [(int(i), float(v)) for i, v in zip(indices, values)]
-                yield Step(token, float(logprobs[token]), top)
-                feed = torch.tensor([[token]], dtype=torch.long)
+            cache, reused = self._reuse(prompt_ids)
+            self.last_reused = reused
+            fed = list(prompt_ids)  # ids whose keys/values the cache holds after each forward pass
+            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
+            consistent = True
+            try:
+                for _ in range(max_tokens):
+                    if cancel is not None and cancel.is_set():
+                        break
+                    consistent = False
+                    out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1)
+                    cache, consistent = out.cache, True
+                    logits = out.logits[0, -1].float()
+                    logprobs = torch.log_softmax(logits, dim=-1)
+                    if temperature > 0:
+                        token = _sample(torch, logits, temperature, top_p, generator)
+                    else:
+                        token = int(torch.argmax(logits))
+                    if token in self.stop_ids:
+                        break
+                    top: list[tuple[int, float]] = []
+                    if top_logprobs:
+                        values, indices = torch.topk(logprobs, top_logprobs)
+                        top = [(int(i), float(v)) for i, v in zip(indices, values)]
+                    yield Step(token, float(logprobs[token]), top)
+                    fed.append(token)
+                    feed = torch.tensor([[token]], dtype=torch.long)
+            finally:  # also when the consumer closes the generator early
+                held = cache.get_seq_length() if cache is not None and consistent else -1
+                if 0 < held <= len(fed):  # not after a forward pass that failed half-way
+                    self._kv, self._kv_ids = cache, fed[:held]
 
     def save(self, folder: Path) -> Path:
         """Write the model and tokenizer as a plain checkpoint folder (fp32 safetensors)."""
@@ -190,7 +226,9 @@ def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator
 def _load(name: str, folder: Path, gguf: str | None) -> LocalModel:
     torch = _import_torch()
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # stderr is for orchard's own lines
     try:
         if gguf:
             from transformers import GgufConfig

@@ -96,6 +96,20 @@ def test_streamed_completion_is_sse_ending_with_done_and_matches(smollm2_url, an
         [e["logprob"] for e in expected["logprobs"]["content"]], abs=1e-4)
 
 
+def test_an_agent_next_turn_reuses_the_kept_prefix_and_answers_the_same(smollm2):
+    first = smollm2.encode_chat(QUESTION)
+    said = smollm2.decode([s.token_id for s in smollm2.steps(first, max_tokens=6)])
+    turn2 = smollm2.encode_chat(QUESTION + [{"role": "assistant", "content": said},
+                                            {"role": "user", "content": "And 3+3?"}])
+    reused = [(s.token_id, s.logprob) for s in smollm2.steps(turn2, max_tokens=8)]
+    assert smollm2.last_reused >= len(first)  # only the new turn was processed
+    smollm2.forget()
+    fresh = [(s.token_id, s.logprob) for s in smollm2.steps(turn2, max_tokens=8)]
+    assert smollm2.last_reused == 0
+    assert [t for t, _ in reused] == [t for t, _ in fresh]
+    assert [lp for _, lp in reused] == pytest.approx([lp for _, lp in fresh], abs=1e-3)
+
+
 def _check_reply(message: dict[str, Any]) -> None:
     """Either plain content or well-formed tool calls to an offered tool."""
     calls = message.get("tool_calls") or []
