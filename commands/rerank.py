@@ -37,6 +37,7 @@ def train(
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continue an earlier value model: its experience plus the new.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the held-out draw and the fit.")] = 0,
     holdout: Annotated[float, typer.Option("--holdout", min=0.0, max=0.9, help="Fraction of tasks held out for the metrics (by task).")] = 0.3,
+    fold: Annotated[Optional[str], typer.Option("--fold", help="K/N: hold out the K-th of N folds of the tasks instead of --holdout (cross-validation).")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="L-BFGS iterations of the head.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=64, help="Token budget of the text the LM reads per episode.")] = 512,
     pca: Annotated[int, typer.Option("--pca", min=1, help="Most principal components of the hidden states kept.")] = 16,
@@ -47,13 +48,21 @@ def train(
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Train a value model on graded episodes; its metrics are measured on held-out tasks."""
+    from orchard_cli.errors import UsageError
     from orchard_cli.value.model import HeadConfig
     from orchard_cli.value.train import TrainConfig, train_value_model
+
+    fold_kn = None
+    if fold is not None:
+        parts = fold.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not 1 <= int(parts[0]) <= int(parts[1]) or int(parts[1]) < 2:
+            raise UsageError(f"--fold {fold!r} is not K/N with 1 <= K <= N and N >= 2 (for example 1/2)")
+        fold_kn = (int(parts[0]), int(parts[1]))
 
     config = TrainConfig(
         trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
         base_model=base_model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
-        holdout=holdout, max_tokens=max_tokens, shuffle_labels=shuffle_labels, threads=threads,
+        holdout=holdout, fold=fold_kn, max_tokens=max_tokens, shuffle_labels=shuffle_labels, threads=threads,
         head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps))
     console = stderr_console()
     report = train_value_model(config, say=lambda line: console.print(line, markup=False))

@@ -323,14 +323,20 @@ def balance_weights(labels: Sequence[int], neg_ratio: float = 1.0) -> list[float
     return [w * scale for w in raw]
 
 
-def split_by_task(keys: Iterable[str], holdout: float, seed: int,
-                  fixed_train: Iterable[str] = ()) -> tuple[set[str], set[str]]:
-    """(train task keys, held-out task keys): a seeded draw of whole tasks. `fixed_train` (tasks
-    an earlier model already learnt from) never goes to the held-out side."""
+def split_by_task(keys: Iterable[str], holdout: float, seed: int, fixed_train: Iterable[str] = (),
+                  fold: tuple[int, int] | None = None) -> tuple[set[str], set[str]]:
+    """(train task keys, held-out task keys): whole tasks, drawn with a seed. `fold` (k, n) holds
+    out the k-th of n interleaved folds of the same seeded order instead of a fraction (the n
+    folds cover every task once: cross-validation). `fixed_train` (tasks an earlier model learnt
+    from) never goes to the held-out side."""
     fixed = set(fixed_train)
     pool = sorted(set(keys) - fixed)
     rng = random.Random(f"value-split:{seed}")
     rng.shuffle(pool)
+    if fold is not None:
+        k, n = fold
+        held = set(pool[k - 1::n])
+        return (set(pool) - held) | fixed, held
     n_out = round(len(pool) * holdout) if holdout > 0 else 0
     if holdout > 0 and len(pool) >= 2:
         n_out = min(max(n_out, 1), len(pool) - 1)

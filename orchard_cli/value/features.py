@@ -35,6 +35,7 @@ SNIPPET_CONTEXT = 3  # context lines around a hunk's changes, each side, in the 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 _CACHE: dict[str, np.ndarray] = {}  # feature vectors by key, for the life of the process
+_SNIPPETS: dict[tuple, tuple[float, int, float, int]] = {}  # naturalness passes (near misses share them)
 
 
 @dataclass
@@ -162,8 +163,10 @@ class Featurizer:
 
     # ---- the passes ---------------------------------------------------------------------------
 
-    def _forward(self, batch: list[list[int]], hidden: bool) -> tuple[Any, Any]:
-        """(log-probability of each next token [B, T-1], hidden states or None); right-padded."""
+    def _forward(self, batch: list[list[int]], spans: list[tuple[int, int]], hidden: bool) -> tuple[list[Any], Any]:
+        """Right-padded pass over `batch`. Returns, per row, the log-probability of each token in
+        its span [a, b) given the tokens before it (the LM head runs on those positions only:
+        over a 49k vocabulary it costs as much as the transformer), and the hidden states."""
         import torch
 
         width = max(len(ids) for ids in batch)
@@ -173,14 +176,22 @@ class Featurizer:
             input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
             mask[row, :len(ids)] = 1
         with self.base.lock, torch.inference_mode():
-            out = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=hidden)
-            logprobs = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
-            token_lp = logprobs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+            out = self.model.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=hidden)
+            last = out.last_hidden_state
+            token_lp = []
+            for row, (a, b) in enumerate(spans):
+                a = max(a, 1)
+                if b <= a:
+                    token_lp.append(torch.zeros(0))
+                    continue
+                logits = self.model.lm_head(last[row, a - 1:b - 1]).float()
+                lp = torch.log_softmax(logits, dim=-1)
+                token_lp.append(lp.gather(-1, input_ids[row, a:b].unsqueeze(-1)).squeeze(-1))
         return token_lp, (out.hidden_states if hidden else None)
 
     def _compute(self, episodes: list[Episode]) -> list[np.ndarray]:
         encoded = [self.encode(ep) for ep in episodes]
-        token_lp, states = self._forward([e["ids"] for e in encoded], hidden=True)
+        token_lp, states = self._forward([e["ids"] for e in encoded], [e["span"] for e in encoded], hidden=True)
         natural = self._naturalness([ep.patch for ep in episodes])
         rows = []
         for row, (ep, enc) in enumerate(zip(episodes, encoded)):
@@ -188,9 +199,10 @@ class Featurizer:
             mid = states[self.mid][row]
             last = states[-1][row, len(ids) - 1]
             pooled = mid[p0:p1].mean(0) if p1 > p0 else mid[:len(ids)].mean(0)
-            lp = token_lp[row]
-            in_patch = [float(lp[k - 1]) for k in range(max(p0, 1), p1)]
-            on_added = [float(lp[p0 + j - 1]) for j, plus in enumerate(enc["added"]) if plus and p0 + j >= 1]
+            lp = [float(v) for v in token_lp[row]]  # tokens max(p0, 1) .. p1 - 1
+            first = max(p0, 1)
+            on_added = [lp[p0 + j - first] for j, plus in enumerate(enc["added"]) if plus and p0 + j >= first]
+            in_patch = lp
             scalars = [_mean(in_patch), _mean(on_added), *natural[row],
                        math.log1p(enc["patch_tokens"]), math.log1p(enc["trajectory_tokens"]),
                        float(len(hunks(ep.patch))), float(bool(ep.patch.strip()))]
@@ -211,15 +223,22 @@ class Featurizer:
                     changed = [any(a <= s < b for a, b in spans) for s, _ in offsets[:len(ids)]]
                     jobs.append((index, side, ids, changed))
         scores: dict[tuple[int, str], list[tuple[float, int, float, int]]] = {}
-        runnable = sorted((j for j in jobs if len(j[2]) >= 2), key=lambda j: len(j[2]))
+        keyed = [(self.fingerprint, tuple(ids), tuple(changed)) for _, _, ids, changed in jobs]
+        fresh = {key: (ids, changed) for key, (_, _, ids, changed) in zip(keyed, jobs)
+                 if key not in _SNIPPETS and len(ids) >= 2}
+        runnable = sorted(fresh, key=lambda key: len(key[1]))
         for start in range(0, len(runnable), 2 * BATCH):
             chunk = runnable[start:start + 2 * BATCH]
-            lp, _ = self._forward([j[2] for j in chunk], hidden=False)
-            for row, (index, side, ids, changed) in enumerate(chunk):
-                values = [float(v) for v in lp[row, :len(ids) - 1]]
+            lp, _ = self._forward([list(key[1]) for key in chunk], [(1, len(key[1])) for key in chunk],
+                                  hidden=False)
+            for row, key in enumerate(chunk):
+                ids, changed = fresh[key]
+                values = [float(v) for v in lp[row]]
                 picked = [values[k - 1] for k in range(1, len(ids)) if changed[k]]
-                scores.setdefault((index, side), []).append(
-                    (_mean(picked), len(picked), _mean(values), len(values)))
+                _SNIPPETS[key] = (_mean(picked), len(picked), _mean(values), len(values))
+        for key, (index, side, _, _) in zip(keyed, jobs):
+            if key in _SNIPPETS:
+                scores.setdefault((index, side), []).append(_SNIPPETS[key])
         return [self._natural_row(scores.get((i, "after"), []), scores.get((i, "before"), []))
                 for i in range(len(patches))]
 
@@ -249,3 +268,4 @@ def _mean(values: list[float]) -> float:
 
 def clear_cache() -> None:
     _CACHE.clear()
+    _SNIPPETS.clear()

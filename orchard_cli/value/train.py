@@ -49,6 +49,8 @@ class TrainConfig(BaseModel):
     seed: int = 0
     holdout: float = Field(0.3, ge=0, lt=1)
     """Fraction of the (new) tasks held out for the metrics; 0 trains on everything."""
+    fold: tuple[int, int] | None = None
+    """(k, n): hold out the k-th of n folds of the tasks instead (cross-validation)."""
     max_tokens: int = Field(512, ge=64)
     head: HeadConfig = Field(default_factory=HeadConfig)
     shuffle_labels: bool = False
@@ -143,7 +145,7 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
                              hint=f"pass --max-tokens {earlier.meta.max_tokens}")
     old_tasks = set(old["tasks"].tolist()) if old is not None else set()
     train_keys, held_keys = data.split_by_task({e.task_key for e in episodes}, config.holdout, config.seed,
-                                               fixed_train=old_tasks)
+                                               fixed_train=old_tasks, fold=config.fold)
     from orchard_cli.value.features import Featurizer
 
     featurizer = Featurizer(base, max_tokens=config.max_tokens, fingerprint=identity.fingerprint)
@@ -213,6 +215,7 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
 
     write_json(out / "metrics.json", report)
     write_json(out / "split.json", {"schema_version": 1, "seed": config.seed, "holdout": config.holdout,
+                                     "fold": list(config.fold) if config.fold else None,
                                      "train": sorted(train_keys), "heldout": sorted(held_keys)})
     write_text(out / "model_card.md", model_card(meta, report))
     return report

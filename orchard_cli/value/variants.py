@@ -118,13 +118,11 @@ def _pick(rng: random.Random, items: list[tuple], n: int) -> list[tuple]:
     """Up to n (path, mutation, ...) items, different mutation kinds first, in a seeded order."""
     items = sorted(items, key=lambda item: (item[0], item[1].start, item[1].id))
     rng.shuffle(items)
-    chosen, kinds = [], set()
+    first, rest, kinds = [], [], set()
     for item in items:
-        if item[1].kind not in kinds:
-            chosen.append(item)
-            kinds.add(item[1].kind)
-    chosen += [item for item in items if item not in chosen]
-    return chosen[:n]
+        (rest if item[1].kind in kinds else first).append(item)
+        kinds.add(item[1].kind)
+    return (first + rest)[:n]
 
 
 def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -> list[Candidate]:
@@ -152,13 +150,13 @@ def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -
             continue
         spots = lines[path]
         for m in find_mutations(path, after[path]):
+            if not any(abs(m.line - s) <= 1 for s in spots):
+                continue
             try:
                 mutated = m.apply(after[path])
             except ValueError:
                 continue
-            if mutated == before[path]:
-                continue  # it only undoes the fix
-            if any(abs(m.line - s) <= 1 for s in spots):
+            if mutated != before[path]:  # not one that only undoes the fix
                 near.append((path, m, mutated))
         for m in find_mutations(path, before[path]):
             if all(abs(m.line - s) > 8 for s in spots):

@@ -1,0 +1,113 @@
+"""Episodes, text budgets, labels, balance, splits and the best-of-N metrics: no model needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchard_cli.errors import UsageError
+from orchard_cli.value import data, metrics
+from orchard_cli.value.features import hunks
+from orchard_cli.value.variants import changed_lines, split_hunks, unified
+
+
+def _ep(task: str, category: str, patch: str = "diff", resolved: bool = False, suite: str = "s") -> data.Episode:
+    return data.Episode(suite=suite, task_id=task, category=category, resolved=resolved, patch=patch)
+
+
+def test_labels_come_from_the_grader_and_errors_are_not_negatives() -> None:
+    eps = [_ep("a", "resolved", resolved=True), _ep("a", "unresolved"), _ep("b", "empty_patch", ""),
+           _ep("b", "patch_apply_failed"), _ep("c", "timeout"), _ep("c", "env_error"), _ep("d", "infra_error")]
+    kept, dropped = data.labelled(eps)
+    assert dropped == 2
+    assert [e.label for e in kept] == [1, 0, 0, 0, 0]
+    assert [e.applies for e in eps[:4]] == [True, True, False, False]
+
+
+def test_balance_gives_the_classes_equal_weight_or_the_asked_ratio() -> None:
+    labels = [1, 0, 0, 0, 0, 0]
+    w = data.balance_weights(labels)
+    pos = sum(x for x, y in zip(w, labels) if y)
+    neg = sum(x for x, y in zip(w, labels) if not y)
+    assert pos == pytest.approx(neg) and sum(w) == pytest.approx(len(labels))
+    w2 = data.balance_weights(labels, neg_ratio=2.0)
+    assert sum(x for x, y in zip(w2, labels) if not y) == pytest.approx(2 * sum(x for x, y in zip(w2, labels) if y))
+
+
+def test_split_is_by_task_seeded_and_folds_cover_every_task_once() -> None:
+    keys = {f"s::t{i}" for i in range(20)}
+    train, held = data.split_by_task(keys, 0.3, seed=1)
+    assert not train & held and train | held == keys and len(held) == 6
+    assert data.split_by_task(keys, 0.3, seed=1) == (train, held)
+    assert data.split_by_task(keys, 0.3, seed=2)[1] != held
+    folds = [data.split_by_task(keys, 0.0, seed=3, fold=(k, 3))[1] for k in (1, 2, 3)]
+    assert set().union(*folds) == keys and sum(map(len, folds)) == 20
+    fixed = {"s::t0", "s::t1"}
+    for k in (1, 2):
+        tr, he = data.split_by_task(keys, 0.0, seed=3, fixed_train=fixed, fold=(k, 2))
+        assert not he & fixed and fixed <= tr
+
+
+def test_compose_keeps_the_patch_and_the_end_of_the_trajectory() -> None:
+    ids = {"header": [0], "problem": list(range(100, 400)), "trajectory": list(range(1000, 1500)),
+           "patch": list(range(5000, 5060))}
+    seq, (a, b) = data.compose(ids, 200)
+    assert len(seq) == 200
+    assert seq[a:b] == ids["patch"]  # the whole patch fits its share
+    traj = [t for t in seq if 1000 <= t < 1500]
+    assert traj and traj[-1] == 1499 and traj == list(range(1500 - len(traj), 1500))  # the end
+    prob = [t for t in seq if 100 <= t < 400]
+    assert prob and prob[0] == 100  # the head of the statement
+    # A short problem and no trajectory: their share goes to a long patch.
+    seq, (a, b) = data.compose({"header": [0], "problem": [1, 2], "trajectory": [], "patch": list(range(9, 999))}, 100)
+    assert b - a == 97 and seq[1:3] == [1, 2]
+
+
+def test_render_messages_drops_the_system_prompt_and_keeps_tool_calls() -> None:
+    messages = [{"role": "system", "content": "You are an agent " * 50},
+                {"role": "user", "content": "Fix: mean() divides by zero\n\nrepo at /testbed"},
+                {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                    {"id": "1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "cat m.py"}'}}]},
+                {"role": "tool", "tool_call_id": "1", "content": "x" * 5000 + "END"}]
+    text = data.render_messages(messages, "Fix: mean() divides by zero")
+    assert "You are an agent" not in text and "Fix: mean()" not in text
+    assert '[call] bash({"command": "cat m.py"})' in text and text.endswith("END")
+    assert len(text) < 2200
+
+
+def test_a_run_folder_without_results_is_a_one_line_usage_error(tmp_path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"schema_version": 1, "suite": "swe-lite"}))
+    with pytest.raises(UsageError, match="no results.jsonl"):
+        data.episodes_from_run(tmp_path)
+
+
+def test_diff_helpers_read_hunks_and_lines() -> None:
+    old = "def f(x):\n    return x - 1\n\n\ndef g():\n    return 2\n"
+    new = "def f(x):\n    return x + 1\n\n\ndef g():\n    return 2\n"
+    patch = unified("m.py", old, new)
+    assert patch.startswith("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ ")
+    assert changed_lines(patch) == {"m.py": {2}}
+    (hunk,) = hunks(patch)
+    assert [t for t, c in hunk.before if c] == ["    return x - 1"]
+    assert [t for t, c in hunk.after if c] == ["    return x + 1"]
+    assert unified("m.py", old, old) == ""
+    two = unified("m.py", "a\n" * 3 + "b\n" * 20 + "c\n", "A\n" + "a\n" * 2 + "b\n" * 20 + "C\n")
+    assert [len(h) for _, h in split_hunks(two)] == [2]
+    # a removed line that starts with '--' is not a file header
+    tricky = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n--- not a header\n+++ neither\n ok\n"
+    (h,) = hunks(tricky)
+    assert h.before[0] == ("-- not a header", True) and h.after[0] == ("++ neither", True)
+
+
+def test_best_of_n_strategies() -> None:
+    groups = [
+        (["p1", "p2", "p2"], [0, 1, 1], [0.1, 0.2, 0.9]),  # majority and value right, first wrong
+        (["aaaa\n+x", "b"], [1, 0], [0.3, 0.7]),  # value wrong; shortest picks "b"
+    ]
+    rates = metrics.best_of_n(groups)
+    assert rates["first"] == 0.5 and rates["majority"] == 1.0 and rates["value"] == 0.5
+    assert rates["random"] == pytest.approx((2 / 3 + 1 / 2) / 2) and rates["oracle"] == 1.0
+    assert metrics.auc([0.9, 0.8, 0.1], [1, 0, 0]) == 1.0 and metrics.auc([0.1], [1]) is None
+    assert metrics.ece([0.0, 1.0], [0, 1]) == 0.0
+    assert metrics.ece([0.9, 0.9], [0, 0]) == pytest.approx(0.9)
