@@ -172,8 +172,10 @@ class _Package:
             bench = tests_run.Workbench(self.family, clean_task, self.env, self.config.backend)
             benches = [bench.__enter__()]
         except OrchardError as exc:
-            raise SynthError(f"{self.label}: its environment could not be set up: {exc.message}",
-                             hint=exc.hint) from exc
+            error = SynthError(f"{self.label}: its environment could not be set up: {exc.message}",
+                               hint=exc.hint)
+            error.exit_code = exc.exit_code  # an infrastructure failure stays one (exit 3)
+            raise error from exc
         try:
             self.report.seconds["env"] = round(time.monotonic() - mark, 1)
             mark = time.monotonic()
