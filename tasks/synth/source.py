@@ -125,7 +125,7 @@ def fetch_sdist(name: str, version: str, sha256: str | None = None) -> Path:
             if done.returncode != 0:
                 message = _pip_error(name, version, done.stdout + "\n" + done.stderr)
                 error = SourceError if "no such release" in message or "finds no" in message else InfraError
-                raise error(message, hint="check the name and version with `pip index versions NAME`")
+                raise error(message, hint=f"list its releases: pip index versions {name}")
             got = _archives(Path(tmp))
             if not got:
                 raise SourceError(f"{name}=={version}: pip downloaded no source archive")
