@@ -68,10 +68,12 @@ class ChatJob:
         self.want_logprobs = bool(body.get("logprobs")) or self.top_logprobs > 0
         self.want_ids = bool(body.get("return_token_ids"))
         self.stops = _stops(body.get("stop"))
+        self.holds = toolcall.markers(self.tools, self.tool_choice)
+        if self.holds:  # the model writing a tool's result itself: the call is over, the rest is invented
+            self.stops.append(toolcall.RESPONSE_OPEN)
         seed = body.get("seed")
         self.seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
         self.forced = toolcall.forced_start(self.tools, self.tool_choice)
-        self.holds = toolcall.markers(self.tools, self.tool_choice)
         rendered = toolcall.render_messages(messages, self.tools, self.tool_choice)
         self.prompt_ids = model.encode_chat(rendered, prefix=self.forced)
         room = model.context - len(self.prompt_ids)
@@ -86,6 +88,7 @@ class ChatJob:
         self.id = f"chatcmpl-{time.time_ns():x}"
         self.created = int(time.time())
         self.token_ids: list[int] = []
+        self.stats: dict[str, Any] = {"reused": 0}
         self.logprobs: list[dict[str, Any]] = []
         self.content: str | None = None
         self.tool_calls: list[dict[str, Any]] = []
@@ -112,7 +115,8 @@ class ChatJob:
 
     def usage(self) -> dict[str, Any]:
         return {"prompt_tokens": len(self.prompt_ids), "completion_tokens": len(self.token_ids),
-                "total_tokens": len(self.prompt_ids) + len(self.token_ids)}
+                "total_tokens": len(self.prompt_ids) + len(self.token_ids),
+                "prompt_tokens_details": {"cached_tokens": self.stats["reused"]}}
 
     def chunks(self, cancel: threading.Event | None = None) -> Iterator[dict[str, Any]]:
         """Generate, yielding chunks as text becomes safe to show; ends with the finish chunk."""
@@ -124,7 +128,8 @@ class ChatJob:
         stopped = False
         hold_space = bool(self.holds)
         steps = self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
-                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs, cancel=cancel)
+                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs, cancel=cancel,
+                                 info=self.stats)
         with closing(steps):  # a stop string ends the generation (and frees the model) at once
             for step in steps:
                 self.token_ids.append(step.token_id)

@@ -160,12 +160,12 @@ class LocalModel:
 
     def steps(self, prompt_ids: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
               seed: int | None = None, top_logprobs: int = 0,
-              cancel: threading.Event | None = None) -> Iterator[Step]:
+              cancel: threading.Event | None = None, info: dict[str, Any] | None = None) -> Iterator[Step]:
         """Generate up to `max_tokens` tokens after `prompt_ids`; the stop token is not yielded.
 
         Holds `lock` while running: one generation at a time per model. The KV cache of the last
         generation is kept, so a prompt that extends the previous conversation (an agent's next
-        turn) only processes its new tokens; `last_reused` says how many prompt tokens were skipped.
+        turn) only processes its new tokens; `last_reused` (and `info["reused"]`) says how many.
         """
         torch = _import_torch()
         generator = None
@@ -174,6 +174,8 @@ class LocalModel:
         with self.lock, torch.inference_mode():
             cache, reused = self._reuse(prompt_ids)
             self.last_reused = reused
+            if info is not None:
+                info["reused"] = reused
             fed = list(prompt_ids)  # ids whose keys/values the cache holds after each forward pass
             feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
             consistent = True

@@ -25,7 +25,8 @@ Parsing a reply (`parse_reply`):
 1. Every `<tool_call>JSON</tool_call>` block is one call. JSON is an object with `name` (one of the
    offered tools) and `arguments` (an object, or a string holding one; absent means {}). A last
    block without its closing tag counts when its JSON is complete and the reply was not cut off by
-   max_tokens. The text outside the blocks is the message content (None when blank).
+   max_tokens. The text outside the blocks is the message content (None when blank). A reply
+   ends where the model starts writing a `<tool_response>` itself (results come from the tools).
 2. With no `<tool_call>` in the reply, and a tool named bash, exec, exec_command or shell offered,
    the first fenced block tagged bash, sh or shell, or untagged (```bash ... ```), is a call to it: the
    script goes into its `cmd` or `command` parameter (whichever its schema has; an array parameter
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+RESPONSE_OPEN = "<tool_response>"
 SHELL_TOOLS = ("exec_command", "exec", "bash", "shell")
 NOTE = ("\n\n[orchard: tool call not understood: {reason}. Write each call as "
         '<tool_call>{{"name": "TOOL", "arguments": {{...}}}}</tool_call>.]')
@@ -135,8 +137,8 @@ def render_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
             blocks = [_call_markup(call) for call in msg.get("tool_calls") or ()]
             out.append({"role": "assistant", "content": "\n".join(([text] if text else []) + blocks)})
         elif role in ("tool", "function"):
-            block = f"<tool_response>\n{text}\n</tool_response>"
-            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("<tool_response>") \
+            block = f"{RESPONSE_OPEN}\n{text}\n</tool_response>"
+            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith(RESPONSE_OPEN) \
                     and out[-1]["content"].endswith("</tool_response>"):
                 out[-1]["content"] += "\n" + block
             else:
