@@ -22,7 +22,6 @@ from orchard_cli.home import orchard_home
 from orchard_cli.registry import INSTALL_HINTS
 
 
-
 class Check(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
