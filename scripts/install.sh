@@ -36,5 +36,8 @@ fi
 EXTRAS="${ORCHARD_EXTRAS:-default}"
 say "pip install -e .[$EXTRAS] (pinned by constraints.txt)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$EXTRAS]"
+# The official SWE-bench grader (specs and log parsers) without its heavy dependencies (modal,
+# docker, ghapi, ...): orchard imports only the parts it needs.
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps swebench==4.1.0
 [ "${ORCHARD_NO_MODEL:-}" = 1 ] || ./scripts/install-model.sh   # the embedded default model
 say "done: $(.venv/bin/orchard --version)"

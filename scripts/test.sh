@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ORCHARD_EXTRAS="all,test" ORCHARD_APT_EXTRA="docker.io chromium" ./scripts/install.sh
+ORCHARD_EXTRAS="all,test" ORCHARD_APT_EXTRA="docker.io chromium debootstrap" ./scripts/install.sh
 ./scripts/start-dockerd.sh
+./scripts/install-harnesses.sh          # pinned Node 24, Codex CLI and OpenClaw under .harnesses/
 
 export ORCHARD_TEST_STRICT=1   # a missing prerequisite fails the run instead of skipping
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
