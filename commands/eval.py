@@ -84,6 +84,7 @@ def run(
     fail_under: Annotated[Optional[str], typer.Option("--fail-under", help="Exit 1 when the resolved rate is below this (0.5 or 50%).")] = None,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
+    rerank: Annotated[Optional[Path], typer.Option("--rerank", help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
@@ -106,6 +107,10 @@ def run(
         backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, workers=workers, fail_under=rate, max_errors=max_errors,
         out=str(Path(out or _default_out(suite)).resolve()))
+    if rerank is not None:  # a bad value model fails now, not after the run
+        from orchard_cli.value.model import ValueModel
+
+        ValueModel.load(rerank)
     plan = plan_eval(config, resume=resume)
     console = stderr_console()
     skipped = len(plan.tasks) * attempts - len(plan.pending)
@@ -114,7 +119,19 @@ def run(
                   + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}",
                   soft_wrap=True)
     card = _execute(plan, console)
-    _render(card, plan, console, fmt)
+    if rerank is None:
+        _render(card, plan, console, fmt)
+    else:  # the value model picks one attempt per instance: RUN/rerank/ holds its scorecard
+        from orchard_cli.commands.rerank import render_report
+        from orchard_cli.value.apply import RerankConfig, rerank_runs
+
+        picked = rerank_runs(RerankConfig(value_model=str(rerank), runs=[str(plan.out)], out=str(plan.out / "rerank")),
+                             say=lambda line: console.print(line, markup=False))
+        if fmt == OutputFormat.json:
+            emit_json({**card.model_dump(mode="json"), "rerank": picked.model_dump(mode="json", exclude={"per_task"})})
+        else:
+            _render(card, plan, console, fmt)
+            render_report(picked, fmt, plan.out / "rerank")
     code, reason = verdict(card, fail_under=rate, max_errors=max_errors)
     if code == 3:
         raise InfraError(reason or "env/infra errors",

@@ -242,7 +242,7 @@ def episodes_from_run(path: str | Path) -> tuple[RunInfo, list[Episode]]:
         else:
             patch = predicted.get((r.instance_id, r.attempt), "")
         problem = problems.get(r.instance_id, "")
-        out.append(Episode(suite=info.suite, task_id=r.instance_id, harness=info.harness or info.source,
+        out.append(Episode(suite=info.suite, task_id=r.instance_id, harness=info.harness or info.source.split(":")[0],
                            model=r.model or "", attempt=r.attempt, origin=str(run), problem=problem,
                            trajectory=_trajectory_text(run, r.trajectory, problem), patch=patch,
                            category=r.category, resolved=r.resolved))

@@ -17,12 +17,14 @@ tests do not catch is resolved, and is labelled so).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
 import random
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ from typing import Any
 from orchard_cli.errors import InfraError, UsageError
 
 KINDS = ("gold", "near_miss", "partial", "unrelated", "empty")
+NEAR_LINES = 4  # a near miss edits the fixed code at most this many lines from a changed line
+FAR_LINES = 8  # an unrelated edit is further than this from every changed line
 _FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -114,21 +118,54 @@ def _texts(repo: Path, base: str, gold: str, paths: list[str]) -> tuple[dict[str
     return before, after
 
 
-def _pick(rng: random.Random, items: list[tuple], n: int) -> list[tuple]:
-    """Up to n (path, mutation, ...) items, different mutation kinds first, in a seeded order."""
+def _mutations(path: str, text: str, want: Callable[[Any], bool]) -> list[Any]:
+    """The synth mutator's mutations of `text` that `want` accepts, not yet checked to parse
+    (find_mutations checks every one of a module's hundreds: a minute for a large file)."""
+    from orchard_cli.tasks.synth import mutate
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    finder = mutate._Finder(path, mutate._Text(text))
+    finder.visit(tree)
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for m in sorted(finder.found, key=lambda m: (m.start, m.end, m.kind, m.replacement)):
+        key = (m.start, m.end, m.replacement)
+        if key not in seen and want(m):
+            seen.add(key)
+            out.append(m)
+    return out
+
+
+def _changes_ast(text: str, mutated: str) -> bool:
+    try:
+        return ast.dump(ast.parse(mutated)) != ast.dump(ast.parse(text))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def _pick(rng: random.Random, items: list[tuple[str, Any]], n: int,
+          ok: Callable[[str, Any], bool]) -> list[tuple[str, Any]]:
+    """Up to n (path, mutation) items that pass `ok`, different mutation kinds first, seeded."""
     items = sorted(items, key=lambda item: (item[0], item[1].start, item[1].id))
     rng.shuffle(items)
     first, rest, kinds = [], [], set()
     for item in items:
         (rest if item[1].kind in kinds else first).append(item)
         kinds.add(item[1].kind)
-    return (first + rest)[:n]
+    chosen: list[tuple[str, Any]] = []
+    for item in first + rest:
+        if len(chosen) >= n:
+            break
+        if ok(*item):
+            chosen.append(item)
+    return chosen
 
 
 def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -> list[Candidate]:
     """The candidate patches of one task (gold first; `kind` says what each is)."""
-    from orchard_cli.tasks.synth.mutate import find_mutations
-
     gold = family.gold_patch(task) if callable(getattr(family, "gold_patch", None)) else ""
     if not gold.strip():
         raise UsageError(f"{task.task_id} has no gold patch: candidates are made from one")
@@ -144,26 +181,25 @@ def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -
         return "".join(unified(p, before[p], text if p == path else (after[p] if keep_gold else before[p]))
                        for p in paths)
 
-    near, far = [], []
+    near: list[list[tuple[str, Any]]] = [[], []]  # on or next to a changed line; a few lines off
+    far: list[tuple[str, Any]] = []
     for path in paths:
-        if not path.endswith(".py"):
-            continue
-        spots = lines[path]
-        for m in find_mutations(path, after[path]):
-            if not any(abs(m.line - s) <= 1 for s in spots):
-                continue
-            try:
-                mutated = m.apply(after[path])
-            except ValueError:
-                continue
-            if mutated != before[path]:  # not one that only undoes the fix
-                near.append((path, m, mutated))
-        for m in find_mutations(path, before[path]):
-            if all(abs(m.line - s) > 8 for s in spots):
-                far.append((path, m))
+        if path.endswith(".py"):
+            spots = lines[path]
+            gap = lambda m: min(abs(m.line - s) for s in spots)  # noqa: E731
+            for m in _mutations(path, after[path], lambda m: gap(m) <= NEAR_LINES):
+                near[gap(m) > 1].append((path, m))
+            far += [(path, m) for m in _mutations(path, before[path], lambda m: gap(m) > FAR_LINES)]
     seen = {gold}
-    for path, m, mutated in _pick(rng, near, near_misses):
-        patch = patch_with(path, mutated)
+
+    def near_ok(path: str, m: Any) -> bool:  # parses, changes the code, does not just undo the fix
+        mutated = m.apply(after[path])
+        return mutated != before[path] and _changes_ast(after[path], mutated)
+
+    picked = _pick(rng, near[0], near_misses, near_ok)
+    picked += _pick(rng, near[1], near_misses - len(picked), near_ok)
+    for path, m in picked:
+        patch = patch_with(path, m.apply(after[path]))
         if patch.strip() and patch not in seen:
             seen.add(patch)
             out.append(Candidate("near_miss", patch))
@@ -175,7 +211,7 @@ def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -
         if partial.strip() and partial not in seen:
             seen.add(partial)
             out.append(Candidate("partial", partial))
-    for path, m in _pick(rng, far, 1):
+    for path, m in _pick(rng, far, 1, lambda path, m: _changes_ast(before[path], m.apply(before[path]))):
         patch = patch_with(path, m.apply(before[path]), keep_gold=False)
         if patch.strip() and patch not in seen:
             out.append(Candidate("unrelated", patch))

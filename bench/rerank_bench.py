@@ -1,0 +1,206 @@
+"""Value-model reranking benchmark: best-of-N on held-out tasks, and scoring throughput.
+
+  best-of-N    candidates per task made by `orchard rerank candidates` (gold, near misses,
+               unrelated edit, empty; --near-misses 5 gives 8), graded by `orchard eval
+               --predictions` in sandboxes; two-fold cross-fitting by task (`rerank train
+               --fold k/2`: each task is scored by the model that did not see it). For N = 1, 2,
+               4, 8: the resolved rate of first / random / majority / value / oracle, averaged over
+               tasks and over DRAWS seeded draws of N of each task's candidates (candidates whose
+               patch is empty or did not apply are dropped before picking when others are left,
+               as `rerank apply` does; `first` is the first drawn, unfiltered). Table + PNG.
+  throughput   candidates scored per second on the CPU (fresh feature cache), for trajectories
+               of growing length, at two token budgets.
+
+Usage: .venv/bin/python bench/rerank_bench.py [--suite swe-mini] [--tasks 30] [--near-misses 5]
+         [--work DIR] [--draws 200] [--skip-throughput]
+--work keeps candidates, runs and models; a second run reuses graded runs found there.
+Needs bubblewrap, PyPI (sdists, environments) and the embedded model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+NS = (1, 2, 4, 8)
+SHOWN = ("first", "random", "majority", "value", "oracle")
+
+
+def cli(*args: str) -> int:
+    from orchard_cli.main import main
+
+    code = main(list(args))
+    if code != 0:
+        raise SystemExit(f"orchard {' '.join(args[:3])} ... exited {code}")
+    return code
+
+
+def graded_runs(suite: str, tasks: int, near: int, work: Path) -> tuple[list[str], list[Path]]:
+    from orchard_cli.tasks.registry import load_suite
+
+    sys.path.insert(0, str(HERE / "tests" / "value"))
+    from conftest import pick_tasks  # noqa: E402  (the test's spread over repositories)
+
+    _, all_tasks = load_suite(suite)
+    ids = pick_tasks(all_tasks, tasks)
+    cands = work / "cands"
+    if not (cands / "kinds.json").is_file():
+        cli("rerank", "candidates", suite, "--instances", ",".join(ids), "--near-misses", str(near),
+            "--out", str(cands))
+    runs = []
+    for path in sorted(cands.glob("candidates-*.jsonl"), key=lambda p: int(p.stem.split("-")[1])):
+        out = work / "runs" / path.stem
+        if not (out / "scorecard.json").is_file():
+            cli("eval", suite, "--instances", ",".join(ids), "--predictions", str(path), "--out", str(out),
+                "--workers", "2", "--resume")
+        runs.append(out)
+    return ids, runs
+
+
+def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int) -> dict[str, list[dict]]:
+    """task -> candidates [{patch, resolved, applies, score}] in run order, each task scored by
+    the model of the fold that held it out."""
+    from orchard_cli.value import data
+    from orchard_cli.value.model import ValueModel
+
+    episodes = data.episodes_from_runs(runs)
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for k in (1, 2):
+        model_dir = work / f"model-{k}"
+        if not (model_dir / "value_model.json").is_file():
+            cli("rerank", "train", *[a for r in runs for a in ("--runs", str(r))], "--fold", f"{k}/2",
+                "--max-tokens", str(max_tokens), "--out", str(model_dir))
+        held = set(json.loads((model_dir / "split.json").read_text())["heldout"])
+        mine = [ep for ep in episodes if ep.task_key in held and ep.label is not None]
+        scores = ValueModel.load(model_dir).score(mine)
+        for ep, score in zip(mine, scores):
+            by_task[ep.task_key].append({"patch": ep.patch, "resolved": int(ep.resolved),
+                                         "applies": ep.applies, "score": float(score)})
+    return by_task
+
+
+def best_of_n(by_task: dict[str, list[dict]], draws: int, seed: int = 0) -> dict[int, dict[str, float]]:
+    from orchard_cli.value.metrics import pick
+
+    rng = random.Random(seed)
+    table: dict[int, dict[str, float]] = {}
+    for n in NS:
+        totals = defaultdict(float)
+        count = 0
+        for task in sorted(by_task):
+            cands = by_task[task]
+            if len(cands) < n:
+                continue
+            for _ in range(draws):
+                drawn = rng.sample(cands, n)
+                pool = [c for c in drawn if c["applies"]] or drawn
+                patches, scores = [c["patch"] for c in pool], [c["score"] for c in pool]
+                totals["first"] += drawn[0]["resolved"]
+                totals["random"] += sum(c["resolved"] for c in pool) / len(pool)
+                totals["majority"] += pool[pick("majority", patches)]["resolved"]
+                totals["value"] += pool[pick("value", patches, scores)]["resolved"]
+                totals["oracle"] += float(any(c["resolved"] for c in drawn))
+                count += 1
+        table[n] = {s: totals[s] / count for s in SHOWN} if count else {}
+        table[n]["tasks"] = count // draws if count else 0
+    return table
+
+
+def plot(table: dict[int, dict[str, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    styles = {"oracle": ("#98a2b3", "--"), "value": ("#2f9e62", "-"), "majority": ("#e2a03f", "-"),
+              "random": ("#8b95a7", ":"), "first": ("#9b6fd0", "-.")}
+    ns = [n for n in NS if table.get(n)]
+    for s in SHOWN:
+        color, ls = styles[s]
+        ax.plot(ns, [100 * table[n][s] for n in ns], marker="o", color=color, ls=ls, label=s)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xlabel("candidates per task (N)")
+    ax.set_ylabel("resolved rate, held-out tasks (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=8)
+    ax.set_title("best of N: which candidate each strategy picks", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def throughput(model_dir: Path, runs: list[Path], budgets: tuple[int, ...] = (512, 1024)) -> list[dict]:
+    """Candidates per second for episodes whose trajectory is padded to L tokens of real text."""
+    from orchard_cli.value import data, features
+    from orchard_cli.value.features import Featurizer
+    from orchard_cli.value.model import ValueModel, load_base
+
+    model = ValueModel.load(model_dir)
+    base = load_base(model.meta.base.name)
+    sample = [ep for ep in data.episodes_from_runs(runs[:1]) if ep.patch.strip()][:8]
+    filler = "\n".join(f"[tool] {line}" for line in Path(HERE / "orchard_cli" / "evaluation.py").read_text().splitlines())
+    rows = []
+    for budget in budgets:
+        featurizer = Featurizer(base, max_tokens=budget, fingerprint=model.meta.base.fingerprint)
+        for length in (0, 256, 1024, 4096):
+            ids = featurizer._encode(filler)[0][:length]
+            text = base.tokenizer.decode(ids) if length else ""
+            eps = [ep.model_copy(update={"trajectory": text}) for ep in sample]
+            features.clear_cache()
+            started = time.monotonic()
+            featurizer.features(eps)
+            seconds = time.monotonic() - started
+            read = len(featurizer.encode(eps[0])["ids"])
+            rows.append({"budget": budget, "trajectory_tokens": length, "tokens_read": read,
+                         "candidates_per_second": len(eps) / seconds})
+            print(f"  budget {budget}, trajectory {length} tokens: {read} tokens read, "
+                  f"{len(eps) / seconds:.2f} candidates/s", file=sys.stderr)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", default="swe-mini")
+    parser.add_argument("--tasks", type=int, default=30)
+    parser.add_argument("--near-misses", type=int, default=5)
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--work", type=Path, default=HERE / "bench" / "out" / "rerank")
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    ids, runs = graded_runs(args.suite, args.tasks, args.near_misses, args.work)
+    graded_s = time.monotonic() - started
+    by_task = cross_fit_scores(runs, args.work, args.max_tokens)
+    table = best_of_n(by_task, args.draws)
+    plot(table, args.work / "best_of_n.png")
+    print(f"\n{args.suite}: {len(by_task)} held-out tasks (two-fold cross-fitting), {len(runs)} candidates per "
+          f"task, {args.draws} draws per N; grading + setup {graded_s:.0f} s\n")
+    print("| N | tasks | " + " | ".join(SHOWN) + " |")
+    print("| ---: | ---: | " + " | ".join("---:" for _ in SHOWN) + " |")
+    for n in NS:
+        row = table[n]
+        if row.get("tasks"):
+            print(f"| {n} | {row['tasks']} | " + " | ".join(f"{100 * row[s]:.1f}%" for s in SHOWN) + " |")
+    print(f"\nplot: {args.work / 'best_of_n.png'}")
+    result = {"suite": args.suite, "tasks": len(by_task), "best_of_n": table}
+    if not args.skip_throughput:
+        rows = throughput(args.work / "model-1", runs)
+        result["throughput"] = rows
+        print("\n| budget | trajectory tokens | tokens read | candidates/s |\n| ---: | ---: | ---: | ---: |")
+        for r in rows:
+            print(f"| {r['budget']} | {r['trajectory_tokens']} | {r['tokens_read']} | {r['candidates_per_second']:.2f} |")
+    (args.work / "result.json").write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
