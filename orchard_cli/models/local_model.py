@@ -26,7 +26,7 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generator
 
 from orchard_cli.errors import InfraError, MissingDependencyError, UsageError
 
@@ -160,7 +160,7 @@ class LocalModel:
 
     def steps(self, prompt_ids: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
               seed: int | None = None, top_logprobs: int = 0,
-              cancel: threading.Event | None = None, info: dict[str, Any] | None = None) -> Iterator[Step]:
+              cancel: threading.Event | None = None, info: dict[str, Any] | None = None) -> Generator[Step, None, None]:
         """Generate up to `max_tokens` tokens after `prompt_ids`; the stop token is not yielded.
 
         Holds `lock` while running: one generation at a time per model. The KV cache of the last

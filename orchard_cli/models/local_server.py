@@ -181,7 +181,7 @@ class LocalEndpoint:
         self.checkpoint = checkpoint
         self.key_env = key_env
         self._host, self._port, self._threads, self._cache = host, port, threads, cache
-        self._defaults = {"default_temperature": default_temperature, "default_max_tokens": default_max_tokens}
+        self._temperature, self._max_tokens = default_temperature, default_max_tokens
         self._server: BackgroundServer | None = None
         self.model: LocalModel | None = None
 
@@ -194,7 +194,8 @@ class LocalEndpoint:
         return self.model
 
     def app(self) -> Any:
-        return build_app(self.load(), key_env=self.key_env, **self._defaults)
+        return build_app(self.load(), key_env=self.key_env, default_temperature=self._temperature,
+                         default_max_tokens=self._max_tokens)
 
     def info(self, root: str) -> EndpointInfo:
         return EndpointInfo(name="smollm2" if self.checkpoint == "smollm2" else "local", base_url=f"{root}/v1",

@@ -238,12 +238,17 @@ def parse_reply(text: str, tools: list[dict[str, Any]] | None, tool_choice: Any 
         return ParsedReply(_blank_none(text))
     offered = {fn["name"] for fn in functions}
     if OPEN in text:
-        calls, errors, outside, pos = [], [], [], 0
+        calls: list[dict[str, Any]] = []
+        errors: list[str] = []
+        outside, pos = [], 0
         for match in _BLOCK.finditer(text):
             outside.append(text[pos:match.start()])
             pos = match.end()
             result = _parse_block(match.group(1).strip(), bool(match.group(2)), truncated, offered)
-            (calls if isinstance(result, dict) else errors).append(result)
+            if isinstance(result, dict):
+                calls.append(result)
+            else:
+                errors.append(result)
         outside.append(text[pos:])
         if errors:
             return ParsedReply(text + NOTE.format(reason=errors[0]), [], errors[0])
