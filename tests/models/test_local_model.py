@@ -86,7 +86,10 @@ def test_streamed_completion_is_sse_ending_with_done_and_matches(smollm2_url, an
     chunks = sse_json(blob)
     assert len(chunks) >= 4 and all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == answer["usage"]
+    usage = chunks[-1]["usage"]
+    assert chunks[-1]["choices"] == [] and usage["total_tokens"] == answer["usage"]["total_tokens"]
+    # the previous request had the same prompt: all of it but the last token came from the kept cache
+    assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] - 1
     whole = assemble_chat_stream(blob)
     [choice], [expected] = whole["choices"], answer["choices"]
     assert choice["message"]["content"] == expected["message"]["content"]
