@@ -38,6 +38,7 @@ from orchard_cli.tasks.base import ERROR_CATEGORIES, Outcome, Task
 from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
 
 HARNESS_GRACE_SECONDS = 60.0  # beyond its own limit, how long a harness may take to return
+CALL_GRACE_SECONDS = 10.0  # how long a model call in flight when the harness ends may take to finish
 PATCH_FILE = "/tmp/orchard-episode.diff"
 INFRA_STATUSES = frozenset({401, 403, 404, 408, 429})
 
@@ -209,7 +210,7 @@ def run_harness(harness: Harness, sandbox: SandboxHandle, context: HarnessContex
 
 
 def run_agent(harness: Harness, sandbox: SandboxHandle, family: Any, task: Task, episode: Any, *,
-              model: str, options: EpisodeOptions) -> AgentResult:
+              model: str, options: EpisodeOptions, stopping: threading.Event | None = None) -> AgentResult:
     """In a sandbox set up for the task: run the harness, take the patch, close the episode."""
     started = time.time()
     result = AgentResult(run=HarnessRun(exit_code=None), started_at=started)
@@ -235,7 +236,8 @@ def run_agent(harness: Harness, sandbox: SandboxHandle, family: Any, task: Task,
             result.patch = workspace_patch(sandbox, base, getattr(harness, "scratch_paths", ()))
         except Exception as exc:
             result.errors.append(f"reading the patch failed: {exc}")
-    result.summary = episode.close()
+    # A call still in flight once the harness has ended is a stuck one: give it a moment, no more.
+    result.summary = episode.close(timeout=1.0 if stopping is not None and stopping.is_set() else CALL_GRACE_SECONDS)
     result.records = episode.records
     if result.summary.capped:
         result.errors.append(f"capped: {result.summary.capped}")
@@ -347,7 +349,7 @@ class EpisodeRunner:
                 episode = self.proxy.open_episode(key, max_calls=self.options.max_calls,
                                                   max_tokens=self.options.max_tokens)
                 agent = run_agent(self.harness, sandbox, self.family, task, episode,
-                                  model=self.model, options=self.options)
+                                  model=self.model, options=self.options, stopping=self.stopping)
             finally:
                 _destroy(sandbox)
             if not agent.patch.strip():

@@ -41,12 +41,14 @@ def test_two_teachers_in_one_file_and_resume_skips_finished_episodes(w, tmp_path
     out = tmp_path / "t.jsonl"
     with ScriptedEndpoint([dw.FIX, dw.DONE], cycle=True) as info:
         args = dw.distill_args(w, "one", out, info.base_url, "--teacher", "teacher-a", "--teacher", "teacher-b")
-        code, stdout, stderr = cli(capsys, *args, "--format", "json")
+        code, stdout, stderr = cli(capsys, *args, "--price", "teacher-a=1,2", "--format", "json")
         assert code == 0, stderr
         summary = json.loads(stdout)  # stdout holds the JSON summary only; talk went to stderr
         assert summary["planned"] == summary["ran"] == summary["written"] == 2 and summary["resolved"] == 2
-        assert summary["teachers"]["teacher-a"]["resolved"] == 1 and summary["complete"]
-        assert summary["tokens_in"] > 0 and summary["cost_usd"] is None  # no --price: unknown
+        a, b = summary["teachers"]["teacher-a"], summary["teachers"]["teacher-b"]
+        assert a["resolved"] == b["resolved"] == 1 and summary["complete"]
+        assert a["cost_usd"] == pytest.approx((a["tokens_in"] + 2 * a["tokens_out"]) / 1e6) and a["tokens_in"] > 0
+        assert b["cost_usd"] is None and summary["cost_usd"] is None  # teacher-b has no --price: unknown
         assert "distill" in stderr and "2/2" in stderr
         rows = dw.lines(out)
         assert sorted(r["model"] for r in rows) == ["teacher-a", "teacher-b"]
@@ -131,6 +133,29 @@ def test_kill_9_mid_run_leaves_only_whole_lines_and_resume_completes(w, tmp_path
     assert len(rows) == 4 and all(r.outcome.resolved for r in rows)
     assert sorted((r.task_id, r.attempt) for r in rows) == sorted(
         (t, k) for t in ("acme__calc-1", "acme__calc-2") for k in (1, 2))
+
+
+def test_ctrl_c_exits_130_keeps_finished_episodes_and_leaves_no_sandbox(w, tmp_path):
+    out = tmp_path / "interrupted.jsonl"
+    sandboxes = w["home"] / "env" / "local"
+    with ScriptedEndpoint([dw.FIX, dw.DONE, {**dw.NOTHING, "hang": True}], cycle=True) as info:
+        args = dw.distill_args(w, "two", out, info.base_url, "--teacher", "t")
+        proc = subprocess.Popen([sys.executable, "-m", "orchard_cli.main", *args], cwd=tmp_path,
+                                env={**os.environ, "ORCHARD_HOME": str(w["home"])},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 180
+        while time.time() < deadline and not (out.exists() and out.read_bytes().count(b"\n") == 1):
+            time.sleep(0.1)
+        time.sleep(2)  # the second episode waits on a model call that never answers
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err[-2000:]
+    assert [r["outcome"]["category"] for r in dw.lines(out)] == ["resolved"]
+    summary = json.loads((tmp_path / "interrupted.run" / "summary.json").read_text())
+    assert summary["finished"] == 1 and summary["planned"] == 2 and not summary["complete"]
+    owner = f":{proc.pid}:"
+    left = [p for p in sandboxes.glob("*/meta.json") if owner in json.loads(p.read_text()).get("owner", "")]
+    assert not left, "a sandbox outlived the run"
 
 
 def test_the_upstream_key_never_reaches_any_file_the_run_wrote(w, tmp_path, capsys, monkeypatch):

@@ -98,23 +98,27 @@ class Episode:
 
     @property
     def records(self) -> list[CallRecord]:
-        """The episode's call records in arrival order (waits briefly for calls in flight)."""
-        self.wait_idle()
+        """The episode's call records in arrival order (while it is open, waits briefly for calls
+        in flight; `close` already waited)."""
+        if not self.closed:
+            self.wait_idle()
         with self._idle:
             return sorted(self._records, key=lambda r: r.seq)
 
     def close(self, timeout: float = 10.0) -> EpisodeSummary:
-        """Revoke the token (later calls get 401) and summarize the episode."""
+        """Revoke the token (later calls get 401) and summarize the episode (calls still in flight
+        after `timeout` are left out)."""
         self.wait_idle(timeout)
         self.closed = True
         if self._registry is not None:
             self._registry.pop(self.token, None)
-        return self.summary()
+        return self.summary(wait=False)
 
     @property
     def tokens_used(self) -> int:
         return self._tokens
 
-    def summary(self) -> EpisodeSummary:
-        self.wait_idle()
+    def summary(self, wait: bool = True) -> EpisodeSummary:
+        if wait:
+            self.wait_idle()
         return EpisodeSummary(episode=self.id, calls=self.calls, capped=self.capped, **self._counts)
