@@ -152,6 +152,9 @@ class DistillRun:
         self.run_dir = run_dir_of(self.out)
         self.ledger_path = self.run_dir / "episodes.jsonl"
         self._stopping = threading.Event()
+        if self.out.is_dir():
+            raise UsageError(f"--out {self.out} is a folder; name the trajectories file",
+                             hint=f"e.g. --out {self.out / 'trajectories.jsonl'}")
         if not resume and ((self.out.exists() and self.out.stat().st_size) or self.ledger_path.exists()):
             raise UsageError(f"{self.out} already holds trajectories",
                              hint="pass --resume to add the episodes it lacks, or choose another --out")

@@ -273,7 +273,9 @@ def trajectory(task: Task, harness: Harness, model: str, attempt: int, agent: Ag
         if agent.summary is not None:
             meta["proxy"] = agent.summary.model_dump(exclude={"schema_version"})
     errors = list(agent.errors if agent else [])
-    if outcome.category in ERROR_CATEGORIES and outcome.error and outcome.error not in errors:
+    failure = agent.failure() if agent else None
+    said = failure is not None and outcome.error == failure[1]  # the agent's errors say it already
+    if outcome.category in ERROR_CATEGORIES and outcome.error and not said and outcome.error not in errors:
         errors.append(outcome.error)
     return Trajectory(
         episode_id=episode_key(task.suite, task.task_id, harness.name, model, attempt),

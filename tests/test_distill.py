@@ -188,6 +188,7 @@ def test_bad_usage_is_one_line_and_exit_2(w, tmp_path, capsys):
         ([*base, "--teacher", "t", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "ORCHARD_NO_SUCH_VAR"],
          "ORCHARD_NO_SUCH_VAR"),
         ([*base, "--teacher", "t", "--base-url", "scripted", "--price", "t=cheap"], "MODEL=IN,OUT"),
+        ([*base[:-1], str(tmp_path), "--teacher", "t", "--base-url", "scripted"], "is a folder"),
     ]
     for args, message in cases:
         code, stdout, stderr = cli(capsys, *args)
