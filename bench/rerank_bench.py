@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--near-misses", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--draws", type=int, default=200)
-    parser.add_argument("--work", type=Path, default=HERE / "bench" / "out" / "rerank")
+    parser.add_argument("--work", type=Path, default=HERE / "runs" / "rerank-bench")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

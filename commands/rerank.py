@@ -40,6 +40,7 @@ def train(
     fold: Annotated[Optional[str], typer.Option("--fold", help="K/N: hold out the K-th of N folds of the tasks instead of --holdout (cross-validation).")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="L-BFGS iterations of the head.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=64, help="Token budget of the text the LM reads per episode.")] = 512,
+    precision: Annotated[str, typer.Option("--precision", help="bf16 (2-3x faster on CPUs with AMX) or fp32: how the base LM reads.")] = "bf16",
     pca: Annotated[int, typer.Option("--pca", min=1, help="Most principal components of the hidden states kept.")] = 16,
     l2: Annotated[float, typer.Option("--l2", min=0.0, help="L2 penalty of the head.")] = 1.0,
     neg_ratio: Annotated[float, typer.Option("--neg-ratio", min=0.05, help="Weight of all negatives over all positives (1 = balanced).")] = 1.0,
@@ -52,6 +53,8 @@ def train(
     from orchard_cli.value.model import HeadConfig
     from orchard_cli.value.train import TrainConfig, train_value_model
 
+    if precision not in ("bf16", "fp32"):
+        raise UsageError(f"--precision {precision!r} is not bf16 or fp32")
     fold_kn = None
     if fold is not None:
         parts = fold.split("/")
@@ -62,7 +65,7 @@ def train(
     config = TrainConfig(
         trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
         base_model=base_model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
-        holdout=holdout, fold=fold_kn, max_tokens=max_tokens, shuffle_labels=shuffle_labels, threads=threads,
+        holdout=holdout, fold=fold_kn, max_tokens=max_tokens, precision=precision, shuffle_labels=shuffle_labels, threads=threads,
         head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps))
     console = stderr_console()
     report = train_value_model(config, say=lambda line: console.print(line, markup=False))

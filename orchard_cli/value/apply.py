@@ -139,8 +139,9 @@ def rerank_runs(config: RerankConfig, say: Say = lambda _: None) -> RerankReport
     if not by_task:
         raise UsageError("the runs hold no candidates")
     flat = [ep for cands in by_task.values() for _, ep in cands]
-    say(f"scoring {len(flat)} candidate(s) of {len(by_task)} task(s) with {config.value_model}")
     model.threads = config.threads
+    model.featurizer()  # loads the base and checks that the head fits it, before any work
+    say(f"scoring {len(flat)} candidate(s) of {len(by_task)} task(s) with {config.value_model}")
     started = time.monotonic()
     scores = [float(s) for s in model.score(flat)]
     seconds = time.monotonic() - started

@@ -102,8 +102,12 @@ def _snippet(lines: list[tuple[str, bool]]) -> tuple[str, list[tuple[int, int]]]
 class Featurizer:
     """Features of episodes with one frozen base LM (a `LocalModel`)."""
 
-    def __init__(self, base: Any, *, max_tokens: int = 512, fingerprint: str = "") -> None:
+    def __init__(self, base: Any, *, max_tokens: int = 512, fingerprint: str = "",
+                 precision: str = "bf16") -> None:
         self.base = base
+        self.precision = precision
+        """'bf16': the passes run under bfloat16 autocast (2-3x faster on CPUs with AMX/AVX512-BF16,
+        correct anywhere); 'fp32': full precision. Part of the cache key and of the model's meta."""
         self.tokenizer, self.model = base.tokenizer, base.model
         self.max_tokens = max_tokens
         self.fingerprint = fingerprint
@@ -139,7 +143,7 @@ class Featurizer:
                 "patch_tokens": len(ids["patch"]), "trajectory_tokens": len(ids["trajectory"])}
 
     def key(self, ep: Episode) -> str:
-        raw = f"{FEATURE_VERSION}\x1f{self.fingerprint}\x1f{self.max_tokens}\x1f{ep.digest()}"
+        raw = f"{FEATURE_VERSION}\x1f{self.fingerprint}\x1f{self.precision}\x1f{self.max_tokens}\x1f{ep.digest()}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     def features(self, episodes: Sequence[Episode], progress: Any = None) -> np.ndarray:
@@ -175,7 +179,8 @@ class Featurizer:
         for row, ids in enumerate(batch):
             input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
             mask[row, :len(ids)] = 1
-        with self.base.lock, torch.inference_mode():
+        with self.base.lock, torch.inference_mode(), \
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
             out = self.model.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=hidden)
             last = out.last_hidden_state
             token_lp = []
@@ -223,13 +228,13 @@ class Featurizer:
                     changed = [any(a <= s < b for a, b in spans) for s, _ in offsets[:len(ids)]]
                     jobs.append((index, side, ids, changed))
         scores: dict[tuple[int, str], list[tuple[float, int, float, int]]] = {}
-        keyed = [(self.fingerprint, tuple(ids), tuple(changed)) for _, _, ids, changed in jobs]
+        keyed = [(self.fingerprint, self.precision, tuple(ids), tuple(changed)) for _, _, ids, changed in jobs]
         fresh = {key: (ids, changed) for key, (_, _, ids, changed) in zip(keyed, jobs)
                  if key not in _SNIPPETS and len(ids) >= 2}
-        runnable = sorted(fresh, key=lambda key: len(key[1]))
+        runnable = sorted(fresh, key=lambda key: len(key[2]))
         for start in range(0, len(runnable), 2 * BATCH):
             chunk = runnable[start:start + 2 * BATCH]
-            lp, _ = self._forward([list(key[1]) for key in chunk], [(1, len(key[1])) for key in chunk],
+            lp, _ = self._forward([list(key[2]) for key in chunk], [(1, len(key[2])) for key in chunk],
                                   hidden=False)
             for row, key in enumerate(chunk):
                 ids, changed = fresh[key]

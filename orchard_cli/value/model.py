@@ -23,7 +23,7 @@ import hashlib
 import math
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -76,6 +76,8 @@ class ValueModelMeta(BaseModel):
     feature_version: int = FEATURE_VERSION
     max_tokens: int
     """Token budget of the main pass (problem + trajectory end + patch)."""
+    precision: Literal["bf16", "fp32"] = "bf16"
+    """How the base LM ran when it read the episodes (features must be read the same way)."""
     head: HeadConfig
     components: int = 0
     """PCA components actually kept."""
@@ -232,7 +234,7 @@ class ValueModel:
             base = self._base if self._base is not None else load_base(self.meta.base.name, self.threads)
             check_compatible(self.meta, base_identity(self.meta.base.name, base), "the value model")
             self._featurizer = Featurizer(base, max_tokens=self.meta.max_tokens,
-                                          fingerprint=self.meta.base.fingerprint)
+                                          fingerprint=self.meta.base.fingerprint, precision=self.meta.precision)
         return self._featurizer
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +53,8 @@ class TrainConfig(BaseModel):
     fold: tuple[int, int] | None = None
     """(k, n): hold out the k-th of n folds of the tasks instead (cross-validation)."""
     max_tokens: int = Field(512, ge=64)
+    precision: Literal["bf16", "fp32"] = "bf16"
+    """bf16: the base LM reads under bfloat16 autocast (2-3x faster on CPUs with AMX)."""
     head: HeadConfig = Field(default_factory=HeadConfig)
     shuffle_labels: bool = False
     """A control: train on the training labels permuted (seeded). Its held-out metrics should
@@ -139,6 +142,9 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
     identity = base_identity(config.base_model, base)
     if earlier is not None:
         check_compatible(earlier.meta, identity, f"--init-from {config.init_from}")
+        if earlier.meta.precision != config.precision:
+            raise UsageError(f"--init-from {config.init_from} read its episodes in {earlier.meta.precision}, "
+                             f"not --precision {config.precision}", hint=f"pass --precision {earlier.meta.precision}")
         if earlier.meta.max_tokens != config.max_tokens:
             raise UsageError(f"--init-from {config.init_from} reads {earlier.meta.max_tokens} tokens, "
                              f"not --max-tokens {config.max_tokens}",
@@ -148,7 +154,8 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
                                                fixed_train=old_tasks, fold=config.fold)
     from orchard_cli.value.features import Featurizer
 
-    featurizer = Featurizer(base, max_tokens=config.max_tokens, fingerprint=identity.fingerprint)
+    featurizer = Featurizer(base, max_tokens=config.max_tokens, fingerprint=identity.fingerprint,
+                            precision=config.precision)
     started = time.monotonic()
     last = [0.0]
 
@@ -183,7 +190,8 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
                     init=earlier.head if earlier is not None else None)
     fit_seconds = time.monotonic() - started
     meta = ValueModelMeta(
-        base=identity, max_tokens=config.max_tokens, head=config.head, components=int(head.basis.shape[0]),
+        base=identity, max_tokens=config.max_tokens, precision=config.precision, head=config.head,
+        components=int(head.basis.shape[0]),
         prior_shift=prior_shift(fit_labels, config.head.neg_ratio),
         suites=sorted({t.split("::")[0] for t in tasks}),
         harnesses=sorted(({e.harness for e in episodes if e.harness}

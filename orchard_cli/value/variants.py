@@ -3,7 +3,8 @@ unrelated edit and the empty patch. Graded by `orchard eval --predictions`, they
 experience for a value model before any agent has run (and the benchmark's candidate sets).
 
 - near_miss: the fixed code (base + gold) with one more AST mutation (tasks/synth/mutate.py) on or
-  next to the lines the gold patch changed: a perturbed constant, a reversed comparison or
+  near the lines the gold patch changed (never inside a `while` loop: a hang costs the grader's
+  whole timeout): a perturbed constant, a reversed comparison or
   boolean, an off-by-one, swapped arguments, a dropped statement. The diff is taken from the
   base, so it "fixes" the same spot, differently.
 - partial: the gold patch without its last hunk (gold patches of two hunks or more).
@@ -139,6 +140,17 @@ def _mutations(path: str, text: str, want: Callable[[Any], bool]) -> list[Any]:
     return out
 
 
+def loop_lines(text: str) -> set[int]:
+    """Lines inside `while` loops: an edit there can make the tests hang (a dropped increment, a
+    flipped condition), and a hung candidate costs the grader's whole timeout."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    return {n for node in ast.walk(tree) if isinstance(node, ast.While)
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+
+
 def _changes_ast(text: str, mutated: str) -> bool:
     try:
         return ast.dump(ast.parse(mutated)) != ast.dump(ast.parse(text))
@@ -187,9 +199,11 @@ def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -
         if path.endswith(".py"):
             spots = lines[path]
             gap = lambda m: min(abs(m.line - s) for s in spots)  # noqa: E731
-            for m in _mutations(path, after[path], lambda m: gap(m) <= NEAR_LINES):
+            loops_after, loops_before = loop_lines(after[path]), loop_lines(before[path])
+            for m in _mutations(path, after[path], lambda m: gap(m) <= NEAR_LINES and m.line not in loops_after):
                 near[gap(m) > 1].append((path, m))
-            far += [(path, m) for m in _mutations(path, before[path], lambda m: gap(m) > FAR_LINES)]
+            far += [(path, m) for m in _mutations(path, before[path],
+                                                  lambda m: gap(m) > FAR_LINES and m.line not in loops_before)]
     seen = {gold}
 
     def near_ok(path: str, m: Any) -> bool:  # parses, changes the code, does not just undo the fix

@@ -43,16 +43,21 @@ def value_base() -> Any:
     return load_model("smollm2", threads=1, cache=False)
 
 
-def pick_tasks(tasks: list[Any], n: int) -> list[str]:
-    """n task ids spread over the suite's repositories (round robin over sorted ids)."""
-    by_repo: dict[str, list[str]] = {}
+def pick_tasks(tasks: list[Any], n: int, repos: int = 3) -> list[str]:
+    """n task ids, round robin over the `repos` repositories whose test suites are smallest
+    (grading runs a task's whole suite: the smaller, the faster)."""
+    by_repo: dict[str, list[Any]] = {}
     for t in sorted(tasks, key=lambda t: t.task_id):
-        by_repo.setdefault(t.repo, []).append(t.task_id)
+        by_repo.setdefault(t.repo, []).append(t)
+    size = {repo: max(len(t.record.get("PASS_TO_PASS", [])) + len(t.record.get("FAIL_TO_PASS", []))
+                      for t in ts) for repo, ts in by_repo.items()}
+    light = sorted(by_repo, key=lambda repo: (size[repo], repo))[:max(1, repos)]
+    queues = {repo: [t.task_id for t in by_repo[repo]] for repo in light}
     chosen: list[str] = []
-    while len(chosen) < n and any(by_repo.values()):
-        for repo in sorted(by_repo):
-            if by_repo[repo] and len(chosen) < n:
-                chosen.append(by_repo[repo].pop(0))
+    while len(chosen) < n and any(queues.values()):
+        for repo in light:
+            if queues[repo] and len(chosen) < n:
+                chosen.append(queues[repo].pop(0))
     return chosen
 
 
