@@ -111,3 +111,57 @@ def test_best_of_n_strategies() -> None:
     assert metrics.auc([0.9, 0.8, 0.1], [1, 0, 0]) == 1.0 and metrics.auc([0.1], [1]) is None
     assert metrics.ece([0.0, 1.0], [0, 1]) == 0.0
     assert metrics.ece([0.9, 0.9], [0, 0]) == pytest.approx(0.9)
+
+
+def test_trajectories_files_become_episodes(tmp_path) -> None:
+    from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
+
+    rows = []
+    for attempt, (category, resolved) in enumerate([("resolved", True), ("infra_error", False)], start=1):
+        rows.append(Trajectory(
+            episode_id=episode_key("s", "t1", "bash", "m", attempt), task_id="t1", suite="s", harness="bash",
+            model="m", attempt=attempt, problem_statement="mean() is wrong",
+            messages=[{"role": "user", "content": "mean() is wrong"},
+                      {"role": "assistant", "content": "fixed it"}],
+            outcome=TrajectoryOutcome(resolved=resolved, category=category), patch="diff --git a/x b/x\n"))
+    path = tmp_path / "traj.jsonl"
+    path.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    eps = data.episodes_from_trajectories([path])
+    assert [(e.task_key, e.harness, e.label) for e in eps] == [("s::t1", "bash", 1), ("s::t1", "bash", None)]
+    assert eps[0].trajectory == "[assistant] fixed it"
+    with pytest.raises(UsageError, match="does not exist"):
+        data.episodes_from_trajectories([tmp_path / "nope.jsonl"])
+
+
+def test_candidates_cli_writes_shuffled_predictions_files(tmp_path, monkeypatch, capsys) -> None:
+    """`orchard rerank candidates` on a real git task (tests/tasks/swe_repo.py): every file is a
+    predictions file, each task's gold patch sits in exactly one, near misses apply at the base."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tasks"))
+    import swe_repo
+
+    from orchard_cli.main import main
+    from orchard_cli.predictions import load_predictions
+
+    inst = swe_repo.make_instances(tmp_path / "mirror")
+    suite = tmp_path / "calc.jsonl"
+    suite.write_text(json.dumps(inst["own"]) + "\n")
+    monkeypatch.setenv("ORCHARD_SWE_REPOS", str(tmp_path / "mirror"))
+    assert main(["rerank", "candidates", str(suite), "--out", str(tmp_path / "c"), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    kinds = json.loads((tmp_path / "c" / "kinds.json").read_text())["slots"]["acme__calc-2"]
+    assert summary["files"] == len(kinds) and kinds.count("gold") == 1 and "near_miss" in kinds and "empty" in kinds
+    repo = tmp_path / "mirror" / "acme" / "calc"
+    for slot, kind in enumerate(kinds, start=1):
+        patch = load_predictions(tmp_path / "c" / f"candidates-{slot}.jsonl")["acme__calc-2"].model_patch
+        if kind == "gold":
+            assert patch == inst["gold"]
+        elif kind == "empty":
+            assert patch == ""
+        else:
+            assert patch and patch != inst["gold"]
+            subprocess.run(["git", "apply", "--check", "-"], cwd=repo, input=patch, text=True, check=True)
+    assert main(["rerank", "candidates", str(suite), "--out", str(tmp_path / "c")]) == 2  # not empty
