@@ -135,6 +135,9 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
     steps = plan(samples, epochs=config.epochs, max_steps=config.max_steps, seed=config.seed,
                  max_len=config.max_seq_len, packing=config.packing, batch_size=config.batch_size,
                  grad_accum=config.grad_accum)
+    import torch
+
+    torch.manual_seed(config.seed)  # the LoRA initialisation is part of the run
     model = apply_lora(base.model, config) if config.lora else base.model
     trainer = Trainer(model, config, steps, out, pad_id=base.tokenizer.pad_token_id)
     main = trainer.dist.main
