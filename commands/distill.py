@@ -153,7 +153,9 @@ def _render(summary, console, fmt: OutputFormat) -> None:  # type: ignore[no-unt
                       f"{s.tokens_in:,} / {s.tokens_out:,}", "unknown" if s.cost_usd is None else f"${s.cost_usd:.4f}")
     console.print(table)
     cats = ", ".join(f"{k} {v}" for k, v in summary.by_category.items())
-    cost = "unknown (no --price)" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
+    unpriced = [name for name, s in summary.teachers.items() if s.cost_usd is None]
+    cost = f"${summary.cost_usd:.4f}" if summary.cost_usd is not None else \
+        f"unknown (no --price for {', '.join(unpriced)})" if unpriced else "unknown"
     typer.echo(f"distill: {summary.finished}/{summary.planned} episodes finished (ran {summary.ran}, "
                f"skipped {summary.skipped}); resolved {summary.resolved} ({summary.resolved_rate:.1%}); "
                f"errors {summary.errors}; outcomes: {cats or '-'}; tokens {summary.tokens_in:,} in / "
