@@ -2,12 +2,15 @@
 
 The same prompts, greedy, the same max_tokens, the same torch thread count, three ways:
   generate   transformers' `model.generate` in a loop, in this process (no server, no HTTP)
-  serve      `orchard serve` in its own process, non-streamed /v1/chat/completions
+  serve      `orchard serve --no-prefix-cache` in its own process (so it does the same work as
+             `generate`: no prompt tokens skipped), non-streamed /v1/chat/completions
   stream     the same server, streamed (also: time to the first content chunk)
 
 Rounds interleave the three modes prompt by prompt, so machine noise hits them alike. Tokens per
 second of one request = completion tokens / wall time of that request (prompt processing
-included, as a client sees it). Greedy decoding must give the same tokens every way: the table
+included, as a client sees it). On a busy machine wall time mostly measures the other processes,
+so the table also gives tokens per CPU-second: of this thread for `generate`, of the whole
+server process (event loop, HTTP, JSON and the model) for `serve` and `stream`. Greedy decoding must give the same tokens every way: the table
 says whether it did. Everything runs on loopback; every loop is bounded.
 
     .venv/bin/python bench/serve_bench.py [--model smollm2|DIR] [--rounds 3] [--max-tokens 32]
@@ -35,8 +38,9 @@ PROMPTS = [
 
 
 def start_server(model: str, threads: int) -> tuple[subprocess.Popen[str], str]:
+    # --no-prefix-cache: the server does the same work as `generate` (no prompt tokens skipped)
     cmd = [sys.executable, "-m", "orchard_cli.main", "serve", "--model", model, "--port", "0",
-           "--threads", str(threads), "--format", "json"]
+           "--threads", str(threads), "--format", "json", "--no-prefix-cache"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.stdout is not None
@@ -45,6 +49,13 @@ def start_server(model: str, threads: int) -> tuple[subprocess.Popen[str], str]:
         proc.kill()
         raise SystemExit("orchard serve did not start")
     return proc, json.loads(line)["base_url"]
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_generate(model: Any, messages: list[dict[str, Any]], max_tokens: int) -> tuple[float, list[int]]:
@@ -113,13 +124,16 @@ def main() -> None:
                     tokens: dict[str, list[int]] = {}
                     for mode in order:
                         if mode == "generate":
+                            cpu = time.thread_time()
                             elapsed, ids = run_generate(model, messages, args.max_tokens)
-                            ttft = None
+                            cpu, ttft = time.thread_time() - cpu, None
                         else:
+                            cpu = process_cpu(proc.pid)
                             elapsed, ids, ttft = run_server(client, url, messages, args.max_tokens,
                                                             mode == "stream")
+                            cpu = process_cpu(proc.pid) - cpu
                         tokens[mode] = ids
-                        results[mode].append({"prompt": n, "tokens": len(ids), "seconds": elapsed,
+                        results[mode].append({"prompt": n, "tokens": len(ids), "seconds": elapsed, "cpu_s": cpu,
                                               "tok_s": len(ids) / elapsed if elapsed else 0.0, "ttft_s": ttft})
                     same = same and tokens["generate"] == tokens["serve"] == tokens["stream"]
                 print(f"# round {round_ + 1}/{args.rounds} done", file=sys.stderr)
@@ -127,7 +141,11 @@ def main() -> None:
         proc.terminate()
         proc.wait(30)
 
+    def per_cpu(runs: list[dict[str, Any]]) -> float:
+        return sum(r["tokens"] for r in runs) / max(sum(r["cpu_s"] for r in runs), 1e-9)
+
     base = statistics.median(r["tok_s"] for r in results["generate"])
+    base_cpu = per_cpu(results["generate"])
     rows = []
     for mode, runs in results.items():
         med = statistics.median(r["tok_s"] for r in runs)
@@ -135,15 +153,18 @@ def main() -> None:
         rows.append({"mode": mode, "requests": len(runs), "tokens": sum(r["tokens"] for r in runs),
                      "median_tok_s": med, "min_tok_s": min(r["tok_s"] for r in runs),
                      "max_tok_s": max(r["tok_s"] for r in runs), "ratio": med / base if base else 0.0,
+                     "tok_per_cpu_s": per_cpu(runs), "cpu_ratio": per_cpu(runs) / base_cpu,
                      "median_ttft_s": statistics.median(ttfts) if ttfts else None})
     print(f"\nmodel {args.model}, {args.threads} thread(s), max_tokens {args.max_tokens}, greedy, "
           f"{len(PROMPTS)} prompts x {args.rounds} rounds; same tokens every way: {'yes' if same else 'NO'}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'mode':<10}{'requests':>9}{'tokens':>8}{'median tok/s':>14}{'min':>8}{'max':>8}"
-          f"{'vs generate':>13}{'ttft (s)':>10}")
+          f"{'vs generate':>13}{'tok/CPU-s':>11}{'vs generate':>13}{'ttft (s)':>10}")
     for row in rows:
         ttft = f"{row['median_ttft_s']:.2f}" if row["median_ttft_s"] is not None else "-"
         print(f"{row['mode']:<10}{row['requests']:>9}{row['tokens']:>8}{row['median_tok_s']:>14.2f}"
-              f"{row['min_tok_s']:>8.2f}{row['max_tok_s']:>8.2f}{row['ratio']:>12.2f}x{ttft:>10}")
+              f"{row['min_tok_s']:>8.2f}{row['max_tok_s']:>8.2f}{row['ratio']:>12.2f}x"
+              f"{row['tok_per_cpu_s']:>11.2f}{row['cpu_ratio']:>12.2f}x{ttft:>10}")
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump({"args": vars(args), "same_tokens": same, "rows": rows, "runs": results}, fh, indent=2)

@@ -42,6 +42,9 @@ def serve(
         help="Temperature for requests that do not set one (0 = greedy).", min=0.0, max=2.0)] = 0.0,
     max_tokens: Annotated[int, typer.Option(
         help="Token cap for requests that do not set max_tokens.", min=1)] = 512,
+    prefix_cache: Annotated[bool, typer.Option(
+        "--prefix-cache/--no-prefix-cache", help="Keep the last generation's KV cache so a conversation's "
+                                                 "next turn only processes its new tokens.")] = True,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Serve a local model (CPU) behind an OpenAI-compatible API. On GPU machines prefer vLLM or SGLang."""
@@ -53,7 +56,8 @@ def serve(
     resolve_checkpoint(model)  # fail before the slow load on a bad folder or a missing package
     read_key(api_key_env)  # ... or when the named key variable is unset
     endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
-                             default_temperature=temperature, default_max_tokens=max_tokens)
+                             default_temperature=temperature, default_max_tokens=max_tokens,
+                             prefix_cache=prefix_cache)
     say(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...")
     loaded = endpoint.load()
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key_env:

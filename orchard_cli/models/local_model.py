@@ -112,6 +112,7 @@ class LocalModel:
         self._kv: Any = None  # the KV cache of the last generation, and the ids it holds
         self._kv_ids: list[int] = []
         self.last_reused = 0
+        self.prefix_cache = True  # False: every prompt is processed from scratch (and no cache is kept)
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -203,7 +204,7 @@ class LocalModel:
                     feed = torch.tensor([[token]], dtype=torch.long)
             finally:  # also when the consumer closes the generator early
                 held = cache.get_seq_length() if cache is not None and consistent else -1
-                if 0 < held <= len(fed):  # not after a forward pass that failed half-way
+                if 0 < held <= len(fed) and self.prefix_cache:  # not after a forward pass that failed half-way
                     self._kv, self._kv_ids = cache, fed[:held]
 
     def save(self, folder: Path) -> Path:

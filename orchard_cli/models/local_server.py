@@ -177,11 +177,12 @@ class LocalEndpoint:
 
     def __init__(self, checkpoint: str = "smollm2", *, host: str = "127.0.0.1", port: int = 0,
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
-                 default_max_tokens: int | None = None, cache: bool = True) -> None:
+                 default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True) -> None:
         self.checkpoint = checkpoint
         self.key_env = key_env
         self._host, self._port, self._threads, self._cache = host, port, threads, cache
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
+        self._prefix_cache = prefix_cache
         self._server: BackgroundServer | None = None
         self.model: LocalModel | None = None
 
@@ -191,6 +192,9 @@ class LocalEndpoint:
 
         if self.model is None:
             self.model = load_model(self.checkpoint, threads=self._threads, cache=self._cache)
+            if not self._prefix_cache:
+                self.model.prefix_cache = False
+                self.model.forget()
         return self.model
 
     def app(self) -> Any:
