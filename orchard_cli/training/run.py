@@ -105,6 +105,10 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
 
     if config.merge and not config.lora:
         raise UsageError("--merge needs --lora (a full fine-tune is already a whole model)")
+    for path in config.trajectories:
+        if not Path(path).is_file():
+            raise UsageError(f"trajectory file {path} does not exist",
+                             hint="write one with `orchard distill --out FILE`")
     out = Path(config.out)
     fp = fingerprint(config)
     state = check_out_dir(config, fp)

@@ -22,7 +22,7 @@ def _data(tmp_path: Path, seeds=(31, 32, 33)) -> Path:
 
 def _suite(tmp_path: Path, ids: list[str]) -> Path:
     path = tmp_path / "held-out.jsonl"
-    path.write_text("".join(json.dumps({"instance_id": i, "repo": "acme/x", "base_commit": "0" * 40,
+    path.write_text("".join(json.dumps({"instance_id": i, "repo": "acme/x", "base_commit": "0" * 40, "patch": "", "test_patch": "",
                                         "problem_statement": "x", "version": "1.0"}) + "\n" for i in ids))
     return path
 
