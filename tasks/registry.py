@@ -39,6 +39,9 @@ SUITES: dict[str, SuiteInfo] = {s.name: s for s in (
     SuiteInfo("swe-lite", "swe", "princeton-nlp/SWE-bench_Lite",
               "SWE-bench Lite: 300 self-contained Python issues (test split)",
               data_file="swe-bench-lite.parquet"),
+    SuiteInfo("swe-mini", "swe", str(Path(__file__).with_name("data") / "swe-mini.jsonl"),
+              "bugs injected into 5 small PyPI packages by `orchard tasks synth` (bundled; "
+              "sources and environments fetched on first use)"),
 )}
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")

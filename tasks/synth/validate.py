@@ -42,19 +42,33 @@ def grade_unpatched(family: Any, task: Any, sandbox: SandboxHandle) -> tuple[boo
     return verdict(task.record, log, recipe.log_parser)
 
 
+def _gold(family: Any, env: Any, task: Any, backend: str) -> Any:
+    with _sandbox(family, env, task, backend) as sandbox:
+        return family.grade(task, sandbox, task.record["patch"])
+
+
+def _unpatched(family: Any, env: Any, task: Any, backend: str) -> tuple[bool, dict[str, Any]]:
+    with _sandbox(family, env, task, backend) as sandbox:
+        return grade_unpatched(family, task, sandbox)
+
+
 def validate(family: Any, env: Any, record: dict[str, Any], backend: str = "local") -> str | None:
-    """None when the task is valid, else why not (one line)."""
+    """None when the task is valid, else why not (one line). Both checks run at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
     task = family.task(record, "synth-validate")
+    family.repository(task)  # rebuilt once, before two sandboxes want it
     try:
-        with _sandbox(family, env, task, backend) as sandbox:
-            gold = family.grade(task, sandbox, record["patch"])
-        if not gold.resolved:
-            counts = gold.tests.get("counts", {})
-            return f"the gold patch does not resolve it ({gold.category}; {gold.error or counts})"
-        with _sandbox(family, env, task, backend) as sandbox:
-            resolved, report = grade_unpatched(family, task, sandbox)
+        with ThreadPoolExecutor(2, thread_name_prefix="orchard-validate") as pool:
+            gold_future = pool.submit(_gold, family, env, task, backend)
+            unpatched_future = pool.submit(_unpatched, family, env, task, backend)
+            gold = gold_future.result()
+            resolved, report = unpatched_future.result()
     except OrchardError as exc:
         return f"could not grade: {exc.message}"
+    if not gold.resolved:
+        counts = gold.tests.get("counts", {})
+        return f"the gold patch does not resolve it ({gold.category}; {gold.error or counts})"
     if resolved:
         return "it is resolved without any patch"
     if not report.get("log_valid"):
