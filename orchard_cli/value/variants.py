@@ -2,24 +2,25 @@
 unrelated edit and the empty patch. Graded by `orchard eval --predictions`, they are real graded
 experience for a value model before any agent has run (and the benchmark's candidate sets).
 
-- near_miss: the fixed code (base + gold) with one more AST mutation (tasks/synth/mutate.py) on or
-  near the lines the gold patch changed (never inside a `while` loop: a hang costs the grader's
-  whole timeout): a perturbed constant, a reversed comparison or
-  boolean, an off-by-one, swapped arguments, a dropped statement. The diff is taken from the
-  base, so it "fixes" the same spot, differently.
+- near_miss: the fixed code (base + gold) with one more AST mutation (tasks/synth/mutate.py) on
+  or near the lines the gold patch changed: a perturbed constant, a reversed comparison or
+  boolean, an off-by-one, swapped arguments, a dropped branch, a value returned (never a dropped
+  statement, never inside a `while` loop: a hang costs the grader's whole timeout). The diff is
+  taken from the base, so it "fixes" the same spot, differently.
 - partial: the gold patch without its last hunk (gold patches of two hunks or more).
 - unrelated: one mutation elsewhere in a file the gold patch touches (another function), the
   bug left as it is.
 - empty: no patch.
 
-Whether a candidate resolves the task is never assumed: the grader decides (a near miss the
-tests do not catch is resolved, and is labelled so).
+Every candidate, the gold patch included, is written by the same `git diff` (git_diff), so the
+way a diff is written never tells the gold patch apart. Whether a candidate resolves the task is
+never assumed: the grader decides (a near miss the tests do not catch is resolved, and is
+labelled so).
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import os
 import random
 import re
@@ -33,6 +34,12 @@ from typing import Any
 from orchard_cli.errors import InfraError, UsageError
 
 KINDS = ("gold", "near_miss", "partial", "unrelated", "empty")
+DIFF_FLAGS = ("diff", "--no-color", "--no-ext-diff", "--full-index", "--no-renames", "--diff-algorithm=myers",
+              "--src-prefix=a/", "--dst-prefix=b/", "-U3")
+# A dropped statement is often what moves a loop or an iterator on (`self.pos = m.end()`): the
+# tests then hang until the grader's timeout (30 minutes). Candidates never use it, nor any edit
+# inside a `while` loop (loop_lines).
+HANG_PRONE = frozenset({"drop_statement"})
 NEAR_LINES = 4  # a near miss edits the fixed code at most this many lines from a changed line
 FAR_LINES = 8  # an unrelated edit is further than this from every changed line
 _FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
@@ -46,27 +53,35 @@ class Candidate:
 
 
 def _git(repo: Path, *args: str, stdin: str | None = None, index: str | None = None) -> str:
+    """git's output as text; bytes that are not UTF-8 survive the round trip (surrogateescape),
+    and line endings are left as they are."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"})
     if index:
         env["GIT_INDEX_FILE"] = index
-    done = subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True,
-                          env=env, timeout=120)
+    data = stdin.encode("utf-8", "surrogateescape") if stdin is not None else None
+    done = subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True, env=env, timeout=120)
     if done.returncode != 0:
-        raise InfraError(f"git {args[0]} failed in {repo}: {(done.stderr or done.stdout).strip()[:300]}")
-    return done.stdout
+        error = (done.stderr or done.stdout).decode(errors="replace").strip()[:300]
+        raise InfraError(f"git {args[0]} failed in {repo}: {error}")
+    return done.stdout.decode("utf-8", "surrogateescape")
 
 
-def unified(path: str, old: str, new: str) -> str:
-    """A git-style unified diff of one file (3 lines of context), '' when nothing changed."""
-    body = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                     f"a/{path}", f"b/{path}", n=3))
-    if not body:
-        return ""
-    out = [f"diff --git a/{path} b/{path}\n"]
-    for line in body:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+def git_diff(repo: Path, base: str, texts: dict[str, str]) -> str:
+    """The diff from commit `base` to `base` with `texts` written over its files, as git writes
+    it (full index lines, function context in hunk headers). Every candidate is rendered here,
+    the gold patch included, so no candidate can be told apart by the way its diff is written.
+    The blobs go into the repository's object store; its work tree and index are not touched."""
+    with tempfile.TemporaryDirectory(prefix="orchard-variants-") as tmp:
+        index = str(Path(tmp) / "index")
+        _git(repo, "read-tree", base, index=index)
+        for path, text in texts.items():
+            listed = _git(repo, "ls-tree", base, "--", path).split()
+            mode = listed[0] if listed else "100644"
+            blob = _git(repo, "hash-object", "-w", "--stdin", stdin=text).strip()
+            _git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", index=index)
+        tree = _git(repo, "write-tree", index=index).strip()
+    return _git(repo, *DIFF_FLAGS, base, tree)
 
 
 def changed_lines(patch: str) -> dict[str, set[int]]:
@@ -134,7 +149,7 @@ def _mutations(path: str, text: str, want: Callable[[Any], bool]) -> list[Any]:
     out = []
     for m in sorted(finder.found, key=lambda m: (m.start, m.end, m.kind, m.replacement)):
         key = (m.start, m.end, m.replacement)
-        if key not in seen and want(m):
+        if key not in seen and m.kind not in HANG_PRONE and want(m):
             seen.add(key)
             out.append(m)
     return out
@@ -187,11 +202,13 @@ def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -
     paths = sorted(lines)
     before, after = _texts(repo, base, gold, paths)
     rng = random.Random(f"candidates:{seed}:{task.task_id}")
-    out = [Candidate("gold", gold)]
 
     def patch_with(path: str, text: str, keep_gold: bool = True) -> str:
-        return "".join(unified(p, before[p], text if p == path else (after[p] if keep_gold else before[p]))
-                       for p in paths)
+        return git_diff(repo, base, {p: text if p == path else (after[p] if keep_gold else before[p])
+                                     for p in paths})
+
+    gold = git_diff(repo, base, after)  # the gold patch, written like every other candidate
+    out = [Candidate("gold", gold)]
 
     near: list[list[tuple[str, Any]]] = [[], []]  # on or next to a changed line; a few lines off
     far: list[tuple[str, Any]] = []
