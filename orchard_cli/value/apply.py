@@ -204,6 +204,7 @@ def _write(out: Path, config: RerankConfig, info: data.RunInfo, report: RerankRe
         reproducibility=Reproducibility(orchard_version=__version__, harness=info.harness,
                                         dataset_sha256=info.dataset_sha256,
                                         config=config.model_dump()))
+    write_json(out / "config.json", {"schema_version": 1, **config.model_dump()})
     write_json(out / "scorecard.json", card)
     write_text(out / "scorecard.md", render_markdown(card, picked_results) + "\n" + markdown_section(report))
     html = render_html(card, picked_results)
