@@ -19,6 +19,8 @@ WRITER_TIMEOUT = 120.0
 
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What differs from run to run in pytest's output: object addresses, its numbered temp folders.
+_VOLATILE = ((re.compile(r" at 0x[0-9a-fA-F]+>"), ">"), (re.compile(r"/pytest-\d+/"), "/pytest-N/"))
 _HINT = re.compile(r"Use -v to get|use '-vv' to show|Full output truncated")
 
 
@@ -69,6 +71,8 @@ def _excerpt(body: str, test: str) -> str:
     if len(errors) > MAX_ERROR_LINES:
         errors = errors[:MAX_ERROR_LINES] + ["E       ..."]
     shown = ([first] if first else []) + errors
+    for pattern, replacement in _VOLATILE:
+        shown = [pattern.sub(replacement, line) for line in shown]
     if not shown:
         status = "errored" if "ERROR" in body else "failed"
         return f"({test} {status}; pytest printed no assertion for it)"

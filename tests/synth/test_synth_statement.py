@@ -14,6 +14,7 @@ from orchard_cli.tasks.synth import statement
 
 LIBRARY = "def total(xs):\n    return sum(xs[1:])  # MUTATED LINE\n\n\ndef parse(s):\n    return int(s, 7)\n"
 TESTS = """\
+import lib
 from lib import parse, total
 
 
@@ -28,6 +29,10 @@ class TestParse:
 
 def test_fine():
     assert True
+
+
+def test_through_the_module():
+    assert lib.total([1]) == 1
 """
 
 
@@ -42,16 +47,19 @@ def pytest_log(tmp_path_factory) -> str:
     return done.stdout
 
 
-FAILING = ["test_lib.py::test_total", "test_lib.py::TestParse::test_parse"]
+FAILING = ["test_lib.py::test_total", "test_lib.py::TestParse::test_parse",
+           "test_lib.py::test_through_the_module"]
 
 
 def test_excerpts_hold_the_test_line_and_the_error_only(pytest_log) -> None:
-    total, parse = statement.failures(pytest_log, FAILING)
+    total, parse, module = statement.failures(pytest_log, FAILING)
     assert total.excerpt.splitlines()[0] == ">       assert total([1, 2, 3]) == 6"
     assert "assert 5 == 6" in total.excerpt
     assert parse.excerpt.splitlines()[0] == '>       assert parse("12") == 12'
     assert "assert 9 == 12" in parse.excerpt
-    for failure in (total, parse):
+    assert "<function total at 0x" in pytest_log  # pytest shows an address ...
+    assert "<function total>([1])" in module.excerpt and " at 0x" not in module.excerpt  # not us
+    for failure in (total, parse, module):
         assert "MUTATED" not in failure.excerpt and "int(s, 7)" not in failure.excerpt
 
 
