@@ -297,6 +297,21 @@ def era_date(recipe: EnvironmentRecipe, created_at: str | None) -> str:
     return value if value.endswith("Z") or "+" in value[10:] else value + "Z"
 
 
+def staged_uv() -> str:
+    """uv as the build sandbox sees it: a copy under the folder mounted at /opt. The host's uv may
+    live anywhere (a venv under /tmp, which every sandbox replaces with its own), so the build
+    never runs it by its host path."""
+    source = Path(uv_binary())
+    target = opt_root() / "orchard" / "bin" / "uv"
+    if not target.exists() or target.stat().st_size != source.stat().st_size:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".uv.{os.getpid()}")
+        shutil.copy2(source, tmp)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    return "/opt/orchard/bin/uv"
+
+
 def uv_binary() -> str:
     try:
         from uv import find_uv_bin
@@ -343,7 +358,7 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
             if files:
                 raise EnvironmentUnavailable(f"{record['repo']}@{commit[:12]} has none of {', '.join(files)}")
     date = era_date(recipe, record.get("created_at"))
-    script = build_script(recipe, commit, deps, date, uv_binary())
+    script = build_script(recipe, commit, deps, date, staged_uv())
     spec = local_spec(key, repo_path, network="full", writable_env=True, timeout=int(BUILD_TIMEOUT) + 600,
                       labels={"orchard.swe": "env-build"})
     try:
