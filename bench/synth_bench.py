@@ -71,6 +71,25 @@ def validate_suite(records: list[dict]) -> tuple[float, list[str]]:
     return time.monotonic() - started, problems
 
 
+def eval_cold(limit: int) -> list[tuple[str, str]]:
+    """The README's first SWE command on a fresh ORCHARD_HOME, as a subprocess (wall time)."""
+    import subprocess
+
+    home = fresh_home()
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "orchard_cli.main", "eval", "swe-mini", "--limit",
+                           str(limit), "--predictions", "gold", "--out", str(home / "run"),
+                           "--format", "json"], capture_output=True, text=True)
+    wall = time.monotonic() - started
+    shutil.rmtree(home, ignore_errors=True)
+    try:
+        resolved = json.loads(done.stdout)["resolved"]
+    except (ValueError, KeyError):
+        resolved = f"? (exit {done.returncode})"
+    return [(f"orchard eval swe-mini --limit {limit} --predictions gold, cold",
+             f"{wall:.0f} s, resolved {resolved}/{limit}")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--package", default="inflection==0.5.1")
@@ -80,6 +99,8 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--skip-synth", action="store_true")
     parser.add_argument("--skip-validate", action="store_true")
+    parser.add_argument("--eval-limit", type=int, default=3,
+                        help="also time `orchard eval swe-mini --limit K --predictions gold`, cold (0: skip)")
     args = parser.parse_args()
     rows: list[tuple[str, str]] = []
     if not args.skip_synth:
@@ -108,6 +129,8 @@ def main() -> int:
                  ("  invalid (cold / warm)", f"{len(problems)} / {len(problems_warm)}")]
         for problem in problems + problems_warm:
             rows.append(("  !", problem[:100]))
+    if args.eval_limit:
+        rows += eval_cold(args.eval_limit)
     width = max(len(k) for k, _ in rows)
     print(f"\n{'measure'.ljust(width)}  value\n{'-' * width}  -----")
     for key, value in rows:
