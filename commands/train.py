@@ -60,7 +60,7 @@ def train(
     merge: Annotated[bool, typer.Option("--merge", help="With --lora: save the merged whole model.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the data order and initialisation.")] = 0,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch (default: torch's choice).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch (default: 1 on machines with at most 2 cores, else torch's choice).")] = None,
     precision: Annotated[PrecisionOpt, typer.Option("--precision", help="auto: bf16 autocast where the hardware has it, else fp32.")] = PrecisionOpt.auto,
     save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 100,
     val_fraction: Annotated[float, typer.Option("--val-fraction", min=0.0, max=0.9, help="Share of episodes held out for a validation loss.")] = 0.0,
