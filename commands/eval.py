@@ -84,6 +84,8 @@ def run(
     fail_under: Annotated[Optional[str], typer.Option("--fail-under", help="Exit 1 when the resolved rate is below this (0.5 or 50%).")] = None,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
+    max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Agent runs: the harness's turn limit (default 50).")] = None,
+    agent_timeout: Annotated[Optional[float], typer.Option("--agent-timeout", min=1, help="Agent runs: seconds one harness run may take (default 1800).")] = None,
     rerank: Annotated[Optional[Path], typer.Option("--rerank", help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
@@ -105,7 +107,7 @@ def run(
         instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
         repo=repo, limit=limit, slice=slice_, repo_mirror=str(Path(repo_mirror).resolve()) if repo_mirror else None,
         backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
-        harness=harness, seed=seed, workers=workers, fail_under=rate, max_errors=max_errors,
+        harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
         out=str(Path(out or _default_out(suite)).resolve()))
     if rerank is not None:  # a bad value model fails now, not after the run
         from orchard_cli.value.model import ValueModel

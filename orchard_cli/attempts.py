@@ -117,13 +117,16 @@ def make_source(config: Any, family: Any, task_ids: set[str]) -> AttemptSource:
     if predictions:
         return PredictionsSource(predictions, load_predictions(predictions, task_ids))
     if harness or model:
-        return harness_source(harness, model, config.base_url, config.seed)
+        return harness_source(harness, model, config.base_url, config.seed,
+                              max_turns=getattr(config, "max_turns", None),
+                              timeout=getattr(config, "agent_timeout", None))
     raise UsageError("nothing to evaluate: say where the patches come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
 
 
 def harness_source(harness: str | None, model: str | None, base_url: str | None,
-                   seed: int | None) -> AttemptSource:
+                   seed: int | None, *, max_turns: int | None = None,
+                   timeout: float | None = None) -> AttemptSource:
     """An agent harness driving a model (the seam the harness adapters fill)."""
     if not harness or not model:
         raise UsageError("an agent run needs both --model NAME and --harness NAME",
@@ -133,4 +136,8 @@ def harness_source(harness: str | None, model: str | None, base_url: str | None,
         return factory(model=model, base_url=base_url, seed=seed)
     from orchard_cli.agent_source import HarnessSource  # any registered harness, via the proxy
 
-    return HarnessSource(harness, model=model, base_url=base_url, seed=seed)
+    source = HarnessSource(harness, model=model, base_url=base_url, seed=seed)
+    limits = {k: v for k, v in (("max_turns", max_turns), ("timeout_seconds", timeout)) if v is not None}
+    if limits:
+        source.options = source.options.model_copy(update=limits)
+    return source

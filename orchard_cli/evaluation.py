@@ -75,6 +75,10 @@ class EvalConfig(BaseModel):
     base_url: str | None = None
     harness: str | None = None
     seed: int | None = None
+    max_turns: int | None = Field(None, ge=1)
+    """Agent runs: the harness's turn limit (default: the episode default, 50)."""
+    agent_timeout: float | None = Field(None, gt=0)
+    """Agent runs: seconds one harness run may take (default: the episode default, 1800)."""
     workers: int = Field(1, ge=1)
     fail_under: float | None = None
     max_errors: int = Field(0, ge=0)
