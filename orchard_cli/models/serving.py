@@ -80,6 +80,13 @@ class BackgroundServer:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._runner.cleanup())
+            # Requests still in flight (a harness killed mid-call) would otherwise be destroyed
+            # pending, and asyncio prints a traceback for each at exit.
+            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 

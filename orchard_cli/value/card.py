@@ -31,10 +31,13 @@ def model_card(meta: Any, report: Any) -> str:
         f"size {meta.base.hidden_size}, fingerprint `{meta.base.fingerprint[:12]}`) with a **scalar head**: "
         "p(resolved | problem, trajectory, patch) = sigmoid(w · z + b). The LM is not fine-tuned. It reads "
         f"each episode once (problem statement, the end of the trajectory and the final patch, at most "
-        f"{meta.max_tokens} tokens, the patch kept first) and gives z: the top {meta.components} principal "
-        "components of its hidden states (mean over the patch at the middle layer, and the last token) and "
-        f"{len(SCALARS)} log-probability features ({', '.join(SCALARS)}), among them the naturalness gain: "
-        "how much more likely the LM finds the patched code than the code it replaces.",
+        f"{meta.max_tokens} tokens, the patch kept first) and gives z: {len(SCALARS)} features from its "
+        f"log-probabilities and the patch's size ({', '.join(SCALARS)}), among them the naturalness gain: "
+        "how much more likely the LM finds the patched code than the code it replaces; and the top "
+        f"{meta.components} principal components of its hidden states (mean over the patch at the middle "
+        "layer, and the last token). Hidden-state components are off by default (`--pca 0`): on experience "
+        "sets of tens of tasks they learnt the tasks rather than the quality of the patches (held-out picks "
+        "below random), while the log-probability features carried over to unseen tasks.",
         "",
         "Why not fine-tune the LM: on a 2-core CPU one SmolLM2-135M training step at 512 tokens takes "
         "4-8 s, so minutes of fine-tuning are a few dozen steps on a few dozen examples, which do not "

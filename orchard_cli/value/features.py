@@ -26,16 +26,17 @@ import numpy as np
 
 from orchard_cli.value.data import TITLES, Episode, compose, sections
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 SCALARS = ("patch_logprob", "added_logprob_in_context", "after_logprob", "before_logprob",
            "naturalness_gain", "after_min_hunk", "after_snippet_logprob", "before_snippet_logprob",
-           "log_patch_tokens", "log_trajectory_tokens", "hunks", "has_patch")
+           "after_min_token", "before_min_token", "min_token_gain",
+           "log_patch_tokens", "log_changed_lines", "log_trajectory_tokens", "hunks", "has_patch")
 BATCH = 4
 SNIPPET_CONTEXT = 3  # context lines around a hunk's changes, each side, in the naturalness passes
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 _CACHE: dict[str, np.ndarray] = {}  # feature vectors by key, for the life of the process
-_SNIPPETS: dict[tuple, tuple[float, int, float, int]] = {}  # naturalness passes (near misses share them)
+_SNIPPETS: dict[tuple, tuple[float, int, float, int, float]] = {}  # naturalness passes (near misses share them)
 
 
 @dataclass
@@ -208,8 +209,10 @@ class Featurizer:
             first = max(p0, 1)
             on_added = [lp[p0 + j - first] for j, plus in enumerate(enc["added"]) if plus and p0 + j >= first]
             in_patch = lp
+            changed = sum(1 for line in ep.patch.splitlines()
+                          if line[:1] in "+-" and not line.startswith(("+++", "---")))
             scalars = [_mean(in_patch), _mean(on_added), *natural[row],
-                       math.log1p(enc["patch_tokens"]), math.log1p(enc["trajectory_tokens"]),
+                       math.log1p(enc["patch_tokens"]), math.log1p(changed), math.log1p(enc["trajectory_tokens"]),
                        float(len(hunks(ep.patch))), float(bool(ep.patch.strip()))]
             rows.append(np.concatenate([pooled.float().numpy(), last.float().numpy(),
                                         np.asarray(scalars, dtype=np.float32)]))
@@ -227,7 +230,7 @@ class Featurizer:
                     ids = ids[:self.max_tokens]
                     changed = [any(a <= s < b for a, b in spans) for s, _ in offsets[:len(ids)]]
                     jobs.append((index, side, ids, changed))
-        scores: dict[tuple[int, str], list[tuple[float, int, float, int]]] = {}
+        scores: dict[tuple[int, str], list[tuple[float, int, float, int, float]]] = {}
         keyed = [(self.fingerprint, self.precision, tuple(ids), tuple(changed)) for _, _, ids, changed in jobs]
         fresh = {key: (ids, changed) for key, (_, _, ids, changed) in zip(keyed, jobs)
                  if key not in _SNIPPETS and len(ids) >= 2}
@@ -240,7 +243,7 @@ class Featurizer:
                 ids, changed = fresh[key]
                 values = [float(v) for v in lp[row]]
                 picked = [values[k - 1] for k in range(1, len(ids)) if changed[k]]
-                _SNIPPETS[key] = (_mean(picked), len(picked), _mean(values), len(values))
+                _SNIPPETS[key] = (_mean(picked), len(picked), _mean(values), len(values), min(picked, default=0.0))
         for key, (index, side, _, _) in zip(keyed, jobs):
             if key in _SNIPPETS:
                 scores.setdefault((index, side), []).append(_SNIPPETS[key])
@@ -248,23 +251,29 @@ class Featurizer:
                 for i in range(len(patches))]
 
     @staticmethod
-    def _natural_row(after: list[tuple[float, int, float, int]],
-                     before: list[tuple[float, int, float, int]]) -> list[float]:
+    def _natural_row(after: list[tuple[float, int, float, int, float]],
+                     before: list[tuple[float, int, float, int, float]]) -> list[float]:
+        """after, before, gain (mean log-prob of the changed lines' tokens), the worst hunk's after,
+        whole-snippet means, and the single least likely changed token after, before, and gain."""
         if not after and not before:
-            return [0.0] * 6
+            return [0.0] * 9
 
         def pooled(values: list[tuple[float, int]]) -> float | None:
             total = sum(c for _, c in values)
             return sum(v * c for v, c in values) / total if total else None
 
-        a = pooled([(v, c) for v, c, _, _ in after])
-        b = pooled([(v, c) for v, c, _, _ in before])
+        a = pooled([(v, c) for v, c, _, _, _ in after])
+        b = pooled([(v, c) for v, c, _, _, _ in before])
         a = a if a is not None else (b if b is not None else 0.0)  # pure removal: no gain to read
         b = b if b is not None else a  # pure addition: likewise
-        worst = min((v for v, c, _, _ in after if c), default=a)
-        a_all = pooled([(v, c) for _, _, v, c in after]) or 0.0
-        b_all = pooled([(v, c) for _, _, v, c in before]) or 0.0
-        return [a, b, a - b, worst, a_all, b_all]
+        worst = min((v for v, c, _, _, _ in after if c), default=a)
+        a_all = pooled([(v, c) for _, _, v, c, _ in after]) or 0.0
+        b_all = pooled([(v, c) for _, _, v, c, _ in before]) or 0.0
+        a_min = min((m for _, c, _, _, m in after if c), default=None)
+        b_min = min((m for _, c, _, _, m in before if c), default=None)
+        a_min = a_min if a_min is not None else (b_min if b_min is not None else 0.0)
+        b_min = b_min if b_min is not None else a_min
+        return [a, b, a - b, worst, a_all, b_all, a_min, b_min, a_min - b_min]
 
 
 def _mean(values: list[float]) -> float:

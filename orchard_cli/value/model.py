@@ -1,7 +1,7 @@
 """The value model: a frozen small LM (SmolLM2-135M by default) with a scalar head.
 
     p(resolved | problem, trajectory, patch) = sigmoid(w . z + b + prior_shift)
-    z = [PCA_k(standardized hidden-state features), standardized scalar LM features]
+    z = [PCA_k(standardized hidden-state features), standardized scalar LM features]   (k = 0 by default)
 
 The LM reads the episode (features.py); the head is a logistic regression over a
 PCA-compressed view of the hidden states plus the LM's log-probability features, trained with
@@ -57,9 +57,11 @@ class BaseIdentity(BaseModel):
 class HeadConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pca: int = Field(16, ge=1)
-    """Most components kept of the hidden-state features (fewer with few examples)."""
-    l2: float = Field(1.0, ge=0)
+    pca: int = Field(0, ge=0)
+    """Most principal components of the hidden-state features kept (fewer with few examples).
+    0 by default: on experience sets of tens of tasks they fit the tasks, not the quality of the
+    patches (held-out picks fell below random), while the log-probability features carry over."""
+    l2: float = Field(0.1, ge=0)
     """L2 penalty on the head's weights (on the loss summed over examples of mean weight 1)."""
     neg_ratio: float = Field(1.0, gt=0)
     """Total weight of the negatives relative to the positives (1.0: balanced)."""
@@ -176,11 +178,14 @@ def fit_head(features: np.ndarray, labels: Sequence[int], weights: Sequence[floa
         mean = x.mean(0)
         std = np.maximum(x.std(0), 1e-6)
         hidden = ((x - mean) / std)[:, :hidden_dims]
-        k = max(1, min(config.pca, len(x) // 6, hidden_dims, max(len(x) - 1, 1)))
-        _, _, vt = np.linalg.svd(hidden - hidden.mean(0), full_matrices=False)
-        basis = vt[:k]
-        if basis.shape[0] < k:
-            basis = np.pad(basis, ((0, k - basis.shape[0]), (0, 0)))
+        k = max(0, min(config.pca, len(x) // 6, hidden_dims, max(len(x) - 1, 1)))
+        if k:
+            _, _, vt = np.linalg.svd(hidden - hidden.mean(0), full_matrices=False)
+            basis = vt[:k]
+            if basis.shape[0] < k:
+                basis = np.pad(basis, ((0, k - basis.shape[0]), (0, 0)))
+        else:
+            basis = np.zeros((0, hidden_dims))
     head = Head(mean.astype(np.float32), std.astype(np.float32), basis.astype(np.float32),
                 np.zeros(basis.shape[0] + x.shape[1] - hidden_dims, dtype=np.float32), 0.0, hidden_dims)
     z = torch.tensor(head.project(features), dtype=torch.float64)

@@ -10,7 +10,6 @@ model folder, its metrics and its model card.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections import defaultdict
@@ -229,12 +228,4 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
     return report
 
 
-def heldout_instances(model_dir: str | Path) -> list[str]:
-    """The held-out task ids recorded by `train` (split.json), for an honest `apply`."""
-    path = Path(model_dir) / "split.json"
-    if not path.is_file():
-        return []
-    return [key.split("::", 1)[1] for key in json.loads(path.read_text())["heldout"]]
-
-
-__all__ = ["TrainConfig", "TrainReport", "evaluate", "heldout_instances", "train_value_model"]
+__all__ = ["TrainConfig", "TrainReport", "evaluate", "train_value_model"]

@@ -4,8 +4,9 @@ tasks (swe-mini), graded by the real grader in sandboxes, scored on held-out tas
 Two-fold cross-fitting by task: the model trained on fold 1's tasks picks on fold 2's and the
 other way round, so every task is held out once and no model sees a task it is scored on.
 Among each task's candidates whose patch is non-empty and applies, the value model's pick must
-beat the random pick (expected value) and the shortest-patch heuristic by MARGIN; a model fitted
-to shuffled labels (seeded) must not, which shows that the comparison can fail.
+beat the random pick (expected value) by MARGIN_RANDOM and the shortest-patch heuristic by
+MARGIN_SHORTEST; a model fitted to shuffled labels (seeded) must not beat random by MARGIN_RANDOM,
+which shows that the comparison can fail.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from orchard_cli.main import main
 
 pytestmark = [pytest.mark.model, pytest.mark.bwrap, pytest.mark.slow]
 
-MARGIN = 0.20  # resolved-rate points over random and over shortest, among applying candidates
+MARGIN_RANDOM = 0.15  # resolved-rate points over the random pick, among applying candidates
+MARGIN_SHORTEST = 0.05  # over the shortest-patch heuristic (one task in twenty)
 MIN_HELDOUT = 15
 TOKENS = "256"  # the test's text budget (problem statement + patch fit in it for swe-mini)
 
@@ -71,8 +73,8 @@ def test_value_model_beats_random_and_shortest_on_heldout_tasks(graded, value_ba
     print("held-out best-of-N among applying candidates:", result["tasks"], "tasks", rates)
     assert result["tasks"] >= MIN_HELDOUT
     assert rates["oracle"] > rates["random"]  # the candidate sets hold something to find
-    assert rates["value"] >= rates["random"] + MARGIN, rates
-    assert rates["value"] >= rates["shortest"] + MARGIN, rates
+    assert rates["value"] >= rates["random"] + MARGIN_RANDOM, rates
+    assert rates["value"] >= rates["shortest"] + MARGIN_SHORTEST, rates
 
     model, report, picks = result["reports"][0]
     for name in ("value_model.json", "head.safetensors", "experience.npz", "metrics.json", "split.json",
@@ -103,7 +105,7 @@ def test_shuffled_labels_do_not_beat_the_baselines(graded, value_base, tmp_path,
     rates = result["rates"]
     print("shuffled-label control:", result["tasks"], "tasks", rates)
     assert result["tasks"] >= MIN_HELDOUT
-    assert rates["value"] < rates["random"] + MARGIN, rates
+    assert rates["value"] < rates["random"] + MARGIN_RANDOM, rates
     assert "CONTROL MODEL" in (result["reports"][0][0] / "model_card.md").read_text()
 
 
@@ -120,6 +122,7 @@ def test_init_from_adds_experience(graded, value_base, tmp_path, capsys) -> None
     m2 = json.loads((tmp_path / "m2" / "value_model.json").read_text())
     assert m2["examples"] == m1["examples"] + second["train"]["examples"]
     assert m2["init_from"] == str((tmp_path / "m1").resolve()) and m2["components"] == m1["components"]
+    assert m2["tasks"] >= m1["tasks"]
     # a different token budget is another feature space: refused in one line
     code = main(["rerank", "train", *more_runs, "--init-from", str(tmp_path / "m1"), "--holdout", "0",
                  "--out", str(tmp_path / "m3")])
