@@ -14,7 +14,7 @@ from orchard_cli.models.scripted import ScriptedReply
 
 
 def test_stream_reaches_the_client_before_the_upstream_finishes(scripted, proxy_for):
-    slow = ScriptedReply(content="one two three four five six", chunk_delay_s=0.06)
+    slow = ScriptedReply(content="one two three four five six", chunk_delay_s=0.3)  # wide margin under load
     upstream = scripted([slow, slow], dialects=("chat",))
     episode = proxy_for(upstream).open_episode()
     http = client(episode)
