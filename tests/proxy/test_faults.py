@@ -30,6 +30,9 @@ def test_stream_reaches_the_client_before_the_upstream_finishes(scripted, proxy_
     chat_first = first_content("/chat/completions", {**CHAT, "stream": True}, b'"content":"one"')
     responses_first = first_content("/responses", {"model": "m", "input": "hi", "stream": True},
                                     b"response.output_text.delta")
+    deadline = time.monotonic() + 5  # the upstream stamps done_at just after its last write
+    while any(r["done_at"] is None for r in upstream.requests) and time.monotonic() < deadline:
+        time.sleep(0.01)
     chat_done, responses_done = (r["done_at"] for r in upstream.requests)
     assert chat_first is not None and chat_first < chat_done
     assert responses_first is not None and responses_first < responses_done
