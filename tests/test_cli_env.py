@@ -20,7 +20,7 @@ import pytest
 from orchard_cli.env.client import EnvClient
 from orchard_cli.env.daemon import ServiceState, _write_state
 from orchard_cli.env.models import ExecRequest, SandboxSpec
-from orchard_cli.env.owner import _start_time, owner_alive
+from orchard_cli.env.owner import owner_alive, process_start_time
 
 BACKEND = os.environ.get("ORCHARD_TEST_BACKEND", "local")
 needs_backend = {"local": pytest.mark.bwrap, "docker": pytest.mark.docker,
@@ -203,7 +203,7 @@ def test_down_kills_a_service_that_ignores_sigterm(_orchard_home):
                                  "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
         assert stubborn.stdout.readline() == "ready\n"
-        owner = f"{socket.gethostname()}:{stubborn.pid}:{_start_time(stubborn.pid)}"
+        owner = f"{socket.gethostname()}:{stubborn.pid}:{process_start_time(stubborn.pid)}"
         _write_state(ServiceState(pid=stubborn.pid, owner=owner, url="http://127.0.0.1:9", backend=BACKEND,
                                   host="127.0.0.1", port=9, started_at=time.time(), key="k"))
         down = orchard("env", "down", "--timeout", "1", "--format", "json")

@@ -43,6 +43,7 @@ from orchard_cli.env.local_channel import Channel, bind_unix, spawn
 from orchard_cli.env.local_bwrap import bwrap_argv, image_root, in_image, runner_python
 from orchard_cli.env.local_files import SandboxFiles
 from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
+from orchard_cli.env.owner import process_start_time
 from orchard_cli.env.models import (
     TRUNCATION_MARKER,
     ExecRequest,
@@ -58,14 +59,6 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_TIMEOUT = 30.0
 RUNNER = Path(__file__).with_name("local_runner.py")
 _warned = False
-
-
-def _start_time(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]
 
 
 def _children(pid: int) -> list[int]:
@@ -239,7 +232,7 @@ class LocalBackend:
                 (folder / "run" / "ctl.sock").unlink()
         grand = _children(proc.pid)
         runner_pid = (_children(grand[0]) or [0])[0] if self.bwrap and grand else proc.pid
-        meta.update(bwrap_pid=proc.pid, bwrap_start=_start_time(proc.pid), runner_pid=runner_pid)
+        meta.update(bwrap_pid=proc.pid, bwrap_start=process_start_time(proc.pid), runner_pid=runner_pid)
         _write_meta(folder, meta)
         shell = "/bin/bash" if in_image(image, "/bin/bash") else "/bin/sh"
         info = SandboxInfo(
@@ -278,7 +271,7 @@ class LocalBackend:
         folder = self.root / sandbox_id
         meta = _read_meta(folder) or {}
         pid = meta.get("bwrap_pid")
-        if pid and meta.get("bwrap_start") and _start_time(pid) == meta["bwrap_start"]:
+        if pid and meta.get("bwrap_start") and process_start_time(pid) == meta["bwrap_start"]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:

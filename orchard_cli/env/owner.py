@@ -7,7 +7,8 @@ import socket
 from functools import lru_cache
 
 
-def _start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of `pid` (/proc stat field 22); None when gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read().decode(errors="replace")
@@ -27,7 +28,7 @@ def _host() -> str:
 
 def current_owner() -> str:
     pid = os.getpid()
-    return f"{_host()}:{pid}:{_start_time(pid) or 0}"
+    return f"{_host()}:{pid}:{process_start_time(pid) or 0}"
 
 
 def owner_alive(owner: str) -> bool:
@@ -39,4 +40,4 @@ def owner_alive(owner: str) -> bool:
         return False
     if host != _host():
         return True
-    return _start_time(pid_i) == start
+    return process_start_time(pid_i) == start
