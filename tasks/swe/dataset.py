@@ -4,6 +4,12 @@ The hub path goes through `datasets.load_dataset(id, split=...)` (for users with
 machines have none, so ORCHARD_SWE_DATA (a folder holding `swe-bench-verified.parquet`,
 `swe-bench-lite.parquet`) and explicit files come first. pandas / pyarrow / datasets are
 imported only when a file of that kind is read.
+
+Without a hub, huggingface_hub retries each request five times with backoff (about 24 s, not
+configurable), so one HEAD request to the endpoint (HF_ENDPOINT, through the usual proxy
+variables) comes first: no HTTP answer within HUB_PROBE_TIMEOUT seconds -> one error line that
+says how to point at a local file. With HF_HUB_OFFLINE=1 there is no probe: `datasets` reads its
+cache, and a miss is reported the same way.
 """
 
 from __future__ import annotations
@@ -11,15 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.errors import MissingDependencyError, NotFoundError, UsageError
+from orchard_cli.errors import InfraError, MissingDependencyError, NotFoundError, UsageError
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
 LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 INSTALL_HINT = "pip install 'orchard-cli[swe]'"
+HUB_PROBE_TIMEOUT = 5.0
+DEFAULT_ENDPOINT = "https://huggingface.co"
+TRUE_VALUES = ("1", "ON", "YES", "TRUE")
 
 
 @dataclass
@@ -46,7 +57,7 @@ def read_source(source: str, *, split: str = "test", data_file: str | None = Non
                             hint="put the file there, unset ORCHARD_SWE_DATA, or pass --dataset PATH")
     if looks_like_file(source):
         return read_file(Path(source))
-    return read_hub(source, split)
+    return read_hub(source, split, data_file=data_file)
 
 
 def read_file(path: Path) -> Dataset:
@@ -86,7 +97,41 @@ def read_file(path: Path) -> Dataset:
     return Dataset([normalize(r, str(path)) for r in records], str(path), digest)
 
 
-def read_hub(dataset_id: str, split: str) -> Dataset:
+def local_hint(data_file: str | None) -> str:
+    folder = f"a folder holding {data_file}" if data_file else "a folder of .parquet files"
+    return f"pass --dataset PATH (a .parquet/.jsonl/.json file) or set ORCHARD_SWE_DATA to {folder}"
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE / TRANSFORMERS_OFFLINE) as `datasets` reads it."""
+    names = ("HF_DATASETS_OFFLINE",) if "HF_DATASETS_OFFLINE" in os.environ else (
+        "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    return any(os.environ.get(n, "").upper() in TRUE_VALUES for n in names)
+
+
+def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
+    """Why `endpoint` gives no HTTP answer (None when it answers, with any status), in one try."""
+    request = urllib.request.Request(endpoint.rstrip("/") + "/", method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # an answer, even 4xx/5xx: the hub is there; `datasets` takes it from here
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        return str(getattr(reason, "strerror", None) or reason)
+    except (OSError, ValueError) as exc:  # timeouts, resets, a malformed HF_ENDPOINT
+        return str(exc) or type(exc).__name__
+
+
+def read_hub(dataset_id: str, split: str, *, data_file: str | None = None) -> Dataset:
+    offline = hub_offline()
+    if not offline:
+        endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+        why = hub_unreachable(endpoint)
+        if why is not None:
+            raise InfraError(f"cannot load {dataset_id!r}: no hub at {endpoint} ({why})",
+                             hint=local_hint(data_file) + " (HF_HUB_OFFLINE=1 reads the datasets cache)")
     try:
         import datasets
     except ModuleNotFoundError as exc:
@@ -95,9 +140,10 @@ def read_hub(dataset_id: str, split: str) -> Dataset:
     try:
         loaded = datasets.load_dataset(dataset_id, split=split)
     except Exception as exc:
+        where = "the datasets cache (HF_HUB_OFFLINE is set)" if offline else "the hub"
         raise NotFoundError(
-            f"could not load {dataset_id!r} (split {split!r}) from the hub: {exc}".splitlines()[0],
-            hint="no hub here? set ORCHARD_SWE_DATA to a folder of .parquet files or pass --dataset PATH")
+            f"could not load {dataset_id!r} (split {split!r}) from {where}: {exc}".splitlines()[0],
+            hint=local_hint(data_file)) from exc
     records = [normalize(dict(row), dataset_id) for row in loaded]
     canonical = "\n".join(json.dumps(r, sort_keys=True, default=str) for r in records)
     return Dataset(records, f"{dataset_id}:{split}", hashlib.sha256(canonical.encode()).hexdigest())

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
+import os
+import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from orchard_cli.errors import NotFoundError, UnknownNameError, UsageError
+from orchard_cli.errors import InfraError, NotFoundError, UnknownNameError, UsageError
 from orchard_cli.tasks.registry import SUITES, list_suites, load_suite
+from orchard_cli.tasks.swe.dataset import hub_unreachable
 from orchard_cli.tasks.swe.instance import eval_script, recipe_for
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -133,3 +140,73 @@ def test_eval_script_built_from_the_spec_when_missing(data_dir):
     assert "bin/test -C --verbose sympy/" in script
     assert script.index(">>>>> Start Test Output") < script.index("bin/test") < script.index(">>>>> End Test Output")
     assert f"git checkout {record['base_commit']} sympy/" in script
+
+
+class DeadHub:
+    """A loopback 'hub' that accepts each connection and closes it unanswered, counting them."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+
+@pytest.fixture
+def dead_hub(monkeypatch):
+    hub = DeadHub()
+    for name in ("ORCHARD_SWE_DATA", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    yield hub
+    hub.sock.close()
+
+
+def test_unreachable_hub_fails_at_once_and_names_the_local_file(dead_hub):
+    with pytest.raises(InfraError) as info:
+        load_suite("swe-verified")
+    message, hint = str(info.value), info.value.hint or ""
+    assert f"no hub at {dead_hub.url}" in message and "SWE-bench_Verified" in message
+    assert "\n" not in message
+    assert "--dataset PATH" in hint and "ORCHARD_SWE_DATA" in hint and "swe-bench-verified.parquet" in hint
+    assert dead_hub.connections == 1  # one probe, no retry loop (huggingface_hub alone makes 6 tries)
+
+
+def test_hub_probe_counts_any_http_answer_as_reachable():
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert hub_unreachable(f"http://127.0.0.1:{server.server_port}") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_offline_mode_reads_the_cache_only_and_says_so(dead_hub, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "orchard_cli.main", "tasks", "show", "swe-lite",
+                           "--format", "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["instances"] is None
+    assert "HF_HUB_OFFLINE" in shown["unavailable"] and "SWE-bench_Lite" in shown["unavailable"]
+    assert "swe-bench-lite.parquet" in shown["hint"] and "--dataset PATH" in shown["hint"]
+    assert dead_hub.connections == 0  # offline: not even a probe
