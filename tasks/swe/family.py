@@ -32,6 +32,7 @@ class SWEFamily:
         self.dataset_sha256: str | None = None
         self.dataset_source: str | None = None
         self._recipes: dict[str, EnvironmentRecipe] = {}
+        self._official: dict[str, bool] = {}  # task id -> its sandbox runs the official image
         self._lock = threading.Lock()
 
     # ---- loading ---------------------------------------------------------------------------
@@ -79,23 +80,32 @@ class SWEFamily:
             return envs.local_spec(self.env_key(task), repo_path, labels=labels)
         if backend in ("docker", "kubernetes"):
             image = task.record.get("image")
-            if backend == "docker" and image and docker_has_image(image):
+            official = backend == "docker" and bool(image) and docker_has_image(image)
+            with self._lock:
+                self._official[task.task_id] = official
+            if official:
                 return SandboxSpec(image=image, workdir=TESTBED, network="none", memory="8Gi",
                                    cpu=2.0, pids=4096, timeout=4 * 3600, labels=labels)
+            if backend == "docker":  # built locally, from the recipe the local backend uses
+                from orchard_cli.tasks.swe import docker_env
+
+                return docker_env.sandbox_spec(self.env_key(task), self.recipe(task), task.record,
+                                               self.repository(task), labels)
             raise EnvironmentUnavailable(
                 f"{task.task_id}: the {backend} backend needs the image "
-                f"{image or '(none named)'}, which the engine does not have and cannot pull; "
-                "building SWE environments from orchard/base:bookworm is not implemented yet",
-                hint="grade on the local backend (--backend local)")
+                f"{image or '(none named)'}, which it cannot pull; orchard builds SWE environments "
+                "from orchard/base:bookworm on the docker backend only",
+                hint="grade on the docker or local backend (--backend docker|local)")
         raise EnvironmentUnavailable(f"the SWE family has no environment recipe for backend {backend!r}")
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         """Build (or reuse) the environment, then put the repository at its base commit."""
-        if sandbox.info.backend != "local":
+        if official_image(sandbox):
             return  # an official image already holds /testbed at its base commit
         recipe = self.recipe(task)
-        repo_path = self.repository(task)
-        envs.ensure_local(sandbox.env, self.env_key(task), recipe, task.record, repo_path)
+        if sandbox.info.backend == "local":
+            envs.ensure_local(sandbox.env, self.env_key(task), recipe, task.record,
+                              self.repository(task))
         script = envs.instance_setup_script(recipe, task.record["base_commit"])
         sandbox.write_file("/tmp/orchard-setup.sh", script)
         job = sandbox.exec("bash /tmp/orchard-setup.sh > /tmp/orchard-setup.log 2>&1",
@@ -111,15 +121,31 @@ class SWEFamily:
 
     def grade(self, task: Task, sandbox: SandboxHandle, patch: str) -> Outcome:
         recipe = self.recipe(task)
-        local = sandbox.info.backend == "local"
-        script = eval_script(task.record, recipe, keep_install=not local)
+        script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
         return run_and_grade(task.record, sandbox, patch, script, timeout=self.test_timeout,
                              parser_name=task.record.get("log_parser") or recipe.log_parser)
+
+    def eval_script(self, task: Task, backend: str | None = None) -> str:
+        """The script grade() runs (or would run on `backend`): the instance's own, whole, on its
+        official image; without its install lines where orchard built the environment (the build
+        ran them)."""
+        with self._lock:
+            official = self._official.get(task.task_id)
+        if official is None:
+            official = backend in ("docker", "kubernetes") and bool(task.record.get("image"))
+        return eval_script(task.record, self.recipe(task), keep_install=official)
 
     def environment_info(self, task: Task) -> dict[str, Any] | None:
         """The built environment's marker (recipe, era date, build time), if built."""
         key = self.env_key(task)
         return envs.read_marker(key) if envs.is_built(key) else None
+
+
+def official_image(sandbox: SandboxHandle) -> bool:
+    """Whether the sandbox runs an official SWE-bench image (not one orchard built)."""
+    from orchard_cli.tasks.swe.docker_env import built_here
+
+    return sandbox.info.backend != "local" and not built_here(sandbox.info.spec)
 
 
 def docker_has_image(image: str) -> bool:

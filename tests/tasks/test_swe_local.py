@@ -134,9 +134,9 @@ def test_missing_repository_and_commit_are_environment_errors(world, home, tmp_p
             family.setup(task, sandbox)
 
 
-def test_docker_without_the_image_is_an_environment_error(world, home):
-    family, tasks = load(world)
+def test_kubernetes_without_the_image_is_an_environment_error(world, home):
+    family, tasks = load(world)  # docker builds the image instead: tests/tasks/test_swe_docker.py
     task = tasks["acme__calc-1"]
     task.record["image"] = "swebench/sweb.eval.x86_64.acme_1776_calc-1:latest"
     with pytest.raises(EnvironmentUnavailable, match="orchard/base"):
-        family.sandbox_spec(task, "docker")
+        family.sandbox_spec(task, "kubernetes")
