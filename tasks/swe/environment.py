@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +73,13 @@ class EnvironmentUnavailable(InfraError):
     """The instance's environment (repository, interpreter, packages) cannot be had."""
 
 
+def private_name(name: str) -> str:
+    """A temporary sibling name of `name` that no other process AND no other thread uses: eval's
+    workers are threads of one process, so a pid alone lets two of them write the same temporary
+    file and one's rename pulls the file from under the other."""
+    return f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+
+
 def envs_root() -> Path:
     return state_dir("swe", "envs")
 
@@ -92,7 +100,7 @@ def opt_root() -> Path:
     (root / "miniconda3" / "envs").mkdir(exist_ok=True)
     shim = bin_dir / "activate"
     if not shim.exists() or shim.read_text() != ACTIVATE_SHIM:
-        tmp = bin_dir / f".activate.{os.getpid()}"
+        tmp = bin_dir / private_name("activate")
         tmp.write_text(ACTIVATE_SHIM)
         tmp.chmod(0o755)
         tmp.replace(shim)
@@ -135,7 +143,7 @@ def repository(repo: str, repo_mirror: str | None) -> Path:
     if (target / "HEAD").is_file():
         return target
     url = f"https://github.com/{repo}"
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    tmp = target.with_name(private_name(target.name))
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         subprocess.run(["git", "clone", "--mirror", "--quiet", url, str(tmp)], check=True,
@@ -147,7 +155,12 @@ def repository(repo: str, repo_mirror: str | None) -> Path:
     except subprocess.TimeoutExpired as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise EnvironmentUnavailable(f"cloning {url} took over 30 minutes") from exc
-    tmp.replace(target)
+    try:
+        tmp.replace(target)
+    except OSError:  # cloned meanwhile by another worker: theirs is as good
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "HEAD").is_file():
+            raise
     return target
 
 
@@ -305,7 +318,7 @@ def staged_uv() -> str:
     target = opt_root() / "orchard" / "bin" / "uv"
     if not target.exists() or target.stat().st_size != source.stat().st_size:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".uv.{os.getpid()}")
+        tmp = target.with_name(private_name("uv"))
         shutil.copy2(source, tmp)
         tmp.chmod(0o755)
         os.replace(tmp, target)
