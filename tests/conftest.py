@@ -61,3 +61,11 @@ def _strict_prerequisites(request):
     reason = getattr(request.node, "_orchard_missing", None)
     if reason:
         pytest.fail(f"prerequisite missing under ORCHARD_TEST_STRICT=1: {reason}")
+
+
+@pytest.fixture(scope="session")
+def swe_mini_home(tmp_path_factory):
+    """One ORCHARD_HOME for every test that grades swe-mini tasks (tests/synth/test_swe_mini.py,
+    tests/value's `graded`): each package's environment and each rebuilt repository is made once
+    per session. A test points at it with monkeypatch.setenv("ORCHARD_HOME", str(swe_mini_home))."""
+    return tmp_path_factory.mktemp("swe-mini-home")

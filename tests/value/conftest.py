@@ -63,12 +63,12 @@ def run_cli(capsys: Any, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="session")
-def graded(tmp_path_factory) -> dict[str, Any]:
+def graded(tmp_path_factory, swe_mini_home) -> dict[str, Any]:
     """{'suite', 'ids', 'runs': [run folders], 'kinds': {task: [kind per run]}, 'home'}."""
     from orchard_cli.tasks.registry import load_suite
 
     root = tmp_path_factory.mktemp("value-graded")
-    home = root / "home"
+    home = swe_mini_home  # shared with tests/synth/test_swe_mini.py: environments built once
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ORCHARD_HOME", str(home))
         _, tasks = load_suite(SUITE)
