@@ -10,6 +10,9 @@ Failures are categorised, never called 'unresolved': an exception while creating
 grading is `infra_error`, one from `family.setup` is `env_error` (unless the sandbox itself
 failed: `infra_error`). The loop keeps going after a failed instance.
 
+With several workers, attempts are queued round-robin over the family's environments
+(`spread_environments`), so that two workers do not start by waiting on one environment's build.
+
 A run folder holds: config.json, results.jsonl (appended as each attempt finishes),
 predictions.jsonl (SWE-bench format; attempts after the first in predictions-attempt-K.jsonl),
 scorecard.json / .md / .html, and logs/<instance_id>/attempt-<k>/.
@@ -156,8 +159,9 @@ class EvalRun:
         elif self.out.exists() and any(self.out.iterdir()):
             raise UsageError(f"output folder {self.out} is not empty",
                              hint="pass --resume to continue that run, or choose another --out")
-        self.pending = [(t, k) for t in tasks for k in range(1, config.attempts + 1)
-                        if (t.task_id, k) not in self.done]
+        pending = [(t, k) for t in tasks for k in range(1, config.attempts + 1)
+                   if (t.task_id, k) not in self.done]
+        self.pending = spread_environments(pending, family) if config.workers > 1 else pending
 
     def _check_resume(self) -> None:
         path = self.out / "config.json"
@@ -373,6 +377,25 @@ class EvalRun:
         write_text(self.out / "scorecard.md", render_markdown(card, results))
         write_text(self.out / "scorecard.html", render_html(card, results))
         return card
+
+
+def spread_environments(pending: list[tuple[Task, int]], family: Any) -> list[tuple[Task, int]]:
+    """Pending attempts round-robin over the family's environments (its optional `env_key(task)`),
+    so that parallel workers start on different environments rather than one waiting on the
+    other's build. Within an environment, and for a family without the hook, file order stays."""
+    key_of = getattr(family, "env_key", None)
+    if not callable(key_of):
+        return list(pending)
+    groups: dict[Any, list[tuple[Task, int]]] = {}
+    for task, k in pending:
+        try:
+            key = key_of(task)
+        except Exception:  # the attempt itself reports why; here it is an environment of its own
+            key = ("no env_key", task.task_id)
+        groups.setdefault(key, []).append((task, k))
+    queues = list(groups.values())
+    depth = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(depth) for q in queues if i < len(q)]
 
 
 def settle(attempt: Attempt | None, outcome: Outcome) -> Outcome:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from orchard_cli.env import connect
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.env.owner import current_owner
 from orchard_cli.errors import OrchardError, UsageError
-from orchard_cli.evaluation import EvalConfig, EvalRun, verdict
+from orchard_cli.evaluation import EvalConfig, EvalRun, spread_environments, verdict
 from orchard_cli.predictions import Prediction
 from orchard_cli.records import read_jsonl
 from orchard_cli.tasks.base import Outcome, Task
@@ -298,3 +299,55 @@ def test_resume_of_an_unreadable_config_is_a_usage_error(tmp_path, calc_repo):
     (out / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="not an orchard eval run"):
         EvalRun(_config(out), family, family.tasks("t1"), GoldSource(family), out, True)
+
+
+class KeyedCalcFamily(CalcFamily):
+    """CalcFamily whose tasks share environments by id prefix ('a-1', 'a-2' -> 'a'); it records
+    the order in which setups start, and the first two wait for each other (both workers busy)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.started: list[str] = []
+        self._both = threading.Barrier(2, timeout=60)
+        self._mutex = threading.Lock()
+
+    def env_key(self, task: Task) -> str:
+        if task.task_id.startswith("nokey"):
+            raise EnvMissing("no recipe")
+        return task.task_id.split("-")[0]
+
+    def setup(self, task: Task, sandbox) -> None:
+        with self._mutex:
+            self.started.append(task.task_id)
+            first_two = len(self.started) <= 2
+        if first_two:
+            self._both.wait()
+        super().setup(task, sandbox)
+
+
+def test_two_workers_start_on_different_environments(tmp_path, calc_repo):
+    """Tasks in file order a, a, a, b, b: with 2 workers the first two setups are of a and b
+    (file order started both on a, the second waiting on the first's environment build)."""
+    family = KeyedCalcFamily(*calc_repo)
+    tasks = family.tasks("a-1", "a-2", "a-3", "b-1", "b-2")
+    out = tmp_path / "run"
+    run = EvalRun(_config(out, workers=2, source="gold"), family, tasks, GoldSource(family), out, False)
+    assert [t.task_id for t, _ in run.pending] == ["a-1", "b-1", "a-2", "b-2", "a-3"]
+    card = run.execute()
+    assert {family.env_key(t) for t in tasks if t.task_id in family.started[:2]} == {"a", "b"}
+    assert sorted(family.started) == sorted(t.task_id for t in tasks)
+    assert card.resolved == 5 and card.complete
+    # One worker: file order (no one to wait on); a family without env_key: file order.
+    single = EvalRun(_config(tmp_path / "one"), family, tasks, GoldSource(family), tmp_path / "one", False)
+    assert [t.task_id for t, _ in single.pending] == ["a-1", "a-2", "a-3", "b-1", "b-2"]
+    assert spread_environments([(t, 1) for t in tasks], CalcFamily(*calc_repo)) == [(t, 1) for t in tasks]
+
+
+def test_spread_keeps_attempts_in_order_and_survives_a_failing_key(calc_repo):
+    family = KeyedCalcFamily(*calc_repo)
+    tasks = family.tasks("a-1", "a-2", "nokey-1", "b-1")
+    pending = [(t, k) for t in tasks for k in (1, 2)]
+    order = [(t.task_id, k) for t, k in spread_environments(pending, family)]
+    assert order == [("a-1", 1), ("nokey-1", 1), ("b-1", 1), ("a-1", 2), ("nokey-1", 2), ("b-1", 2),
+                     ("a-2", 1), ("a-2", 2)]
+    assert sorted(order) == sorted((t.task_id, k) for t, k in pending)
