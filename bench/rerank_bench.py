@@ -2,9 +2,10 @@
 
   best-of-N    candidates per task made by `orchard rerank candidates` (gold, near misses,
                unrelated edit, empty; --near-misses 5 gives 8), graded by `orchard eval
-               --predictions` in sandboxes; two-fold cross-fitting by task (`rerank train
-               --fold k/2`: each task is scored by the model that did not see it). For N = 1, 2,
-               4, 8: the resolved rate of first / random / majority / value / oracle, averaged over
+               --predictions` in sandboxes; K-fold cross-fitting by task (`rerank train
+               --fold k/K`, K = --folds, 4 by default: each task is scored by the model that did
+               not see it). For N = 1, 2, 4, 8: the resolved rate of first / random / majority /
+               shortest patch / value / oracle, averaged over
                tasks and over DRAWS seeded draws of N of each task's candidates (candidates whose
                patch is empty or did not apply are dropped before picking when others are left,
                as `rerank apply` does; `first` is the first drawn, unfiltered). Table + PNG.
@@ -12,7 +13,7 @@
                of growing length, at two token budgets.
 
 Usage: .venv/bin/python bench/rerank_bench.py [--suite swe-mini] [--tasks 30] [--near-misses 5]
-         [--work DIR] [--draws 200] [--skip-throughput]
+         [--folds 4] [--objective pairwise|pointwise] [--work DIR] [--draws 200] [--skip-throughput]
 --work keeps candidates, runs and models; a second run reuses graded runs found there.
 Needs bubblewrap, PyPI (sdists, environments) and the embedded model.
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 NS = (1, 2, 4, 8)
-SHOWN = ("first", "random", "majority", "value", "oracle")
+SHOWN = ("first", "random", "majority", "shortest", "value", "oracle")
 
 
 def cli(*args: str) -> int:
@@ -63,7 +64,8 @@ def graded_runs(suite: str, tasks: int, near: int, work: Path) -> tuple[list[str
     return ids, runs
 
 
-def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int) -> dict[str, list[dict]]:
+def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int, folds: int = 4,
+                     objective: str = "pairwise") -> dict[str, list[dict]]:
     """task -> candidates [{patch, resolved, applies, score}] in run order, each task scored by
     the model of the fold that held it out."""
     from orchard_cli.value import data
@@ -71,11 +73,11 @@ def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int) -> dict[str,
 
     episodes = data.episodes_from_runs(runs)
     by_task: dict[str, list[dict]] = defaultdict(list)
-    for k in (1, 2):
-        model_dir = work / f"model-{k}"
+    for k in range(1, folds + 1):
+        model_dir = work / f"model-{objective}-{k}of{folds}"
         if not (model_dir / "value_model.json").is_file():
-            cli("rerank", "train", *[a for r in runs for a in ("--runs", str(r))], "--fold", f"{k}/2",
-                "--max-tokens", str(max_tokens), "--out", str(model_dir))
+            cli("rerank", "train", *[a for r in runs for a in ("--runs", str(r))], "--fold", f"{k}/{folds}",
+                "--max-tokens", str(max_tokens), "--objective", objective, "--out", str(model_dir))
         held = set(json.loads((model_dir / "split.json").read_text())["heldout"])
         mine = [ep for ep in episodes if ep.task_key in held and ep.label is not None]
         scores = ValueModel.load(model_dir).score(mine)
@@ -104,6 +106,7 @@ def best_of_n(by_task: dict[str, list[dict]], draws: int, seed: int = 0) -> dict
                 totals["first"] += drawn[0]["resolved"]
                 totals["random"] += sum(c["resolved"] for c in pool) / len(pool)
                 totals["majority"] += pool[pick("majority", patches)]["resolved"]
+                totals["shortest"] += pool[pick("shortest", patches)]["resolved"]
                 totals["value"] += pool[pick("value", patches, scores)]["resolved"]
                 totals["oracle"] += float(any(c["resolved"] for c in drawn))
                 count += 1
@@ -120,7 +123,7 @@ def plot(table: dict[int, dict[str, float]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     styles = {"oracle": ("#98a2b3", "--"), "value": ("#2f9e62", "-"), "majority": ("#e2a03f", "-"),
-              "random": ("#8b95a7", ":"), "first": ("#9b6fd0", "-.")}
+              "random": ("#8b95a7", ":"), "first": ("#9b6fd0", "-."), "shortest": ("#4c7bd9", "-.")}
     ns = [n for n in NS if table.get(n)]
     for s in SHOWN:
         color, ls = styles[s]
@@ -173,6 +176,8 @@ def main() -> None:
     parser.add_argument("--near-misses", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--folds", type=int, default=4)
+    parser.add_argument("--objective", choices=("pairwise", "pointwise"), default="pairwise")
     parser.add_argument("--work", type=Path, default=HERE / "runs" / "rerank-bench")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -180,10 +185,10 @@ def main() -> None:
     started = time.monotonic()
     ids, runs = graded_runs(args.suite, args.tasks, args.near_misses, args.work)
     graded_s = time.monotonic() - started
-    by_task = cross_fit_scores(runs, args.work, args.max_tokens)
+    by_task = cross_fit_scores(runs, args.work, args.max_tokens, args.folds, args.objective)
     table = best_of_n(by_task, args.draws)
     plot(table, args.work / "best_of_n.png")
-    print(f"\n{args.suite}: {len(by_task)} held-out tasks (two-fold cross-fitting), {len(runs)} candidates per "
+    print(f"\n{args.suite}: {len(by_task)} held-out tasks ({args.folds}-fold cross-fitting, {args.objective} head), {len(runs)} candidates per "
           f"task, {args.draws} draws per N; grading + setup {graded_s:.0f} s\n")
     print("| N | tasks | " + " | ".join(SHOWN) + " |")
     print("| ---: | ---: | " + " | ".join("---:" for _ in SHOWN) + " |")
@@ -194,7 +199,7 @@ def main() -> None:
     print(f"\nplot: {args.work / 'best_of_n.png'}")
     result = {"suite": args.suite, "tasks": len(by_task), "best_of_n": table}
     if not args.skip_throughput:
-        rows = throughput(args.work / "model-1", runs)
+        rows = throughput(args.work / f"model-{args.objective}-1of{args.folds}", runs)
         result["throughput"] = rows
         print("\n| budget | trajectory tokens | tokens read | candidates/s |\n| ---: | ---: | ---: | ---: |")
         for r in rows:

@@ -44,6 +44,8 @@ def train(
     pca: Annotated[int, typer.Option("--pca", min=0, help="Principal components of the hidden states the head reads (0: only the LM's log-probability features).")] = 0,
     l2: Annotated[float, typer.Option("--l2", min=0.0, help="L2 penalty of the head.")] = 0.1,
     neg_ratio: Annotated[float, typer.Option("--neg-ratio", min=0.05, help="Weight of all negatives over all positives (1 = balanced).")] = 1.0,
+    objective: Annotated[str, typer.Option("--objective", help="pairwise (learn from resolved/unresolved pairs of one task, then calibrate) or pointwise (plain logistic regression).")] = "pairwise",
+    features: Annotated[str, typer.Option("--features", help="compact (gains, sizes, relevance to the problem) or all (adds the absolute log-probabilities).")] = "compact",
     shuffle_labels: Annotated[bool, typer.Option("--shuffle-labels", help="Control: fit on permuted labels; held-out metrics should be at chance.")] = False,
     threads: ThreadsOpt = 1,
     fmt: FormatOpt = OutputFormat.text,
@@ -55,6 +57,10 @@ def train(
 
     if precision not in ("bf16", "fp32"):
         raise UsageError(f"--precision {precision!r} is not bf16 or fp32")
+    if objective not in ("pairwise", "pointwise"):
+        raise UsageError(f"--objective {objective!r} is not pairwise or pointwise")
+    if features not in ("compact", "all"):
+        raise UsageError(f"--features {features!r} is not compact or all")
     fold_kn = None
     if fold is not None:
         parts = fold.split("/")
@@ -66,7 +72,8 @@ def train(
         trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
         base_model=base_model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
         holdout=holdout, fold=fold_kn, max_tokens=max_tokens, precision=precision, shuffle_labels=shuffle_labels, threads=threads,
-        head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps))
+        head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps, objective=objective,
+                        features=features))
     console = stderr_console()
     report = train_value_model(config, say=lambda line: console.print(line, markup=False))
     if fmt == OutputFormat.json:

@@ -32,8 +32,10 @@ def model_card(meta: Any, report: Any) -> str:
         "p(resolved | problem, trajectory, patch) = sigmoid(w · z + b). The LM is not fine-tuned. It reads "
         f"each episode once (problem statement, the end of the trajectory and the final patch, at most "
         f"{meta.max_tokens} tokens, the patch kept first) and gives z: {len(SCALARS)} features from its "
-        f"log-probabilities and the patch's size ({', '.join(SCALARS)}), among them the naturalness gain: "
-        "how much more likely the LM finds the patched code than the code it replaces; and the top "
+        f"log-probabilities, the patch's size and its relevance to the problem ({', '.join(SCALARS)}), among "
+        "them the naturalness gain: how much more likely the LM finds the patched code than the code it "
+        "replaces, and whether the patch edits the functions and names the problem statement mentions; "
+        "and the top "
         f"{meta.components} principal components of its hidden states (mean over the patch at the middle "
         "layer, and the last token). Hidden-state components are off by default (`--pca 0`): on experience "
         "sets of tens of tasks they learnt the tasks rather than the quality of the patches (held-out picks "
@@ -44,9 +46,14 @@ def model_card(meta: Any, report: Any) -> str:
         "learn. A logistic head on frozen features is fitted in under a second from the same single "
         "forward pass per episode, and can be refitted (cross-validation, `--init-from`, controls) for free.",
         "",
-        f"Training: L-BFGS on the logistic loss with balanced class weights (negatives weigh "
-        f"{meta.head.neg_ratio:g}x the positives in total), L2 {meta.head.l2:g}; the logit is shifted by "
-        f"{meta.prior_shift:+.3f} so probabilities follow the training base rate.",
+        (f"Training ({meta.head.objective}, {meta.head.features} features): "
+         + ("L-BFGS on within-task pairs (a resolved and an unresolved episode of the same task, "
+            "P(a above b) = sigmoid(w · (z_a - z_b))), so what is constant across a task cancels out; then "
+            "one scale and bias fitted on the logistic loss (Platt scaling) turn the order into a probability"
+            if meta.head.objective == "pairwise" else "L-BFGS on the logistic loss")
+         + f", with balanced class weights (negatives weigh {meta.head.neg_ratio:g}x the positives in total), "
+         f"L2 {meta.head.l2:g}; the logit is shifted by {meta.prior_shift:+.3f} so probabilities follow the "
+         "training base rate."),
         "",
         "## What it learnt from", "",
         f"- suites: {', '.join(meta.suites) or '-'}",

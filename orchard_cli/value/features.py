@@ -8,7 +8,8 @@ The base LM (SmolLM2-135M by default) is never updated; it reads each episode on
 2. the naturalness passes: each hunk of the patch read as code, once as it was (context and
    removed lines) and once as it would be (context and added lines). The LM's mean
    log-probability of the changed lines in each version, and the difference. A fix tends to
-   make code more natural, a wrong edit less (the "naturalness of software" signal).
+   make code more natural, a wrong edit less (the "naturalness of software" signal);
+3. relevance.py, without the LM: whether the patch edits what the problem statement names.
 
 `FEATURE_VERSION` changes whenever the vector's layout or meaning changes: a value model only
 reads features of its own version, from the base it was trained on.
@@ -25,12 +26,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from orchard_cli.value.data import TITLES, Episode, compose, sections
+from orchard_cli.value.relevance import NAMES as RELEVANCE
+from orchard_cli.value.relevance import relevance
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3
 SCALARS = ("patch_logprob", "added_logprob_in_context", "after_logprob", "before_logprob",
            "naturalness_gain", "after_min_hunk", "after_snippet_logprob", "before_snippet_logprob",
            "after_min_token", "before_min_token", "min_token_gain",
-           "log_patch_tokens", "log_changed_lines", "log_trajectory_tokens", "hunks", "has_patch")
+           "log_patch_tokens", "log_changed_lines", "log_trajectory_tokens", "hunks", "has_patch",
+           *RELEVANCE)
+# The compact set (the head's default): differences within an episode, sizes and relevance. The
+# absolute log-probabilities left out mostly tell code bases apart, not good patches from bad.
+COMPACT = ("naturalness_gain", "min_token_gain", "log_changed_lines", "hunks", "has_patch", *RELEVANCE)
 BATCH = 4
 SNIPPET_CONTEXT = 3  # context lines around a hunk's changes, each side, in the naturalness passes
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -213,7 +220,8 @@ class Featurizer:
                           if line[:1] in "+-" and not line.startswith(("+++", "---")))
             scalars = [_mean(in_patch), _mean(on_added), *natural[row],
                        math.log1p(enc["patch_tokens"]), math.log1p(changed), math.log1p(enc["trajectory_tokens"]),
-                       float(len(hunks(ep.patch))), float(bool(ep.patch.strip()))]
+                       float(len(hunks(ep.patch))), float(bool(ep.patch.strip())),
+                       *relevance(ep.problem, ep.patch)]
             rows.append(np.concatenate([pooled.float().numpy(), last.float().numpy(),
                                         np.asarray(scalars, dtype=np.float32)]))
         return rows

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchard_cli.errors import UsageError
 from orchard_cli.value.data import Episode
-from orchard_cli.value.features import FEATURE_VERSION, SCALARS, Featurizer
+from orchard_cli.value.features import COMPACT, FEATURE_VERSION, SCALARS, Featurizer
 
 SCHEMA_VERSION = 1
 META_FILE = "value_model.json"
@@ -67,6 +67,13 @@ class HeadConfig(BaseModel):
     """Total weight of the negatives relative to the positives (1.0: balanced)."""
     max_steps: int = Field(200, ge=1)
     """L-BFGS iterations."""
+    objective: Literal["pairwise", "pointwise"] = "pairwise"
+    """pairwise: weights learnt from resolved/unresolved pairs of the same task, then one scale and
+    bias calibrated pointwise (ranking.py); pointwise: a plain weighted logistic regression.
+    Pairwise falls back to pointwise when no task has both outcomes."""
+    features: Literal["compact", "all"] = "compact"
+    """Which LM features the head reads: compact (features.COMPACT: gains, sizes, relevance) or
+    all of features.SCALARS (adds the absolute log-probabilities)."""
 
 
 class ValueModelMeta(BaseModel):
@@ -165,9 +172,10 @@ class Head:
 
 
 def fit_head(features: np.ndarray, labels: Sequence[int], weights: Sequence[float], config: HeadConfig,
-             hidden_dims: int, seed: int, init: Head | None = None) -> Head:
-    """Fit the head by L-BFGS on the weighted logistic loss. With `init`, its standardization and
-    PCA basis are kept and its weights are the starting point (continued training)."""
+             hidden_dims: int, seed: int, init: Head | None = None, groups: Sequence[str] | None = None) -> Head:
+    """Fit the head by L-BFGS: on within-task pairs (`groups`: the task of each example) then
+    calibrated, or on the weighted logistic loss (config.objective). With `init`, its
+    standardization and PCA basis are kept and its weights are the starting point."""
     import torch
 
     torch.manual_seed(seed)
@@ -188,28 +196,43 @@ def fit_head(features: np.ndarray, labels: Sequence[int], weights: Sequence[floa
             basis = np.zeros((0, hidden_dims))
     head = Head(mean.astype(np.float32), std.astype(np.float32), basis.astype(np.float32),
                 np.zeros(basis.shape[0] + x.shape[1] - hidden_dims, dtype=np.float32), 0.0, hidden_dims)
-    z = torch.tensor(head.project(features), dtype=torch.float64)
+    z_np = head.project(features).astype(np.float64)
+    read = {name for name in (COMPACT if config.features == "compact" else SCALARS)}
+    mask = np.asarray([1.0] * basis.shape[0] + [float(name in read) for name in SCALARS])
+    start = init.weight if init is not None and init.weight.shape[0] == z_np.shape[1] else None
+    if config.objective == "pairwise" and groups is not None:
+        from orchard_cli.value.ranking import calibrate, pairwise_weights
+
+        order = pairwise_weights(z_np, labels, groups, l2=config.l2, steps=config.max_steps, mask=mask, init=start)
+        if order is not None:
+            scale, bias = calibrate(z_np @ order, labels, weights, config.max_steps)
+            head.weight = (order * scale).astype(np.float32)
+            head.bias = bias
+            return head
+    z = torch.tensor(z_np, dtype=torch.float64)
+    keep = torch.tensor(mask, dtype=torch.float64)
     y = torch.tensor(list(labels), dtype=torch.float64)
     w = torch.tensor(list(weights), dtype=torch.float64)
     weight = torch.zeros(z.shape[1], dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(1, dtype=torch.float64, requires_grad=True)
-    if init is not None and init.weight.shape[0] == z.shape[1]:
+    if start is not None:
         with torch.no_grad():
-            weight.copy_(torch.tensor(init.weight, dtype=torch.float64))
+            weight.copy_(torch.tensor(start, dtype=torch.float64))
             bias.fill_(init.bias)
     optimizer = torch.optim.LBFGS([weight, bias], max_iter=config.max_steps, tolerance_grad=1e-9,
                                   tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe")
 
     def closure() -> Any:
         optimizer.zero_grad()
-        logits = z @ weight + bias
+        kept = weight * keep
+        logits = z @ kept + bias
         loss = (w * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).sum()
-        loss = loss + 0.5 * config.l2 * (weight ** 2).sum()
+        loss = loss + 0.5 * config.l2 * (kept ** 2).sum()
         loss.backward()
         return loss
 
     optimizer.step(closure)
-    head.weight = weight.detach().numpy().astype(np.float32)
+    head.weight = (weight.detach() * keep).numpy().astype(np.float32)
     head.bias = float(bias.detach()[0])
     return head
 

@@ -186,7 +186,7 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
     started = time.monotonic()
     weights = data.balance_weights(fit_labels, config.head.neg_ratio)
     head = fit_head(x, fit_labels, weights, config.head, featurizer.hidden * 2, config.seed,
-                    init=earlier.head if earlier is not None else None)
+                    init=earlier.head if earlier is not None else None, groups=tasks)
     fit_seconds = time.monotonic() - started
     meta = ValueModelMeta(
         base=identity, max_tokens=config.max_tokens, precision=config.precision, head=config.head,

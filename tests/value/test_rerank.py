@@ -1,12 +1,15 @@
 """The value model on real graded experience: candidates made by orchard's pipeline from real
 tasks (swe-mini), graded by the real grader in sandboxes, scored on held-out tasks only.
 
-Two-fold cross-fitting by task: the model trained on fold 1's tasks picks on fold 2's and the
-other way round, so every task is held out once and no model sees a task it is scored on.
+Four-fold cross-fitting by task: the model trained on three folds' tasks (15) picks on the
+fourth's (5), for each fold in turn, so every task is held out once and no model sees a task it
+is scored on. (With two folds, 10 training tasks, the picks swung by +-0.15 with the split seed.)
 Among each task's candidates whose patch is non-empty and applies, the value model's pick must
 beat the random pick (expected value) by MARGIN_RANDOM and the shortest-patch heuristic by
-MARGIN_SHORTEST; a model fitted to shuffled labels (seeded) must not beat random by MARGIN_RANDOM,
-which shows that the comparison can fail.
+MARGIN_SHORTEST; models fitted to shuffled labels (seeded) must not beat random by MARGIN_RANDOM,
+which shows that the comparison can fail. One shuffled model on 20 tasks is a coin toss (a
+random sign on the patch-size feature alone moves its pick by +-0.2), so the control is the mean
+over CONTROL_SEEDS seeded shuffles: what a model that learnt nothing gets in expectation.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from orchard_cli.main import main
 
 pytestmark = [pytest.mark.model, pytest.mark.bwrap, pytest.mark.slow]
 
-MARGIN_RANDOM = 0.15  # resolved-rate points over the random pick, among applying candidates
-MARGIN_SHORTEST = 0.05  # over the shortest-patch heuristic (one task in twenty)
+MARGIN_RANDOM = 0.2  # resolved-rate points over the random pick, among applying candidates
+MARGIN_SHORTEST = 0.1  # over the shortest-patch heuristic (two tasks in twenty)
+FOLDS = 4
+EPS = 1e-9  # rates are sums of 0/1 over 20 tasks: compare them without float noise
 MIN_HELDOUT = 15
+CONTROL_SEEDS = 5
 TOKENS = "256"  # the test's text budget (problem statement + patch fit in it for swe-mini)
 
 
@@ -36,14 +42,14 @@ def _cli(capsys, *args: str) -> tuple[int, Any]:
         return code, out
 
 
-def _cross_fit(graded, tmp: Path, capsys, *extra: str) -> dict[str, Any]:
+def _cross_fit(graded, tmp: Path, capsys, *extra: str, seed: int = 0) -> dict[str, Any]:
     """Train on one fold, pick on the other, both ways; pooled picks over all held-out tasks."""
     runs = [a for r in graded["runs"] for a in ("--runs", str(r))]
     pooled = {"tasks": 0, "value": 0.0, "random": 0.0, "shortest": 0.0, "first": 0.0, "oracle": 0.0,
               "reports": []}
-    for k in (1, 2):
+    for k in range(1, FOLDS + 1):
         model = tmp / f"model-{k}"
-        code, report = _cli(capsys, "rerank", "train", *runs, "--fold", f"{k}/2", "--seed", "0",
+        code, report = _cli(capsys, "rerank", "train", *runs, "--fold", f"{k}/{FOLDS}", "--seed", str(seed),
                             "--max-tokens", TOKENS, "--out", str(model), "--format", "json", *extra)
         assert code == 0, report
         held = [key.split("::", 1)[1] for key in report["heldout_tasks"]]
@@ -67,24 +73,23 @@ def _cross_fit(graded, tmp: Path, capsys, *extra: str) -> dict[str, Any]:
     return pooled
 
 
-@pytest.mark.xfail(reason="issue 7 is open: on the clean-clone CI rehearsal the value model's "
-                   "pick did not beat the patch-length heuristic by the stated margin (0.55 vs "
-                   "0.55 + 0.2)", strict=False)
 def test_value_model_beats_random_and_shortest_on_heldout_tasks(graded, value_base, tmp_path, capsys) -> None:
     result = _cross_fit(graded, tmp_path, capsys)
     rates = result["rates"]
     print("held-out best-of-N among applying candidates:", result["tasks"], "tasks", rates)
     assert result["tasks"] >= MIN_HELDOUT
     assert rates["oracle"] > rates["random"]  # the candidate sets hold something to find
-    assert rates["value"] >= rates["random"] + MARGIN_RANDOM, rates
-    assert rates["value"] >= rates["shortest"] + MARGIN_SHORTEST, rates
+    assert rates["value"] >= rates["random"] + MARGIN_RANDOM - EPS, rates
+    assert rates["value"] >= rates["shortest"] + MARGIN_SHORTEST - EPS, rates
 
     model, report, picks = result["reports"][0]
     for name in ("value_model.json", "head.safetensors", "experience.npz", "metrics.json", "split.json",
                  "model_card.md", "reliability.png"):
         assert (model / name).is_file(), name
     held = report["heldout"]
-    assert held["auc"] is not None and held["auc"] > 0.6 and 0 <= held["ece"] <= 1
+    aucs = [r["heldout"]["auc"] for _, r, _ in result["reports"]]
+    assert None not in aucs and sum(aucs) / len(aucs) > 0.6, aucs  # each fold holds out 5 tasks
+    assert 0 <= held["ece"] <= 1
     assert report["excluded_errors"] == 0 and report["candidates_per_second"] > 0
     split = json.loads((model / "split.json").read_text())
     assert not set(split["train"]) & set(split["heldout"])
@@ -102,17 +107,19 @@ def test_value_model_beats_random_and_shortest_on_heldout_tasks(graded, value_ba
     assert len(lines) == scorecard.instances and all(json.loads(l)["instance_id"] for l in lines)
 
 
-@pytest.mark.xfail(reason="issue 7 is open: with 20 swe-mini tasks the shuffled-label control came "
-                   "out nearly as well as the value model (0.50 vs random 0.35 + 0.15); more "
-                   "tasks are needed to separate the model from chance", strict=False)
 def test_shuffled_labels_do_not_beat_the_baselines(graded, value_base, tmp_path, capsys) -> None:
-    """The control: the same pipeline with the training labels permuted (seeded)."""
-    result = _cross_fit(graded, tmp_path, capsys, "--shuffle-labels")
-    rates = result["rates"]
-    print("shuffled-label control:", result["tasks"], "tasks", rates)
-    assert result["tasks"] >= MIN_HELDOUT
-    assert rates["value"] < rates["random"] + MARGIN_RANDOM, rates
-    assert "CONTROL MODEL" in (result["reports"][0][0] / "model_card.md").read_text()
+    """The control: the same pipeline with the training labels permuted (seeded), averaged."""
+    picked, random_rate, tasks = [], None, 0
+    for seed in range(CONTROL_SEEDS):
+        result = _cross_fit(graded, tmp_path / f"seed-{seed}", capsys, "--shuffle-labels", seed=seed)
+        tasks = result["tasks"]
+        picked.append(result["rates"]["value"])
+        random_rate = result["rates"]["random"]
+        assert "CONTROL MODEL" in (result["reports"][0][0] / "model_card.md").read_text()
+    mean = sum(picked) / len(picked)
+    print("shuffled-label control:", tasks, "tasks, value picks", picked, "mean", mean, "random", random_rate)
+    assert tasks >= MIN_HELDOUT
+    assert mean < random_rate + MARGIN_RANDOM - EPS, (mean, picked, random_rate)
 
 
 def test_init_from_adds_experience(graded, value_base, tmp_path, capsys) -> None:
@@ -169,8 +176,6 @@ def test_bad_inputs_are_one_line_errors(graded, value_base, tmp_path, capsys) ->
                                            "--out", str(tmp_path / "o4"))
 
 
-@pytest.mark.xfail(reason="issue 7 is open: `eval --attempts 2 --rerank DIR` exited 2 on the "
-                   "clean-clone CI rehearsal; not yet diagnosed", strict=False)
 def test_eval_attempts_rerank_in_one_go(graded, value_base, tmp_path, capsys) -> None:
     """`orchard eval ... --attempts 2 --rerank DIR`: the run, then its picks in RUN/rerank/."""
     runs = [a for r in graded["runs"] for a in ("--runs", str(r))]

@@ -108,6 +108,23 @@ def test_diff_helpers_read_hunks_and_lines() -> None:
     assert h.before[0] == ("-- not a header", True) and h.after[0] == ("++ neither", True)
 
 
+def test_relevance_reads_what_the_problem_names() -> None:
+    from orchard_cli.value.relevance import relevance
+
+    problem = "camelize gives wrong results: `test_inflection.py::test_camelize_lower` fails (string index)"
+    old = "import re\n\n\ndef camelize(string):\n    return string[1].lower()\n\n\ndef dasherize(word):\n    return word\n"
+    fix = unified("m.py", old, old.replace("string[1]", "string[0]"))
+    elsewhere = unified("m.py", old, old.replace("return word", "return word[::-1]"))
+    scope_fix, ident_fix = relevance(problem, fix)
+    scope_other, ident_other = relevance(problem, elsewhere)
+    assert scope_fix == 1.0 and scope_other == 0.0  # the hunk defines / sits in camelize, not dasherize
+    assert ident_fix == 1.0 and ident_other == 0.0  # 'string', 'lower' are named; 'word' is not
+    assert relevance(problem, "") == [0.0, 0.0]
+    header = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -10,3 +10,3 @@ def camelize(s):\n-    x = 1\n+    x = 2\n"
+    assert relevance(problem, header)[0] == 1.0  # the enclosing function from git's hunk header
+    assert relevance("", header) == [0.0, 0.0]
+
+
 def test_best_of_n_strategies() -> None:
     groups = [
         (["p1", "p2", "p2"], [0, 1, 1], [0.1, 0.2, 0.9]),  # majority and value right, first wrong
@@ -174,3 +191,45 @@ def test_candidates_cli_writes_shuffled_predictions_files(tmp_path, monkeypatch,
         if patch:
             subprocess.run(["git", "apply", "--check", "-"], cwd=repo, input=patch, text=True, check=True)
     assert main(["rerank", "candidates", str(suite), "--out", str(tmp_path / "c")]) == 2  # not empty
+
+
+def test_pairwise_head_learns_the_order_within_a_task_and_calibrates() -> None:
+    """Simpson's paradox on purpose: across tasks, feature `after_logprob` goes with resolving (easy
+    tasks read as natural code), within a task the resolved episode has the lower value. Pointwise
+    fitting follows the across-task trend; the pairwise head learns the within-task order, and its
+    calibrated probabilities still rank resolved above unresolved on average."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")
+    from orchard_cli.value.model import SCALARS, HeadConfig, fit_head
+
+    rng = np.random.default_rng(0)
+    hidden, col = 2, 2 + list(SCALARS).index("after_logprob")
+    rows, labels, groups = [], [], []
+    for task in range(30):
+        easy = task % 2 == 0  # easy tasks: three of four episodes resolve; hard: one of four
+        level = 3.0 if easy else -3.0
+        outcome = [1, 1, 1, 0] if easy else [1, 0, 0, 0]
+        for y in outcome:
+            x = rng.normal(scale=0.1, size=hidden + len(SCALARS))
+            x[col] = level + (-0.5 if y else 0.5) + rng.normal(scale=0.05)
+            rows.append(x)
+            labels.append(y)
+            groups.append(f"t{task}")
+    x = np.stack(rows)
+    weights = [1.0] * len(labels)
+    point = fit_head(x, labels, weights, HeadConfig(objective="pointwise", features="all"), hidden, 0, groups=groups)
+    pair = fit_head(x, labels, weights, HeadConfig(objective="pairwise", features="all"), hidden, 0, groups=groups)
+    at = list(SCALARS).index("after_logprob")
+    assert point.weight[at] > 0 > pair.weight[at]
+    # the compact feature set leaves the absolute log-probabilities out: their weights stay zero
+    compact = fit_head(x, labels, weights, HeadConfig(), hidden, 0, groups=groups)
+    assert compact.weight[at] == 0.0
+    logits = pair.logits(x)
+    wins = sum(logits[i] > logits[j] for i in range(len(labels)) for j in range(len(labels))
+               if groups[i] == groups[j] and labels[i] == 1 and labels[j] == 0)
+    pairs = sum(1 for i in range(len(labels)) for j in range(len(labels))
+                if groups[i] == groups[j] and labels[i] == 1 and labels[j] == 0)
+    assert wins == pairs  # every within-task pair in the right order
+    # without any task holding both outcomes there is nothing to contrast: pointwise is used
+    alone = fit_head(x, labels, weights, HeadConfig(features="all"), hidden, 0, groups=[str(i) for i in range(len(labels))])
+    assert np.allclose(alone.weight, point.weight, atol=1e-3)
