@@ -19,10 +19,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory):
     root = tmp_path_factory.mktemp("tasks-cmd")
-    inst = swe_repo.make_instances(root / "mirror")
-    path = root / "calc.jsonl"
-    path.write_text("\n".join(json.dumps(inst[k]) for k in ("scripted", "own")) + "\n")
-    return path
+    return swe_repo.write_suite(root)[1]
 
 
 def run(capsys, *args):

@@ -114,6 +114,14 @@ def make_instances(mirror: Path) -> dict:
             "breaks_p2p": breaks_p2p, "not_applying": not_applying, "base": base}
 
 
+def write_suite(root: Path) -> tuple[dict, Path]:
+    """The instances (mirror at root/mirror) and a SWE-bench-format file of the two graded ones."""
+    instances = make_instances(root / "mirror")
+    data = root / "calc.jsonl"
+    data.write_text("\n".join(json.dumps(instances[k]) for k in ("scripted", "own")) + "\n")
+    return instances, data
+
+
 def dataset_style_script(base: str, test_patch: str) -> str:
     """An eval script as SWE-bench's data writes them (compare the dataset's eval_script column)."""
     return "\n".join([

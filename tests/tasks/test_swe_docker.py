@@ -54,9 +54,7 @@ def results(out: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("swe-docker")
-    instances = swe_repo.make_instances(root / "mirror")
-    data = root / "calc.jsonl"
-    data.write_text("\n".join(json.dumps(instances[k]) for k in ("scripted", "own")) + "\n")
+    instances, data = swe_repo.write_suite(root)
     family, tasks = load_suite(str(data), repo_mirror=str(root / "mirror"))
     tag = docker_env.image_tag(family.env_key(tasks[0]))
     docker("image", "rm", "-f", tag, check=False)  # the first run below builds it

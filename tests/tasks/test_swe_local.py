@@ -7,7 +7,6 @@ patch adding the FAIL_TO_PASS test. Both an eval_script instance (written for /t
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,9 +27,7 @@ pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("swe-local")
-    instances = swe_repo.make_instances(root / "mirror")
-    data = root / "calc.jsonl"
-    data.write_text("\n".join(json.dumps(instances[k]) for k in ("scripted", "own")) + "\n")
+    instances, data = swe_repo.write_suite(root)
     env = connect("local")
     yield {"root": root, "home": root / "home", "instances": instances, "data": data, "env": env}
     env.close()
