@@ -90,7 +90,9 @@ def train(
         table.add_row(strategy, _pct(rate), _pct(held.best_of_n_applying.get(strategy)))
     stdout_console().print(table)
     typer.echo(f"held-out AUC {_num(held.auc)}, ECE {_num(held.ece)}, Brier {_num(held.brier)}; "
-               f"train AUC {_num(report.train.auc)}; {report.candidates_per_second:g} candidates/s")
+               f"train AUC {_num(report.train.auc)}; "
+               + (f"{report.candidates_per_second:g} candidates/s" if report.candidates_per_second
+                  else "every episode's features were already read in this process"))
     typer.echo(f"model card: {Path(report.out) / 'model_card.md'}")
 
 

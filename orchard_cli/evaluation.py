@@ -292,17 +292,12 @@ class EvalRun:
             started_at=started, finished_at=time.time())
 
     def _eval_script(self, task: Task) -> str | None:
-        """The script that ran the tests: the family's optional `eval_script(task)` hook; for
-        the SWE family (no hook yet) the script its grade() writes, rebuilt the same way."""
+        """The script that ran the tests: the family's optional `eval_script(task)` hook (the SWE
+        family has one), else None."""
         try:
             hook = getattr(self.family, "eval_script", None)
             if callable(hook):
                 return hook(task)
-            if getattr(self.family, "name", None) == "swe":
-                from orchard_cli.tasks.swe.instance import eval_script
-
-                return eval_script(task.record, self.family.recipe(task),
-                                   keep_install=self.config.backend != "local")
         except Exception:  # a log file is not worth failing an attempt for
             return None
         return None

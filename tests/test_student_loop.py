@@ -93,21 +93,28 @@ def student(recorded, smollm2_home, tmp_path_factory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def served(student) -> Iterator[dict[str, Any]]:
-    """`orchard serve --model DIR` in a subprocess: its ready line ({'base_url', 'model', ...})."""
+def served(student, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """`orchard serve --model DIR` in a subprocess: its ready line ({'base_url', 'model', ...}).
+    Its stderr goes to a file (a pipe nobody reads could fill and stall the server)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "orchard_cli.main", "serve", "--model", str(student["out"]),
-                             "--port", "0", "--max-tokens", MAX_TOKENS, "--format", "json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = tmp_path_factory.mktemp("serve") / "stderr.log"
+    with log.open("w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "orchard_cli.main", "serve", "--model", str(student["out"]),
+                                 "--port", "0", "--max-tokens", MAX_TOKENS, "--format", "json"],
+                                stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
+    code = None
     try:
         line = proc.stdout.readline()
-        assert line, proc.stderr.read()
+        assert line, log.read_text()
         yield json.loads(line)
     finally:
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
-        err = proc.stderr.read()
-    assert code == 0, err
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert code == 0, log.read_text()
 
 
 def test_orchard_recorded_a_resolved_episode(recorded):

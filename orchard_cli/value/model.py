@@ -152,6 +152,8 @@ class Head:
                  bias: float, hidden_dims: int) -> None:
         self.mean, self.std, self.basis = mean, std, basis
         self.weight, self.bias, self.hidden_dims = weight, float(bias), hidden_dims
+        self.objective = "pointwise"
+        """How fit_head fitted it (pairwise falls back to pointwise without within-task pairs)."""
 
     def project(self, features: np.ndarray) -> np.ndarray:
         x = (features - self.mean) / self.std
@@ -208,6 +210,7 @@ def fit_head(features: np.ndarray, labels: Sequence[int], weights: Sequence[floa
             scale, bias = calibrate(z_np @ order, labels, weights, config.max_steps)
             head.weight = (order * scale).astype(np.float32)
             head.bias = bias
+            head.objective = "pairwise"
             return head
     z = torch.tensor(z_np, dtype=torch.float64)
     keep = torch.tensor(mask, dtype=torch.float64)

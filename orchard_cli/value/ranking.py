@@ -78,11 +78,17 @@ def pairwise_weights(z: np.ndarray, labels: Sequence[int], groups: Sequence[str]
 
 def calibrate(scores: np.ndarray, labels: Sequence[int], weights: Sequence[float], steps: int) -> tuple[float, float]:
     """(scale, bias) of sigmoid(scale * score + bias), fitted on weighted labels; the scale is
-    kept non-negative so calibration never reverses the learnt order."""
+    kept non-negative so calibration never reverses the learnt order. Platt's smoothed targets
+    ((N+ + 1) / (N+ + 2) for a resolved episode, 1 / (N- + 2) for the others) keep the scale
+    finite when the training scores separate the classes, as they often do on the episodes the
+    weights were fitted on; without them the probabilities come out 0 or 1."""
     import torch
 
+    n_pos = sum(1 for v in labels if v == 1)
+    n_neg = len(labels) - n_pos
+    hi, lo = (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2)
     s = torch.tensor(scores, dtype=torch.float64)
-    y = torch.tensor(list(labels), dtype=torch.float64)
+    y = torch.tensor([hi if v == 1 else lo for v in labels], dtype=torch.float64)
     w = torch.tensor(list(weights), dtype=torch.float64)
     raw_scale = torch.zeros(1, dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(1, dtype=torch.float64, requires_grad=True)

@@ -188,8 +188,11 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
     head = fit_head(x, fit_labels, weights, config.head, featurizer.hidden * 2, config.seed,
                     init=earlier.head if earlier is not None else None, groups=tasks)
     fit_seconds = time.monotonic() - started
+    if head.objective != config.head.objective:
+        say(f"no training task holds both a resolved and an unresolved episode: the head was fitted "
+            f"{head.objective}, not {config.head.objective} (give tasks several graded attempts)")
     meta = ValueModelMeta(
-        base=identity, max_tokens=config.max_tokens, precision=config.precision, head=config.head,
+        base=identity, max_tokens=config.max_tokens, precision=config.precision, head=config.head.model_copy(update={"objective": head.objective}),
         components=int(head.basis.shape[0]),
         prior_shift=prior_shift(fit_labels, config.head.neg_ratio),
         suites=sorted({t.split("::")[0] for t in tasks}),

@@ -15,8 +15,10 @@ cache, and a miss is reported the same way.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
+import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -117,14 +119,26 @@ def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> str | 
             return None
     except urllib.error.HTTPError:
         return None  # an answer, even 4xx/5xx: the hub is there; `datasets` takes it from here
+    except http.client.RemoteDisconnected as exc:  # closed without a word: no answer
+        return str(exc) or type(exc).__name__
+    except (http.client.HTTPException, ssl.SSLError):
+        return None  # something answered (a malformed reply, a certificate urllib rejects):
+        # not "no hub"; `datasets` has its own HTTP stack and says what is wrong
     except urllib.error.URLError as exc:
         reason = exc.reason
+        if isinstance(reason, ssl.SSLError):
+            return None
         return str(getattr(reason, "strerror", None) or reason)
     except (OSError, ValueError) as exc:  # timeouts, resets, a malformed HF_ENDPOINT
         return str(exc) or type(exc).__name__
 
 
 def read_hub(dataset_id: str, split: str, *, data_file: str | None = None) -> Dataset:
+    try:
+        import datasets
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(f"loading {dataset_id!r} from a hub needs 'datasets'",
+                                     hint=INSTALL_HINT) from exc
     offline = hub_offline()
     if not offline:
         endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
@@ -132,11 +146,6 @@ def read_hub(dataset_id: str, split: str, *, data_file: str | None = None) -> Da
         if why is not None:
             raise InfraError(f"cannot load {dataset_id!r}: no hub at {endpoint} ({why})",
                              hint=local_hint(data_file) + " (HF_HUB_OFFLINE=1 reads the datasets cache)")
-    try:
-        import datasets
-    except ModuleNotFoundError as exc:
-        raise MissingDependencyError(f"loading {dataset_id!r} from a hub needs 'datasets'",
-                                     hint=INSTALL_HINT) from exc
     try:
         loaded = datasets.load_dataset(dataset_id, split=split)
     except Exception as exc:

@@ -33,7 +33,9 @@ def grade_unpatched(family: Any, task: Any, sandbox: SandboxHandle) -> tuple[boo
     from orchard_cli.tasks.swe.instance import eval_script
 
     recipe = family.recipe(task)
-    script = eval_script(task.record, recipe, keep_install=sandbox.info.backend != "local")
+    from orchard_cli.tasks.swe.family import official_image
+
+    script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
     sandbox.write_file(UNPATCHED_SCRIPT, script, 0o755)
     job = sandbox.exec(f"bash {UNPATCHED_SCRIPT} > {UNPATCHED_LOG} 2>&1", timeout=DEFAULT_TEST_TIMEOUT)
     log = sandbox.read_file(UNPATCHED_LOG).decode(errors="replace")

@@ -168,6 +168,7 @@ def dead_hub(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")  # urllib reads the lower-case one first
     yield hub
     hub.sock.close()
 

@@ -233,3 +233,4 @@ def test_pairwise_head_learns_the_order_within_a_task_and_calibrates() -> None:
     # without any task holding both outcomes there is nothing to contrast: pointwise is used
     alone = fit_head(x, labels, weights, HeadConfig(features="all"), hidden, 0, groups=[str(i) for i in range(len(labels))])
     assert np.allclose(alone.weight, point.weight, atol=1e-3)
+    assert (alone.objective, pair.objective) == ("pointwise", "pairwise")
