@@ -334,6 +334,9 @@ class EvalRun:
             self._stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             try:
+                interrupt = getattr(self.family, "interrupt", None)
+                if callable(interrupt):  # builds in progress (an environment, an image) stop too
+                    interrupt()
                 env.close()
                 wait([f for f in futures if not f.cancelled()], timeout=STOP_GRACE_SECONDS)
                 self._close(env, results)

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,10 @@ def built_here(spec: SandboxSpec) -> bool:
 
 
 def sandbox_spec(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path,
-                 labels: dict[str, str]) -> SandboxSpec:
-    """The spec of an instance's sandbox on docker, building its image first if need be."""
-    image = ensure_image(key, recipe, record, repo_path)
+                 labels: dict[str, str], stop: threading.Event | None = None) -> SandboxSpec:
+    """The spec of an instance's sandbox on docker, building its image first if need be (a
+    build gives up as soon as `stop` is set: see stop_builds)."""
+    image = ensure_image(key, recipe, record, repo_path, stop)
     return SandboxSpec(image=image, workdir=TESTBED, network="none", memory="8Gi", cpu=2.0,
                        pids=4096, timeout=4 * 3600, env={**GIT_ENV, **ACTIVE_ENV},
                        mounts=[Mount(source=str(repo_path), target=REPO_MOUNT)],
@@ -89,7 +91,8 @@ def _image(client: Any, name: str) -> Any | None:
         return None
 
 
-def ensure_image(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path) -> str:
+def ensure_image(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path,
+                 stop: threading.Event | None = None) -> str:
     """The image of environment `key`; built (from the local build of it) when the engine lacks it."""
     from orchard_cli.env.images import _build_lock, docker_client, ensure_base_image
 
@@ -107,9 +110,10 @@ def ensure_image(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], re
             return tag  # another process built it while we waited
         started = time.monotonic()
         base = ensure_base_image(quiet=True)
-        marker = _local_build(key, recipe, record, repo_path)
+        stop = stop or threading.Event()
+        marker = _local_build(key, recipe, record, repo_path, stop)
         stale = _image(client, tag)  # an older recipe's image under the same tag
-        _build(client, base, tag, key, marker, wanted)
+        _build(client, base, tag, key, marker, wanted, stop)
         if stale is not None and stale.id != _image(client, tag).id:
             try:
                 client.images.remove(stale.id)
@@ -119,23 +123,51 @@ def ensure_image(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], re
     return tag
 
 
-def _local_build(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path) -> dict[str, Any]:
+_BUILDS: dict[Any, threading.Event] = {}  # local managers of builds in progress -> their stop event
+_BUILDS_LOCK = threading.Lock()
+
+
+def stop_builds(stop: threading.Event) -> None:
+    """Set `stop` and stop the builds started with it: their build sandboxes are destroyed (the
+    local build fails at once), the image build leaves its stream, and none starts anew. For an
+    interrupted eval, whose worker threads would otherwise wait for builds of up to an hour
+    before the process can exit."""
+    stop.set()
+    with _BUILDS_LOCK:
+        managers = [m for m, event in _BUILDS.items() if event is stop]
+    for manager in managers:
+        try:
+            manager.close()
+        except Exception:
+            pass
+
+
+def _local_build(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path,
+                 stop: threading.Event) -> dict[str, Any]:
     """The environment built (or found) by the local backend's machinery, in its own manager."""
     from orchard_cli.env.manager import EnvManager
 
+    if stop.is_set():
+        raise EnvironmentUnavailable(f"{key}: not built, the run is stopping")
     try:
         manager = EnvManager("local")
     except Exception as exc:
         raise EnvironmentUnavailable(f"building the environment {key} for docker needs the local "
                                      f"backend (bubblewrap): {exc}") from exc
+    with _BUILDS_LOCK:
+        _BUILDS[manager] = stop
     try:
+        if stop.is_set():  # stopped between the check above and the registration
+            raise EnvironmentUnavailable(f"{key}: not built, the run is stopping")
         return envs.ensure_local(manager, key, recipe, record, repo_path)
     finally:
+        with _BUILDS_LOCK:
+            _BUILDS.pop(manager, None)
         manager.close()
 
 
 def _build(client: Any, base: str, tag: str, key: str, marker: dict[str, Any],
-           labels: dict[str, str]) -> None:
+           labels: dict[str, str], stop: threading.Event) -> None:
     folder = envs.env_dir(key)
     prefix, original = folder / "testbed", str(marker.get("python") or "")
     libs = missing_libraries(client, base, host_libraries(prefix, [prefix, Path(original)]))
@@ -157,6 +189,8 @@ def _build(client: Any, base: str, tag: str, key: str, marker: dict[str, Any],
                 for chunk in client.api.build(fileobj=fh, custom_context=True, tag=tag, rm=True,
                                               forcerm=True, labels=labels, decode=True, pull=False,
                                               buildargs={"ORIGINAL": original}):
+                    if stop.is_set():  # closing the stream asks the engine to cancel the build
+                        raise EnvironmentUnavailable(f"docker build of {tag} stopped: the run is stopping")
                     log.append(chunk.get("stream") or "")
                     if "error" in chunk:
                         tail = " | ".join(l.strip() for l in "".join(log).splitlines()[-4:] if l.strip())

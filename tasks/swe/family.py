@@ -34,6 +34,8 @@ class SWEFamily:
         self._recipes: dict[str, EnvironmentRecipe] = {}
         self._official: dict[str, bool] = {}  # task id -> its sandbox runs the official image
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        """Set by interrupt(): image builds started by this family give up."""
 
     # ---- loading ---------------------------------------------------------------------------
 
@@ -90,7 +92,7 @@ class SWEFamily:
                 from orchard_cli.tasks.swe import docker_env
 
                 return docker_env.sandbox_spec(self.env_key(task), self.recipe(task), task.record,
-                                               self.repository(task), labels)
+                                               self.repository(task), labels, self._stop)
             raise EnvironmentUnavailable(
                 f"{task.task_id}: the {backend} backend needs the image "
                 f"{image or '(none named)'}, which it cannot pull; orchard builds SWE environments "
@@ -134,6 +136,15 @@ class SWEFamily:
         if official is None:
             official = backend in ("docker", "kubernetes") and bool(task.record.get("image"))
         return eval_script(task.record, self.recipe(task), keep_install=official)
+
+    def interrupt(self) -> None:
+        """The run is stopping: docker image builds in progress (and their local environment
+        builds) stop at once; a local backend's build sandbox is destroyed with its env."""
+        import sys
+
+        module = sys.modules.get("orchard_cli.tasks.swe.docker_env")  # only if a build could have started
+        if module is not None:
+            module.stop_builds(self._stop)
 
     def environment_info(self, task: Task) -> dict[str, Any] | None:
         """The built environment's marker (recipe, era date, build time), if built."""

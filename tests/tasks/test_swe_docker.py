@@ -157,3 +157,43 @@ def test_a_swe_mini_task_resolves_on_docker(mini_home, tmp_path, capsys):
     (row,) = results(tmp_path / "run").values()
     assert row["category"] == "resolved"
     print(f"swe-mini task on docker: {seconds:.1f}s")
+
+
+def test_interrupt_stops_an_image_build_in_progress(tmp_path, monkeypatch):
+    """A stopped eval must not wait for a build: the family's interrupt() (what eval calls on
+    Ctrl-C) destroys the build sandbox of an image build in progress. The build here would take
+    ten minutes (its install step sleeps); after interrupt() it must be over within two."""
+    import threading
+
+    from orchard_cli.errors import OrchardError
+    from orchard_cli.tasks.swe.family import SWEFamily
+
+    monkeypatch.setenv("ORCHARD_HOME", str(tmp_path / "home"))
+    instances, _ = swe_repo.write_suite(tmp_path)
+    own = instances["own"]
+    record = {**own, "instance_id": "acme__calc-slow",
+              "environment": {**own["environment"], "install": [*own["environment"]["install"], "sleep 600"]}}
+    family = SWEFamily(repo_mirror=str(tmp_path / "mirror"))
+    task = family.task(record, "slow")
+    outcome: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            family.sandbox_spec(task, "docker")
+        except BaseException as exc:  # the build's own error is what this test reads
+            outcome.append(exc)
+
+    worker = threading.Thread(target=build, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 300
+    while not docker_env._BUILDS and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert docker_env._BUILDS, outcome  # the local build of the image is under way
+    time.sleep(2)  # let it reach its sandbox
+    family.interrupt()
+    worker.join(120)
+    assert not worker.is_alive(), "the build went on after interrupt()"
+    assert len(outcome) == 1 and isinstance(outcome[0], OrchardError), outcome
+    assert not docker_env._BUILDS
+    tag = docker_env.image_tag(family.env_key(task))
+    assert docker("image", "inspect", tag, check=False).returncode != 0  # no image was made
