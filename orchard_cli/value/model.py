@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from orchard_cli.errors import UsageError
 from orchard_cli.value.data import Episode
 from orchard_cli.value.features import COMPACT, FEATURE_VERSION, SCALARS, Featurizer
+from orchard_cli.value.ranking import calibrate, lbfgs, pairwise_weights
 
 SCHEMA_VERSION = 1
 META_FILE = "value_model.json"
@@ -199,12 +200,10 @@ def fit_head(features: np.ndarray, labels: Sequence[int], weights: Sequence[floa
     head = Head(mean.astype(np.float32), std.astype(np.float32), basis.astype(np.float32),
                 np.zeros(basis.shape[0] + x.shape[1] - hidden_dims, dtype=np.float32), 0.0, hidden_dims)
     z_np = head.project(features).astype(np.float64)
-    read = {name for name in (COMPACT if config.features == "compact" else SCALARS)}
+    read = set(COMPACT if config.features == "compact" else SCALARS)
     mask = np.asarray([1.0] * basis.shape[0] + [float(name in read) for name in SCALARS])
     start = init.weight if init is not None and init.weight.shape[0] == z_np.shape[1] else None
     if config.objective == "pairwise" and groups is not None:
-        from orchard_cli.value.ranking import calibrate, pairwise_weights
-
         order = pairwise_weights(z_np, labels, groups, l2=config.l2, steps=config.max_steps, mask=mask, init=start)
         if order is not None:
             scale, bias = calibrate(z_np @ order, labels, weights, config.max_steps)
@@ -222,19 +221,14 @@ def fit_head(features: np.ndarray, labels: Sequence[int], weights: Sequence[floa
         with torch.no_grad():
             weight.copy_(torch.tensor(start, dtype=torch.float64))
             bias.fill_(init.bias)
-    optimizer = torch.optim.LBFGS([weight, bias], max_iter=config.max_steps, tolerance_grad=1e-9,
-                                  tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe")
 
-    def closure() -> Any:
-        optimizer.zero_grad()
+    def loss() -> Any:
         kept = weight * keep
         logits = z @ kept + bias
-        loss = (w * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).sum()
-        loss = loss + 0.5 * config.l2 * (kept ** 2).sum()
-        loss.backward()
-        return loss
+        return ((w * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).sum()
+                + 0.5 * config.l2 * (kept ** 2).sum())
 
-    optimizer.step(closure)
+    lbfgs([weight, bias], loss, config.max_steps)
     head.weight = (weight.detach() * keep).numpy().astype(np.float32)
     head.bias = float(bias.detach()[0])
     return head

@@ -36,7 +36,8 @@ def contrast_pairs(labels: Sequence[int], groups: Sequence[str]) -> tuple[np.nda
     return np.asarray(wins, dtype=np.int64), np.asarray(losses, dtype=np.int64)
 
 
-def _lbfgs(params: list[Any], loss_fn: Any, steps: int) -> None:
+def lbfgs(params: list[Any], loss_fn: Any, steps: int) -> None:
+    """Minimise `loss_fn()` over `params` with L-BFGS (strong Wolfe line search): every head fit."""
     import torch
 
     optimizer = torch.optim.LBFGS(params, max_iter=steps, tolerance_grad=1e-9, tolerance_change=1e-12,
@@ -72,7 +73,7 @@ def pairwise_weights(z: np.ndarray, labels: Sequence[int], groups: Sequence[str]
         w = weight * keep
         return torch.nn.functional.softplus(-(diff @ w)).sum() + 0.5 * l2 * (w ** 2).sum()
 
-    _lbfgs([weight], loss, steps)
+    lbfgs([weight], loss, steps)
     return (weight.detach() * keep).numpy()
 
 
@@ -97,5 +98,5 @@ def calibrate(scores: np.ndarray, labels: Sequence[int], weights: Sequence[float
         logits = torch.nn.functional.softplus(raw_scale) * s + bias
         return (w * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).sum()
 
-    _lbfgs([raw_scale, bias], loss, steps)
+    lbfgs([raw_scale, bias], loss, steps)
     return float(torch.nn.functional.softplus(raw_scale.detach())[0]), float(bias.detach()[0])

@@ -30,11 +30,10 @@ def _sandbox(family: Any, env: Any, task: Any, backend: str) -> SandboxHandle:
 def grade_unpatched(family: Any, task: Any, sandbox: SandboxHandle) -> tuple[bool, dict[str, Any]]:
     """(resolved, tests report) of the tree as it is, by the family's eval script and verdict."""
     from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, verdict
+    from orchard_cli.tasks.swe.family import official_image
     from orchard_cli.tasks.swe.instance import eval_script
 
     recipe = family.recipe(task)
-    from orchard_cli.tasks.swe.family import official_image
-
     script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
     sandbox.write_file(UNPATCHED_SCRIPT, script, 0o755)
     job = sandbox.exec(f"bash {UNPATCHED_SCRIPT} > {UNPATCHED_LOG} 2>&1", timeout=DEFAULT_TEST_TIMEOUT)
