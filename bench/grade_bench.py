@@ -107,6 +107,7 @@ def overhead(ids: list[str], reps: int) -> tuple[dict[str, list[float]], float]:
     eval script, then destroy. Returns per-instance medians and the one-time parser import."""
     from orchard_cli.env import SandboxHandle, connect
     from orchard_cli.env.local_bwrap import bwrap_argv, image_root
+    from orchard_cli.evidence import Evidence
     from orchard_cli.home import orchard_home, state_dir
     from orchard_cli.tasks.registry import load_suite
     from orchard_cli.tasks.swe import official
@@ -133,7 +134,7 @@ def overhead(ids: list[str], reps: int) -> tuple[dict[str, list[float]], float]:
                 t1 = time.perf_counter()
                 family.setup(task, sandbox)
                 t2 = time.perf_counter()
-                outcome = family.grade(task, sandbox, family.gold_patch(task))
+                outcome = family.grade(task, Evidence(patch=family.gold_patch(task)), sandbox)
                 t3 = time.perf_counter()
                 if not outcome.resolved:
                     say(f"  ! {task.task_id}: {outcome.category} {outcome.error}")

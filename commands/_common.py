@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -33,3 +33,53 @@ def stdout_console():
     from rich.console import Console
 
     return Console(highlight=False)
+
+
+# ---- the task selection, declared once (eval, distill) -----------------------------------------
+
+DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", help="A data file (or hub id) instead of the suite's own.")]
+FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family of a data-file suite (default: SWE-bench format).")]
+InstancesOpt = Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")]
+RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")]
+SliceOpt = Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")]
+RepoMirrorOpt = Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")]
+
+
+def selection_fields(suite: str, *, family: str | None, dataset: str | None, instances: str | None,
+                     repo: str | None, limit: int | None, slice_: str | None,
+                     repo_mirror: str | None) -> dict[str, Any]:
+    """The selection options as config fields: files made absolute, ids split, the slice checked."""
+    import re
+    from pathlib import Path
+
+    from orchard_cli.errors import UsageError
+
+    if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
+        raise UsageError(f"--slice {slice_!r} is not A:B (for example 0:50)")
+    path = Path(suite)
+    return {
+        "suite": str(path.resolve()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,
+        "family": family, "dataset": str(Path(dataset).resolve()) if dataset and Path(dataset).exists() else dataset,
+        "instances": [i.strip() for i in instances.split(",") if i.strip()] if instances else None,
+        "repo": repo, "limit": limit, "slice": slice_,
+        "repo_mirror": str(Path(repo_mirror).resolve()) if repo_mirror else None,
+    }
+
+
+def default_command_group(default: str, usage: str):  # type: ignore[no-untyped-def]
+    """A Typer group where `orchard GROUP ARGS` means `orchard GROUP DEFAULT ARGS` unless ARGS
+    starts with one of its subcommands (`orchard eval SUITE` is `orchard eval run SUITE`)."""
+    from typer.core import TyperGroup
+
+    class DefaultGroup(TyperGroup):
+        def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+            if not args or (args[0] not in ("--help", "-h") and args[0] not in self.commands):
+                if args or not self.no_args_is_help:
+                    args = [default, *args]
+            return super().parse_args(ctx, args)
+
+        def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
+            return [usage]
+
+    return DefaultGroup

@@ -12,34 +12,32 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from typer.core import TyperGroup
-
-from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
-
-
-class _DistillGroup(TyperGroup):
-    """`orchard distill --teacher ...` is `orchard distill run ...`; `export` stays a subcommand."""
-
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        if args and args[0] not in ("--help", "-h") and args[0] not in self.commands:
-            args = ["run", *args]
-        elif not args:
-            args = ["run"]
-        return super().parse_args(ctx, args)
-
-    def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
-        return ["--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf --out DIR"]
-
+from orchard_cli.commands._common import (
+    BackendOpt,
+    DatasetOpt,
+    FamilyOpt,
+    FormatOpt,
+    InstancesOpt,
+    LimitOpt,
+    OutputFormat,
+    RepoMirrorOpt,
+    RepoOpt,
+    SliceOpt,
+    default_command_group,
+    emit_json,
+    selection_fields,
+    stderr_console,
+)
 
 app = typer.Typer(
-    cls=_DistillGroup,
+    cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf --out DIR"),
     help="Record a teacher model driving a real harness on every task: one graded trajectory per "
          "episode, appended to --out as it finishes. Export them with `orchard distill export`.")
 
 
 def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
-    from orchard_cli.episodes import Price
     from orchard_cli.errors import UsageError
+    from orchard_cli.rollout.agent import Price
 
     prices = {}
     for value in values or ():
@@ -66,12 +64,13 @@ def run(
     out: Annotated[Path, typer.Option("--out", help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
     resume: Annotated[bool, typer.Option("--resume", help="Add the episodes --out lacks; finished ones are skipped.")] = False,
     keep: Annotated[str, typer.Option("--keep", help="all: every episode; resolved: only resolved ones go to --out.")] = "all",
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="Local SWE-bench-format file instead of the suite's dataset.")] = None,
-    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
-    repo: Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
-    slice_: Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection.")] = None,
-    repo_mirror: Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")] = None,
+    dataset: DatasetOpt = None,
+    family: FamilyOpt = None,
+    instances: InstancesOpt = None,
+    repo: RepoOpt = None,
+    limit: LimitOpt = None,
+    slice_: SliceOpt = None,
+    repo_mirror: RepoMirrorOpt = None,
     backend: BackendOpt = "local",
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 1800.0,
     max_calls: Annotated[int, typer.Option("--max-calls", min=1, help="Model calls allowed per episode.")] = 100,
@@ -81,20 +80,17 @@ def run(
     max_errors: Annotated[Optional[int], typer.Option("--max-errors", min=0, help="Episodes with env/infra errors tolerated before exit 3 (default: all but one).")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    from orchard_cli.distill import DistillConfig, plan_distill
-    from orchard_cli.episodes import EpisodeOptions
     from orchard_cli.errors import InfraError, UsageError
+    from orchard_cli.rollout.agent import EpisodeOptions
+    from orchard_cli.rollout.distill_run import DistillConfig, plan_distill
 
     if not suite:
-        raise UsageError("name the tasks: --suite SUITE (swe-verified, swe-lite, or a SWE-bench-format file)")
+        raise UsageError("name the tasks: --suite SUITE (swe-verified, swe-lite, swe-mini, calc, or a data file)")
     if keep not in ("all", "resolved"):
         raise UsageError(f"--keep {keep!r}: use all or resolved")
-    path = Path(suite)
     config = DistillConfig(
-        suite=str(path.resolve()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,
-        dataset=str(Path(dataset).resolve()) if dataset else None,
-        instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
-        repo=repo, limit=limit, slice=slice_, repo_mirror=str(Path(repo_mirror).resolve()) if repo_mirror else None,
+        **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
+                           limit=limit, slice_=slice_, repo_mirror=repo_mirror),
         teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
         attempts=attempts, workers=workers, backend=backend, keep=keep,  # type: ignore[arg-type]
         out=str(out.resolve()), prices=_prices(price),

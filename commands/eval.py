@@ -1,4 +1,4 @@
-"""`orchard eval SUITE ...` and `orchard eval compare RUN_A RUN_B`.
+"""`orchard eval SUITE ...`, `orchard eval compare RUN_A RUN_B` and `orchard eval regrade RUN`.
 
 Exit codes of `orchard eval SUITE`:
   0  the run completed (and met --fail-under, when given)
@@ -15,32 +15,35 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from typer.core import TyperGroup
-
-from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
+from orchard_cli.commands._common import (
+    BackendOpt,
+    DatasetOpt,
+    FamilyOpt,
+    FormatOpt,
+    InstancesOpt,
+    LimitOpt,
+    OutputFormat,
+    RepoMirrorOpt,
+    RepoOpt,
+    SliceOpt,
+    default_command_group,
+    emit_json,
+    selection_fields,
+    stderr_console,
+)
 
 EXIT_CODES = ("Exit codes: 0 completed (and met --fail-under); 1 below --fail-under; 2 bad usage or "
               "input; 3 env/infra errors on more instances than --max-errors (so a run where nothing "
               "could be graded never passes in CI).")
 
 
-class _EvalGroup(TyperGroup):
-    """`orchard eval SUITE ...` is `orchard eval run SUITE ...`; `compare` stays a subcommand."""
-
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        if args and args[0] not in ("--help", "-h") and args[0] not in self.commands:
-            args = ["run", *args]
-        return super().parse_args(ctx, args)
-
-    def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
-        return ["SUITE [OPTIONS]  |  compare RUN_A RUN_B [OPTIONS]"]
-
-
 app = typer.Typer(
-    cls=_EvalGroup, no_args_is_help=True,
+    cls=default_command_group("run", "SUITE [OPTIONS]  |  compare RUN_A RUN_B  |  regrade RUN"),
+    no_args_is_help=True,
     help="Evaluate on a suite and write a scorecard: `orchard eval SUITE [OPTIONS]` "
-         "(SUITE: swe-verified, swe-lite, a registered suite, or a SWE-bench-format file). "
-         "Compare two runs: `orchard eval compare RUN_A RUN_B`.\n\n" + EXIT_CODES)
+         "(SUITE: swe-verified, swe-lite, swe-mini, calc, a registered suite, or a data file). "
+         "Compare two runs: `orchard eval compare RUN_A RUN_B`. Grade a run's stored evidence "
+         "again: `orchard eval regrade RUN`.\n\n" + EXIT_CODES)
 
 
 def _parse_rate(value: str | None) -> float | None:
@@ -65,17 +68,18 @@ def _default_out(suite: str) -> str:
 
 @app.command("run", help="Evaluate SUITE (also spelled `orchard eval SUITE`).\n\n" + EXIT_CODES)
 def run(
-    suite: Annotated[str, typer.Argument(metavar="SUITE", help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")],
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="swe-verified, swe-lite, swe-mini, calc, a registered suite, or a data file.")],
     predictions: Annotated[Optional[str], typer.Option("--predictions", help="gold, empty, or a SWE-bench predictions file (JSONL / JSON).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model name, for an agent run.")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model.")] = None,
     harness: Annotated[Optional[str], typer.Option("--harness", help="Agent harness that drives --model.")] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="Local SWE-bench-format file instead of the suite's dataset.")] = None,
-    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
-    repo: Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
-    slice_: Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")] = None,
-    repo_mirror: Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")] = None,
+    dataset: DatasetOpt = None,
+    family: FamilyOpt = None,
+    instances: InstancesOpt = None,
+    repo: RepoOpt = None,
+    limit: LimitOpt = None,
+    slice_: SliceOpt = None,
+    repo_mirror: RepoMirrorOpt = None,
     backend: BackendOpt = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Instances evaluated in parallel.")] = 1,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Attempts per instance (pass@k, pass^k).")] = 1,
@@ -90,23 +94,18 @@ def run(
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
-    from orchard_cli.evaluation import EvalConfig, plan_eval, verdict
+    from orchard_cli.rollout.eval_run import EvalConfig, plan_eval, verdict
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
-    if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
-        raise UsageError(f"--slice {slice_!r} is not A:B (for example 0:50)")
+    selection = selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
+                                 limit=limit, slice_=slice_, repo_mirror=repo_mirror)
     rate = _parse_rate(fail_under)
-    path = Path(suite)
-    suite_arg = str(path.resolve()) if path.suffix in (".json", ".jsonl") and path.exists() else suite
     predictions_arg = predictions
     if predictions and predictions not in ("gold", "empty"):
         predictions_arg = str(Path(predictions).resolve())
     config = EvalConfig(
-        suite=suite_arg, dataset=str(Path(dataset).resolve()) if dataset else None,
-        instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
-        repo=repo, limit=limit, slice=slice_, repo_mirror=str(Path(repo_mirror).resolve()) if repo_mirror else None,
-        backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
+        **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
         out=str(Path(out or _default_out(suite)).resolve()))
     if rerank is not None:  # a bad value model fails now, not after the run
@@ -117,7 +116,7 @@ def run(
     console = stderr_console()
     skipped = len(plan.tasks) * attempts - len(plan.pending)
     console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "
-                  f"source {plan.source.name}, backend {backend}, {workers} worker(s)"
+                  f"source {plan.solver.name}, backend {backend}, {workers} worker(s)"
                   + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}",
                   soft_wrap=True)
     card = _execute(plan, console)
@@ -166,17 +165,19 @@ def _execute(plan, console):  # type: ignore[no-untyped-def]
 
 
 def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-untyped-def]
+    """The scorecard for people (a table by the family's main grouping) or for scripts (JSON)."""
     from rich.table import Table
 
-    from orchard_cli.scoring.report import cost_text, duration, pct
+    from orchard_cli.scoring.report import cost_text, duration, main_grouping, pct
 
     if fmt == OutputFormat.json:
         emit_json(card.model_dump(mode="json"))
         return
+    title, groups = main_grouping(card)
     table = Table(title=f"{card.suite} · {card.source}", title_justify="left")
-    for column in ("repository", "resolved", "total", "errors", "rate"):
-        table.add_column(column, justify="left" if column == "repository" else "right")
-    for name, s in card.by_repo.items():
+    for column in (title, "resolved", "total", "errors", "rate"):
+        table.add_column(column, justify="left" if column == title else "right")
+    for name, s in groups.items():
         table.add_row(name, str(s.resolved), str(s.total), str(s.errors), pct(s.resolved_rate))
     table.add_section()
     table.add_row("[bold]all[/]", f"[bold]{card.resolved}[/]", str(card.total), str(card.errors),
@@ -226,3 +227,41 @@ def compare(
                    f"B {', '.join(result.errors_b) or '-'}")
     if result.only_in_a or result.only_in_b:
         typer.echo(f"not paired: {len(result.only_in_a)} only in A, {len(result.only_in_b)} only in B")
+
+
+@app.command("regrade")
+def regrade(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="The folder of a finished `orchard eval` run.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where the regraded run goes (default: RUN/regrade).")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend (default: the run's).")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes graded in parallel.")] = 1,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a regrade in --out.")] = False,
+    max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Grade a run's stored evidence again, without the agent: a new scorecard, and every verdict
+    that changed.\n\nExit codes: as `orchard eval` (3 past --max-errors)."""
+    from orchard_cli.errors import InfraError
+    from orchard_cli.records import read_jsonl
+    from orchard_cli.rollout.eval_run import plan_regrade, verdict
+    from orchard_cli.scoring.scorecard import latest_results
+
+    plan = plan_regrade(run_dir, out=out, workers=workers, backend=backend, resume=resume)
+    console = stderr_console()
+    console.print(f"[bold]orchard eval regrade[/] {run_dir}: {len(plan.pending)} episode(s), "
+                  f"{workers} worker(s)\n  run folder: {plan.out}", soft_wrap=True)
+    card = _execute(plan, console)
+    before = {(r.instance_id, r.attempt): r for r in latest_results(read_jsonl(run_dir / "results.jsonl")[0])}
+    after = latest_results(read_jsonl(plan.out / "results.jsonl")[0])
+    changed = [(r.instance_id, r.attempt, before[(r.instance_id, r.attempt)].category, r.category)
+               for r in after if (r.instance_id, r.attempt) in before
+               and before[(r.instance_id, r.attempt)].category != r.category]
+    if fmt == OutputFormat.json:
+        emit_json({**card.model_dump(mode="json"),
+                   "changed": [{"instance_id": i, "attempt": k, "before": a, "after": b} for i, k, a, b in changed]})
+    else:
+        _render(card, plan, console, fmt)
+        typer.echo(f"verdicts changed: {len(changed)}" + "".join(f"\n  {i} #{k}: {a} -> {b}" for i, k, a, b in changed))
+    code, reason = verdict(card, fail_under=None, max_errors=max_errors)
+    if code == 3:
+        raise InfraError(reason or "env/infra errors", hint=f"see {plan.out}/results.jsonl and logs/")

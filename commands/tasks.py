@@ -6,32 +6,36 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat, emit_json, stdout_console
+from orchard_cli.commands._common import DatasetOpt, FamilyOpt, FormatOpt, OutputFormat, emit_json, stdout_console
 from orchard_cli.commands.synth import synth_command
 
 app = typer.Typer(help="Task suites and families: what `orchard eval` and `orchard distill` can run.",
                   no_args_is_help=True)
 
-DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", help="A SWE-bench-format file instead of the suite's dataset.")]
+
+
+def _suites_row(s: Any) -> dict[str, Any]:
+    return {"name": s.name, "family": s.family, "source": s.source, "split": s.split,
+            "data_file": s.data_file, "description": s.description}
 
 
 def _suites() -> list[dict[str, Any]]:
     from orchard_cli.tasks.registry import list_suites
 
-    return [{"name": s.name, "family": s.family, "source": s.source, "split": s.split,
-             "data_file": s.data_file, "description": s.description} for s in list_suites()]
+    return [_suites_row(s) for s in list_suites()]
 
 
-def _load(name: str, dataset: str | None, **filters: Any):  # type: ignore[no-untyped-def]
+def _load(name: str, dataset: str | None, family: str | None = None, **filters: Any):  # type: ignore[no-untyped-def]
     from orchard_cli.tasks.registry import load_suite
 
-    return load_suite(name, dataset=dataset, **filters)
+    return load_suite(name, dataset=dataset, family=family, **filters)
 
 
 @app.command("ls")
 def ls(
     suite: Annotated[Optional[str], typer.Argument(help="List this suite's instances instead of the suites.")] = None,
     dataset: DatasetOpt = None,
+    family: FamilyOpt = None,
     repo: Annotated[Optional[str], typer.Option("--repo", help="Only this repository's instances.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
     fmt: FormatOpt = OutputFormat.text,
@@ -53,28 +57,16 @@ def ls(
             table.add_row(s["name"], s["family"], s["source"], s["description"])
         stdout_console().print(table)
         typer.echo(f"families: {', '.join(data['families'])}")
-        typer.echo("a SWE-bench-format file (.parquet, .jsonl, .json) works as a suite too")
+        typer.echo("a data file works as a suite too: SWE-bench format (.parquet, .jsonl, .json), "
+                   "or another family's with --family NAME")
         return
-    family, tasks = _load(suite, dataset, repo=repo, limit=limit)
+    loaded, tasks = _load(suite, dataset, family, repo=repo, limit=limit)
     rows = [{"instance_id": t.task_id, "repo": t.repo, "family": t.family} for t in tasks]
     if fmt == OutputFormat.json:
-        emit_json({"suite": suite, "dataset_sha256": getattr(family, "dataset_sha256", None),
-                   "instances": rows})
+        emit_json({"suite": suite, **loaded.provenance(), "instances": rows})
         return
     for row in rows:
         typer.echo(f"{row['instance_id']}\t{row['repo']}")
-
-
-def _instance(task: Any) -> dict[str, Any]:
-    record = task.record
-    return {
-        "instance_id": task.task_id, "suite": task.suite, "family": task.family, "repo": task.repo,
-        "base_commit": record.get("base_commit"), "version": record.get("version"),
-        "created_at": record.get("created_at"),
-        "FAIL_TO_PASS": record.get("FAIL_TO_PASS", []), "PASS_TO_PASS": record.get("PASS_TO_PASS", []),
-        "has_gold_patch": bool(record.get("patch")), "environment": record.get("environment"),
-        "problem_statement": task.problem_statement,
-    }
 
 
 @app.command("show")
@@ -82,35 +74,37 @@ def show(
     name: Annotated[str, typer.Argument(help="A suite name or a SWE-bench-format file.")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids to show.")] = None,
     dataset: DatasetOpt = None,
+    family: FamilyOpt = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """A suite (family, source, instance count, repositories), or the instances named."""
     from orchard_cli.errors import OrchardError
-    from orchard_cli.tasks.registry import SUITES
+    from orchard_cli.tasks.registry import find_suite
 
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
     if ids:
-        _, tasks = _load(name, dataset, instances=ids)
-        shown = [_instance(t) for t in tasks]
+        loaded, tasks = _load(name, dataset, family, instances=ids)
+        shown = [loaded.describe(t) for t in tasks]
         if fmt == OutputFormat.json:
             emit_json(shown if len(shown) > 1 else shown[0])
             return
         for item in shown:
-            statement = item.pop("problem_statement")
+            statement = item.pop("problem_statement", "")
             for key, value in item.items():
                 if isinstance(value, list):
                     value = f"{len(value)}: " + ", ".join(value[:5]) + (" ..." if len(value) > 5 else "")
                 typer.echo(f"{key:>17}: {value}")
             typer.echo("\n" + statement.strip() + "\n")
         return
-    info = next((s for s in _suites() if s["name"] == name), None) if name in SUITES else None
-    data: dict[str, Any] = {"name": name, **(info or {"family": "swe", "source": name})}
+    info = find_suite(name)
+    data: dict[str, Any] = {"name": name, **({k: v for k, v in _suites_row(info).items() if k != "name"} if info
+                                            else {"family": family or "swe", "source": name})}
     try:
-        family, tasks = _load(name, dataset)
+        loaded, tasks = _load(name, dataset, family)
         repos: dict[str, int] = {}
         for t in tasks:
             repos[t.repo] = repos.get(t.repo, 0) + 1
-        data.update(instances=len(tasks), dataset_sha256=getattr(family, "dataset_sha256", None),
+        data.update(instances=len(tasks), **loaded.provenance(),
                     repos=dict(sorted(repos.items(), key=lambda kv: (-kv[1], kv[0]))))
     except OrchardError as exc:
         data.update(instances=None, unavailable=exc.message, hint=exc.hint)

@@ -16,9 +16,24 @@ def view(
     """Write a self-contained HTML page of the episodes: conversation, tool calls, patch, verdict."""
     from orchard_cli.view import view as render
 
-    page, shown = render(file, episode=episode, out=out)
+    page, shown = render(file, episode=episode, out=out, categories=_categories)
     typer.echo(str(page))
     if shown > 1:
         from orchard_cli.commands._common import stderr_console
 
         stderr_console().print(f"{shown} episodes; open the page in a browser", highlight=False)
+
+
+def _categories(names: set[str]):  # type: ignore[no-untyped-def]
+    """The outcome categories of the families named (a family that cannot load adds none)."""
+    from orchard_cli.errors import OrchardError
+    from orchard_cli.tasks.base import family_categories
+    from orchard_cli.tasks.registry import families
+
+    merged = {}
+    for name in sorted(names):
+        try:
+            merged.update(family_categories(families.load(name)))
+        except OrchardError:
+            continue
+    return merged

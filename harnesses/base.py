@@ -1,9 +1,10 @@
 """The harness seam: an agent program run headless in a task's sandbox, its model traffic going
 through orchard's recording proxy.
 
-The episode loop (orchard_cli/episodes.py) opens a proxy episode, creates the task's sandbox with
-`network='proxy'` pointed at that episode's URL and with `harness.mounts()` bound in, sets the task
-up, calls `harness.run(...)`, and then takes the workspace diff as the patch. A harness never sees
+The rollout core's agent solver (orchard_cli/rollout/agent.py) opens a proxy episode, creates the
+task's sandbox with `network='proxy'` pointed at that episode's URL and with `harness.mounts()`
+bound in, sets the task up, calls `harness.run(...)`; the task's family then collects the evidence
+(for SWE, the workspace diff). A harness never sees
 the real model key: only the episode's short-lived token.
 """
 

@@ -111,7 +111,7 @@ def _card(families: list[str], counts: dict[str, int]) -> str:
 
 def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolved"] = "all") -> ExportResult:
     """Write the dataset folder; an existing non-empty folder is refused (nothing is overwritten)."""
-    from orchard_cli.distill import read_trajectories
+    from orchard_cli.trajectory import read_trajectories
 
     pa, pq = _pyarrow()
     trajectories = read_trajectories(path)

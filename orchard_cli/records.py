@@ -12,6 +12,7 @@ The env, the proxy and the records never import tasks or harnesses (imports poin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -178,3 +179,12 @@ def read_json(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UsageError(f"{path} is not an orchard record (no schema_version)")
     return data
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -8,6 +8,12 @@ chat messages with `tool_calls`, tool schemas in chat form) that training reads.
 `orchard eval --predictions` write the same record with no calls (`source: "predictions"`), so
 graded patches are experience too.
 
+`read_trajectories` is the one reader: the latest line of each episode id wins (an episode run
+again by `--resume` replaces its earlier line), torn tails are skipped.
+
+Schema 2 adds `evidence` (what the grader read) and lets `outcome.category` be any category a
+family declares; schema 1 records read as before (no evidence).
+
 This module is a leaf of the core: it never imports tasks or harnesses.
 """
 
@@ -15,16 +21,17 @@ from __future__ import annotations
 
 import hashlib
 import time
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import Evidence
 from orchard_cli.proxy.records import CallRecord
+from orchard_cli.records import ReadReport, iter_jsonl
 
-SCHEMA_VERSION = 1
-
-OutcomeCategory = Literal["resolved", "unresolved", "empty_patch", "patch_apply_failed", "timeout",
-                          "env_error", "infra_error"]
+SCHEMA_VERSION = 2
 
 
 def episode_key(suite: str, task_id: str, harness: str, model: str, attempt: int) -> str:
@@ -39,7 +46,8 @@ class TrajectoryOutcome(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     resolved: bool
-    category: OutcomeCategory
+    category: str
+    """A core category (orchard_cli.outcome) or one the task's family declares."""
     reward: float = 0.0
     details: dict[str, Any] = Field(default_factory=dict)
     """Grader details: test counts, FAIL_TO_PASS / PASS_TO_PASS results, the error if any."""
@@ -50,7 +58,7 @@ class Trajectory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     episode_id: str
     """`episode_key(suite, task_id, harness, model, attempt)`."""
     task_id: str
@@ -74,7 +82,9 @@ class Trajectory(BaseModel):
     """Tool schemas in OpenAI chat form ({"type": "function", "function": {...}})."""
     outcome: TrajectoryOutcome
     patch: str = ""
-    """The final diff of the workspace, as graded."""
+    """The final diff of the workspace, as graded (families graded on a patch)."""
+    evidence: Evidence | None = None
+    """Everything the grader read (schema 2); `orchard eval regrade` and judges read it again."""
     started_at: float = Field(default_factory=time.time)
     duration_seconds: float = 0.0
     tokens_in: int = 0
@@ -86,3 +96,30 @@ class Trajectory(BaseModel):
     """What went wrong along the way (harness crash, capped episode, upstream failures)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free-form: repo, dataset sha256, orchard version, seed."""
+
+
+def read_trajectories(path: str | Path, *, report: ReadReport | None = None,
+                      strict: bool = False) -> list[Trajectory]:
+    """The trajectories of a file, the latest line of each episode, in the order of those lines.
+    A torn tail is skipped (and noted in `report`); a record that is not a trajectory is a
+    one-line UsageError, and with `strict` so is a line that is not a JSON record."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"trajectory file {path} does not exist", hint="write one with `orchard distill --out FILE`")
+    report = report if report is not None else ReadReport(path=str(path))
+    latest: dict[str, Trajectory] = {}
+    for number, row in enumerate(iter_jsonl(path, report), 1):
+        try:
+            record = Trajectory.model_validate(row)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "record"
+            raise UsageError(f"{path}: record {number} is not a trajectory ({exc.error_count()} problem(s), "
+                             f"first: {where}: {first['msg']})",
+                             hint="pass files written by `orchard distill` or `orchard eval`") from None
+        latest.pop(record.episode_id, None)
+        latest[record.episode_id] = record
+    if strict and report.bad_lines:
+        raise UsageError(f"{path}: line {report.bad_lines[0]} is not a JSON record with a schema_version",
+                         hint="pass files written by `orchard distill` or `orchard eval`")
+    return list(latest.values())

@@ -1,24 +1,26 @@
 """`orchard view FILE`: trajectories as a self-contained HTML page a person can read.
 
 Per episode: the verdict, what it cost, the task, the conversation (assistant text, tool calls
-with their arguments, tool outputs), the patch and the test results, and the model calls as the
-proxy recorded them. No scripts, no external assets: the page opens from disk anywhere.
+with their arguments, tool outputs), the evidence the grader read (the patch, the final answer,
+files, command outputs, tool dispatches, service state) and the test results, and the model calls
+as the proxy recorded them. Verdict colours are the families' own (`categories`). No scripts, no external assets: the page opens from disk anywhere.
 """
 
 from __future__ import annotations
 
 import json
 from html import escape
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from orchard_cli.errors import UsageError
+from orchard_cli.evidence import Evidence
+from orchard_cli.outcome import CategoryInfo, category_info
 from orchard_cli.trajectory import Trajectory
 
 FOLD_CHARS = 1500  # longer texts start folded
-VERDICT_COLOURS = {"resolved": "#1a7f37", "unresolved": "#b35900", "empty_patch": "#6e7781",
-                   "patch_apply_failed": "#b35900", "timeout": "#8250df", "env_error": "#cf222e",
-                   "infra_error": "#cf222e"}
+Categories = dict[str, CategoryInfo]
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;background:#f6f8fa;color:#1f2328}
@@ -148,9 +150,34 @@ def _calls(t: Trajectory) -> str:
             "<th>error</th></tr>" + "".join(rows) + "</table>")
 
 
-def render_episode(t: Trajectory) -> str:
+def _evidence(t: Trajectory) -> str:
+    """What the grader read: the patch (families graded on one), and everything else there is."""
+    ev = t.evidence or Evidence(patch=t.patch)
+    parts = []
+    if ev.patch is not None or t.patch:
+        parts.append("<h3>Patch</h3>" + _diff(ev.patch if ev.patch is not None else t.patch))
+    if ev.answer:
+        parts.append("<h3>Final answer</h3>" + _long_text(ev.answer))
+    for path, text in ev.files.items():
+        parts.append(_fold(f"file {path} ({len(text):,} characters)", _pre(text)))
+    for cmd in ev.commands:
+        parts.append(_fold(f"$ {cmd.command}  (exit {cmd.exit_code})", _pre(cmd.stdout + cmd.stderr)))
+    if ev.dispatches:
+        rows = "".join(f"<tr><td>{d.seq}</td><td><code>{escape(d.tool)}</code></td>"
+                       f"<td><code>{escape(json.dumps(d.arguments, ensure_ascii=False)[:400])}</code></td>"
+                       f"<td>{'' if d.status is None else d.status}</td>"
+                       f"<td><code>{escape(json.dumps(d.result, ensure_ascii=False, default=str)[:400])}</code></td></tr>"
+                       for d in ev.dispatches)
+        parts.append(f"<h3>Tool dispatches ({len(ev.dispatches)})</h3><table><tr><th>#</th><th>tool</th>"
+                     f"<th>arguments</th><th>status</th><th>result</th></tr>{rows}</table>")
+    for name, state in ev.state.items():
+        parts.append(_fold(f"state of {name}", _pre(json.dumps(state, indent=2, ensure_ascii=False, default=str))))
+    return "".join(parts)
+
+
+def render_episode(t: Trajectory, categories: Categories | None = None) -> str:
     category = t.outcome.category
-    colour = VERDICT_COLOURS.get(category, "#57606a")
+    colour = category_info(category, categories).color
     cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
     harness = t.harness + (f" {t.harness_version}" if t.harness_version else "")
     facts = [("task", t.task_id), ("teacher", t.model), ("harness", harness), ("attempt", t.attempt),
@@ -169,7 +196,7 @@ def render_episode(t: Trajectory) -> str:
     if t.tools:
         names = ", ".join(escape(str((x.get("function") or {}).get("name", ""))) for x in t.tools)
         parts.append(_fold(f"{len(t.tools)} tool(s): {names}", _pre(json.dumps(t.tools, indent=2))))
-    parts.append("<h3>Patch</h3>" + _diff(t.patch))
+    parts.append(_evidence(t))
     parts.append(f"<h3>Verdict: {escape(category)}</h3>" + _tests(t.outcome.details))
     if t.outcome.details.get("error"):
         parts.append(_pre(str(t.outcome.details["error"])))
@@ -178,27 +205,29 @@ def render_episode(t: Trajectory) -> str:
     return "".join(parts)
 
 
-def render_page(trajectories: list[Trajectory], title: str) -> str:
+def render_page(trajectories: list[Trajectory], title: str, categories: Categories | None = None) -> str:
     index = ""
     if len(trajectories) > 1:
         rows = "".join(
             f'<tr><td><a href="#{escape(t.episode_id)}">{escape(t.task_id)}</a></td><td>{escape(t.model)}</td>'
-            f"<td>{t.attempt}</td><td style='color:{VERDICT_COLOURS.get(t.outcome.category, '#57606a')}'>"
+            f"<td>{t.attempt}</td><td style='color:{category_info(t.outcome.category, categories).color}'>"
             f"{escape(t.outcome.category)}</td><td>{len(t.calls)}</td><td>{t.tokens_in + t.tokens_out:,}</td></tr>"
             for t in trajectories)
         resolved = sum(t.outcome.resolved for t in trajectories)
         index = (f"<p class='facts'>{len(trajectories)} episodes, <b>{resolved}</b> resolved</p>"
                  "<table><tr><th>task</th><th>teacher</th><th>attempt</th><th>verdict</th><th>calls</th>"
                  f"<th>tokens</th></tr>{rows}</table><br>")
-    body = "".join(render_episode(t) for t in trajectories)
+    body = "".join(render_episode(t, categories) for t in trajectories)
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<meta name='viewport' content='width=device-width,initial-scale=1'><style>{CSS}</style></head>"
             f"<body><main><h1>{escape(title)}</h1>{index}{body}</main></body></html>\n")
 
 
-def view(path: str | Path, *, episode: str | None = None, out: str | Path | None = None) -> tuple[Path, int]:
-    """Write the page for FILE (or one episode of it); returns (page path, episodes shown)."""
-    from orchard_cli.distill import read_trajectories
+def view(path: str | Path, *, episode: str | None = None, out: str | Path | None = None,
+         categories: Callable[[set[str]], Categories] | None = None) -> tuple[Path, int]:
+    """Write the page for FILE (or one episode of it); returns (page path, episodes shown).
+    `categories(families)` gives the verdict labels and colours of the families in the file."""
+    from orchard_cli.trajectory import read_trajectories
     from orchard_cli.records import write_text
 
     path = Path(path)
@@ -218,5 +247,6 @@ def view(path: str | Path, *, episode: str | None = None, out: str | Path | None
     target = Path(out) if out else path.with_name(
         path.name.removesuffix(".jsonl") + (f".{trajectories[0].episode_id}" if episode else "") + ".html")
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_text(target, render_page(trajectories, title))
+    known = categories({t.family for t in trajectories}) if categories else None
+    write_text(target, render_page(trajectories, title, known))
     return target, len(trajectories)

@@ -1,79 +1,82 @@
-"""The task registry: task families by name, and the named suites they serve.
+"""The task registry: families by name, and the suites they declare.
 
-`families` maps a family name to its class (entry-point group `orchard.tasks` for third-party
-families); `SUITES` names the benchmark suites (`swe-verified`, `swe-lite`, ...) with their family,
-default source and the data file looked for in ORCHARD_SWE_DATA. `load_suite` is what `eval`,
-`distill` and `tasks` call.
+`families` maps a family name to its class: orchard's own (`swe`, and `calc`, the reference
+family) and third-party ones from the entry-point group `orchard.tasks`. Each family class
+declares its suites (`TaskFamily.suites`); `find_suite(name)` looks through them, importing a
+family module only when a name is looked up. `load_suite(selection)` is what `eval`, `distill`,
+`tasks` and the value model call.
+
+A data file works as a suite too: `--family NAME` says whose format it is (default: a
+SWE-bench-format file, `.parquet`, `.jsonl`, `.json`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.errors import UnknownNameError
+from orchard_cli.errors import OrchardError, UnknownNameError, UsageError
 from orchard_cli.registry import Registry
-from orchard_cli.tasks.base import Task, TaskFamily
+from orchard_cli.tasks.base import SuiteInfo, Task, TaskFamily, TaskSelection, check_family
 
-families: Registry = Registry("task family", "orchard.tasks",
-                              {"swe": "orchard_cli.tasks.swe.family:SWEFamily"})
-
-
-@dataclass(frozen=True)
-class SuiteInfo:
-    name: str
-    family: str
-    source: str
-    """Default source: a hub dataset id (split `split`) or a file."""
-    description: str
-    data_file: str | None = None
-    """File name looked for in the family's data folder (ORCHARD_SWE_DATA for SWE)."""
-    split: str = "test"
-
-
-SUITES: dict[str, SuiteInfo] = {s.name: s for s in (
-    SuiteInfo("swe-verified", "swe", "princeton-nlp/SWE-bench_Verified",
-              "SWE-bench Verified: 500 human-validated Python issues (test split)",
-              data_file="swe-bench-verified.parquet"),
-    SuiteInfo("swe-lite", "swe", "princeton-nlp/SWE-bench_Lite",
-              "SWE-bench Lite: 300 self-contained Python issues (test split)",
-              data_file="swe-bench-lite.parquet"),
-    SuiteInfo("swe-mini", "swe", str(Path(__file__).with_name("data") / "swe-mini.jsonl"),
-              "bugs injected into 5 small PyPI packages by `orchard tasks synth` (bundled; "
-              "sources and environments fetched on first use)"),
-)}
+families: Registry = Registry("task family", "orchard.tasks", {
+    "swe": "orchard_cli.tasks.swe.family:SWEFamily",
+    "calc": "orchard_cli.tasks.calc:CalcFamily",
+})
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
+FILE_FAMILY = "swe"
+"""The family of a data file given without --family: SWE-bench's instance format."""
+
+
+def load_family(name: str) -> TaskFamily:
+    """A new instance of the family called `name`, checked against the seam."""
+    family = families.load(name)()
+    check_family(family)
+    return family
 
 
 def list_suites() -> list[SuiteInfo]:
-    return sorted(SUITES.values(), key=lambda s: s.name)
+    """Every suite of every family that can be loaded, by name."""
+    found: dict[str, SuiteInfo] = {}
+    for name in families.names():
+        try:
+            kind = families.load(name)
+        except OrchardError:  # a family whose optional dependency is missing serves no suites
+            continue
+        for info in kind.suites:
+            found.setdefault(info.name, info)
+    return sorted(found.values(), key=lambda s: s.name)
 
 
-def load_family(name: str, **options: Any) -> TaskFamily:
-    return families.load(name)(**options)
+def find_suite(name: str) -> SuiteInfo | None:
+    return next((s for s in list_suites() if s.name == name), None)
 
 
-def load_suite(suite: str, *, dataset: str | None = None, instances: list[str] | None = None,
-               repo: str | None = None, limit: int | None = None, slice_: str | None = None,
-               repo_mirror: str | None = None) -> tuple[TaskFamily, list[Task]]:
-    """The family and tasks of a suite name, or of a SWE-bench-format file (.parquet/.jsonl/.json).
+def is_file_suite(suite: str) -> bool:
+    return suite.endswith(FILE_SUFFIXES) or Path(suite).is_file()
 
-    `dataset` replaces the suite's source (a file or a hub id). The family carries the data's
-    sha256 as `family.dataset_sha256`.
-    """
-    filters = dict(instances=instances, repo=repo, limit=limit, slice_=slice_)
-    info = SUITES.get(suite)
+
+def resolve(selection: TaskSelection) -> tuple[TaskFamily, SuiteInfo]:
+    """The family and suite a selection names; an unknown name lists the valid ones."""
+    info = find_suite(selection.suite)
     if info is None:
-        if suite.endswith(FILE_SUFFIXES) or Path(suite).is_file():
-            family = load_family("swe", repo_mirror=repo_mirror)
-            name = Path(suite).stem
-            return family, family.load(dataset or suite, suite=name, **filters)
-        valid = ", ".join(sorted(SUITES))
-        raise UnknownNameError(f"unknown suite {suite!r}; valid: {valid} (or a .parquet/.jsonl/.json file)")
-    family = load_family(info.family, repo_mirror=repo_mirror)
-    source = dataset or info.source
-    tasks = family.load(source, suite=info.name, split=info.split,
-                        data_file=None if dataset else info.data_file, **filters)
-    return family, tasks
+        if not is_file_suite(selection.suite):
+            valid = ", ".join(s.name for s in list_suites())
+            raise UnknownNameError(f"unknown suite {selection.suite!r}; valid: {valid} "
+                                   "(or a data file: .parquet/.jsonl/.json)")
+        info = SuiteInfo(name=Path(selection.suite).stem, family=selection.family or FILE_FAMILY,
+                         source=selection.suite, description=f"tasks of {selection.suite}")
+    elif selection.family and selection.family != info.family:
+        raise UsageError(f"suite {info.name!r} belongs to the {info.family} family, not {selection.family!r}")
+    return load_family(info.family), info
+
+
+def load_suite(selection: TaskSelection | str, **fields: Any) -> tuple[TaskFamily, list[Task]]:
+    """The family and the selected tasks (`load_suite("swe-mini", limit=3)` is short for a
+    TaskSelection)."""
+    if isinstance(selection, str):
+        named = {("slice" if k == "slice_" else k): v for k, v in fields.items() if v is not None}
+        selection = TaskSelection(suite=selection, **named)
+    family, info = resolve(selection)
+    return family, family.load(selection, info)

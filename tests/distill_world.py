@@ -53,7 +53,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
 def distilled(tmp_path_factory: Any, monkeypatch: Any) -> Path:
     """One real distill run (two tasks, one teacher that fixes, one that does nothing)."""
     if "distilled" not in _CACHE:
-        from orchard_cli.distill import DistillConfig, plan_distill
+        from orchard_cli.rollout.distill_run import DistillConfig, plan_distill
         from orchard_cli.models.scripted import ScriptedEndpoint
 
         w = world(tmp_path_factory)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import distill_world as dw
-from orchard_cli.distill import DistillConfig, plan_distill, read_trajectories
+from orchard_cli.rollout.distill_run import DistillConfig, plan_distill
+from orchard_cli.trajectory import read_trajectories
 from orchard_cli.main import main
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.trajectory import Trajectory

@@ -7,8 +7,9 @@ import importlib.util
 import pytest
 
 import distill_world as dw
-from orchard_cli.distill import DistillConfig, plan_distill, read_trajectories
-from orchard_cli.episodes import EpisodeOptions
+from orchard_cli.rollout.distill_run import DistillConfig, plan_distill
+from orchard_cli.trajectory import read_trajectories
+from orchard_cli.rollout.agent import EpisodeOptions
 from orchard_cli.main import main
 from orchard_cli.models import endpoints
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 import distill_world as dw
-from orchard_cli.distill import read_trajectories
+from orchard_cli.trajectory import read_trajectories
 from orchard_cli.harnesses import load_harness
 from orchard_cli.main import main
 from orchard_cli.models.scripted import ScriptedEndpoint

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 import distill_world as dw
-from orchard_cli import episodes
 from orchard_cli.env import connect
-from orchard_cli.episodes import EpisodeOptions, EpisodeRunner, Price
 from orchard_cli.harnesses.base import HarnessRun
+from orchard_cli.rollout import agent as episodes
+from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Price
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.rollout.records import trajectory_of
+from orchard_cli.trajectory import episode_key
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.proxy import start_proxy
 from orchard_cli.tasks.registry import load_suite
@@ -37,9 +40,12 @@ def run_one(world, replies, *, harness=None, options=None, tmp_path=None, **prox
     harness = harness or load_harness("bash")
     with ScriptedEndpoint(replies, dialects=("chat",)) as info, \
             start_proxy(info.base_url, model="teacher-1", **proxy_options) as proxy:
-        runner = EpisodeRunner(world["env"], world["family"], harness, proxy, model="teacher-1",
-                               backend="local", options=options or EpisodeOptions(timeout_seconds=120))
-        return runner.run(world["task"], 1, tmp_path / "logs" if tmp_path else None)
+        solver = AgentSolver(harness, model="teacher-1", proxy=proxy,
+                             options=options or EpisodeOptions(timeout_seconds=120))
+        task = world["task"]
+        episode = Episode(task=task, attempt=1, solver=solver, log_dir=tmp_path / "logs" if tmp_path else None,
+                          episode_id=episode_key(task.suite, task.task_id, harness.name, "teacher-1", 1))
+        return trajectory_of(run_episode(episode, family=world["family"], env=world["env"], backend="local"))
 
 
 def test_a_tool_call_that_fixes_the_bug_is_resolved(world, tmp_path):

@@ -12,15 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from orchard_cli.attempts import Attempt, EmptySource, GoldSource, PredictionsSource, harness_source, solvers
 from orchard_cli.env import connect
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.env.owner import current_owner
 from orchard_cli.errors import OrchardError, UsageError
-from orchard_cli.evaluation import EvalConfig, EvalRun, spread_environments, verdict
+from orchard_cli.evidence import Evidence
 from orchard_cli.predictions import Prediction
 from orchard_cli.records import read_jsonl
+from orchard_cli.rollout.eval_run import EvalConfig, EvalRun, verdict
+from orchard_cli.rollout.pool import spread_environments
+from orchard_cli.rollout.choose import agent_solver as harness_source
+from orchard_cli.rollout.choose import solvers
+from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolver, Solution
+from orchard_cli.tasks import calc
 from orchard_cli.tasks.base import Outcome, Task
+
+GoldSource, EmptySource, PredictionsSource = GoldSolver, EmptySolver, PredictionsSolver
 
 pytestmark = pytest.mark.bwrap
 
@@ -50,19 +57,21 @@ class EnvMissing(OrchardError):
     """What a family raises when an environment cannot be had."""
 
 
-class CalcFamily:
-    """A tiny family: copy the repo at its commit into the sandbox, apply the patch, run the test."""
-
-    name = "calc"
-    dataset_sha256 = "0" * 64
+class CalcFamily(calc.CalcFamily):
+    """The reference family on a repository made here: copy the repo at its commit into the
+    sandbox, apply the patch, run the test; ids starting with envfail/infra fail on purpose."""
 
     def __init__(self, repo: Path, base: str, gold: str) -> None:
         self.repo, self.base, self.gold = repo, base, gold
         self.destroyed = 0
 
+    def provenance(self):
+        return {"dataset_sha256": "0" * 64}
+
     def tasks(self, *names: str) -> list[Task]:
         return [Task(task_id=n, suite="calc", family="calc", problem_statement="add subtracts",
-                     repo="t/calc" if "other" not in n else "t/other", record={}) for n in names]
+                     repo="t/calc" if "other" not in n else "t/other",
+                     record={"test_cmd": "python3 test_calc.py"}) for n in names]
 
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
         if task.task_id.startswith("infra"):
@@ -78,22 +87,12 @@ class CalcFamily:
         job = sandbox.exec("git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm base")
         assert job.ok, job.stderr
 
-    def grade(self, task: Task, sandbox, patch: str) -> Outcome:
+    def grade(self, task: Task, evidence: Evidence, sandbox) -> Outcome:
         assert "AGENT_WAS_HERE" not in sandbox.info.spec.env  # graded in a fresh, plain sandbox
-        applied = sandbox.apply_patch(patch)
-        if not applied.applied:
-            return Outcome(resolved=False, category="patch_apply_failed", log=applied.output)
-        job = sandbox.exec("python3 test_calc.py", timeout=30)
-        log = job.stdout + job.stderr
-        ok = job.exit_code == 0
-        return Outcome(resolved=ok, category="resolved" if ok else "unresolved", log=log,
-                       tests={"passed": int(ok), "failed": int(not ok), "summary": f"{int(ok)}/1 passed"})
+        return super().grade(task, evidence, sandbox)
 
     def gold_patch(self, task: Task) -> str:
         return self.gold
-
-    def eval_script(self, task: Task) -> str:
-        return "python3 test_calc.py\n"
 
 
 def _config(out, **kw):
@@ -190,8 +189,8 @@ def test_a_crashed_run_keeps_what_finished(tmp_path, calc_repo):
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_eval_loop import CalcFamily, _config
-        from orchard_cli.attempts import GoldSource
-        from orchard_cli.evaluation import EvalRun
+        from orchard_cli.rollout.solvers import GoldSolver as GoldSource
+        from orchard_cli.rollout.eval_run import EvalRun
         from pathlib import Path
         family = CalcFamily(Path({str(repo)!r}), {base!r}, {gold!r})
         done = []
@@ -245,21 +244,27 @@ def test_interrupt_writes_a_partial_scorecard_and_cleans_up(tmp_path, calc_repo)
 class FixingAgent:
     """A scripted 'agent' that edits the checkout in its sandbox; registered like a real harness."""
 
-    name, version, needs_sandbox, model_ran = "model:scripted@fixer", "1.0", True, True
+    name, version, model_ran, harness = "model:scripted@fixer", "1.0", True, "fixer"
 
     def __init__(self, model, base_url, seed):
         self.model = model
 
-    def adapt_spec(self, task, spec):
+    def needs_sandbox(self, family):
+        return True
+
+    def adapt(self, task, spec):
         return spec.model_copy(update={"env": {**spec.env, "AGENT_WAS_HERE": "1"}})
 
-    def solve(self, task, sandbox, *, attempt, log_dir):
+    def solve(self, context):
+        sandbox = context.sandbox
         assert sandbox.info.spec.env.get("AGENT_WAS_HERE") == "1"  # only the agent's sandbox
         job = sandbox.exec("sed -i 's/a - b/a + b/' calc.py && git diff")
         assert job.ok, job.stderr
-        (log_dir / "trajectory.jsonl").write_text('{"schema_version": 1}\n')
-        return Attempt(patch=job.stdout, model=self.model, tokens_in=120, tokens_out=30,
-                       cost_usd=None, trajectory=str(log_dir / "trajectory.jsonl"))
+        return Solution(evidence=Evidence(patch=job.stdout), model=self.model, tokens_in=120, tokens_out=30,
+                        cost_usd=None)
+
+    def close(self):
+        pass
 
 
 def test_agent_source_solves_in_one_sandbox_and_is_graded_in_a_fresh_one(tmp_path, calc_repo, monkeypatch):
@@ -274,7 +279,9 @@ def test_agent_source_solves_in_one_sandbox_and_is_graded_in_a_fresh_one(tmp_pat
     assert card.cost_usd is None and not card.cost_known  # unknown price: null, never 0
     assert card.reproducibility.harness == "fixer" and card.reproducibility.harness_version == "1.0"
     row = read_jsonl(out / "results.jsonl")[0][0]
-    assert row["model"] == "scripted-model" and row["trajectory"].endswith("trajectory.jsonl")
+    assert row["model"] == "scripted-model" and row["episode_id"].startswith("ep-")
+    stored = json.loads((out / row["log_dir"] / "evidence.json").read_text())  # what was graded, kept
+    assert "+    return a + b" in stored["patch"]
 
 
 def test_an_unknown_harness_is_a_one_line_usage_error(monkeypatch):

@@ -144,3 +144,19 @@ def test_json_documents_are_replaced_atomically_and_checked(tmp_path):
     path.write_text("{")
     with pytest.raises(UsageError, match="not valid JSON"):
         read_json(path)
+
+
+def test_trajectories_of_schema_1_still_read(tmp_path):
+    """Schema 2 added `evidence` and family categories; a line orchard 0.1 wrote reads as before."""
+    from orchard_cli.trajectory import read_trajectories
+
+    old = {"schema_version": 1, "episode_id": "ep-0123456789abcdef", "task_id": "acme__calc-1", "suite": "s",
+           "family": "swe", "source": "agent", "harness": "bash", "harness_version": "1", "model": "m",
+           "attempt": 1, "problem_statement": "p", "calls": [], "messages": [], "tools": [],
+           "outcome": {"resolved": False, "category": "empty_patch", "reward": 0.0, "details": {}},
+           "patch": "", "started_at": 1.0, "duration_seconds": 2.0, "tokens_in": 0, "tokens_out": 0,
+           "cost_usd": None, "harness_exit_code": 0, "errors": [], "metadata": {}}
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (record,) = read_trajectories(path)
+    assert record.schema_version == 1 and record.evidence is None and record.outcome.category == "empty_patch"

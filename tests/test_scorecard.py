@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 import pytest
 
+from orchard_cli import outcome, trajectory
 from orchard_cli.scoring import (
-    CATEGORIES,
     ERROR_CATEGORIES,
     AttemptResult,
     Reproducibility,
@@ -25,9 +23,22 @@ def _r(iid, attempt=1, category="unresolved", repo="o/r", **kw):
                          resolved=category == "resolved", **kw)
 
 
-def test_categories_match_the_task_seam():
-    assert tuple(get_args(task_base.Category)) == CATEGORIES
-    assert task_base.ERROR_CATEGORIES == ERROR_CATEGORIES
+def test_categories_have_one_owner():
+    """The seam, the records and the scorecard share one category list (orchard_cli.outcome);
+    a family's own categories come on top, in display order, and a SWE scorecard keeps all seven."""
+    assert task_base.ERROR_CATEGORIES is ERROR_CATEGORIES is outcome.ERROR_CATEGORIES
+    assert task_base.CORE_CATEGORIES is outcome.CORE_CATEGORIES
+    assert not hasattr(trajectory, "OutcomeCategory")  # no second list in the records
+    from orchard_cli.tasks.swe.family import SWEFamily
+
+    ordered = list(task_base.family_categories(SWEFamily()))
+    assert ordered == ["resolved", "unresolved", "empty_patch", "patch_apply_failed", "timeout",
+                       "env_error", "infra_error"]
+    card = compute_scorecard([_r("a", category="empty_patch")], suite="s", source="gold", reproducibility=REPRO,
+                             categories=SWEFamily.categories)
+    assert list(card.by_category) == ordered and card.by_category["empty_patch"] == 1
+    odd = compute_scorecard([_r("a", category="wrong_recipient")], suite="s", source="x", reproducibility=REPRO)
+    assert odd.by_category["wrong_recipient"] == 1 and odd.categories["wrong_recipient"].label == "wrong recipient"
 
 
 def test_pass_at_k_and_pass_hat_k_by_hand():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import distill_world as dw
-from orchard_cli.distill import read_trajectories
+from orchard_cli.trajectory import read_trajectories
 from orchard_cli.main import main
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]

@@ -1,9 +1,8 @@
 """Scorecards: computed from a run's results, written as JSON, Markdown and a self-contained HTML
 page, and compared run against run. Nothing here imports tasks or harnesses."""
 
+from orchard_cli.outcome import ERROR_CATEGORIES
 from orchard_cli.scoring.scorecard import (
-    CATEGORIES,
-    ERROR_CATEGORIES,
     AttemptResult,
     Reproducibility,
     Scorecard,
@@ -13,5 +12,5 @@ from orchard_cli.scoring.scorecard import (
     pass_hat_k,
 )
 
-__all__ = ["CATEGORIES", "ERROR_CATEGORIES", "AttemptResult", "Reproducibility", "Scorecard",
+__all__ = ["ERROR_CATEGORIES", "AttemptResult", "Reproducibility", "Scorecard",
            "compute_scorecard", "latest_results", "pass_at_k", "pass_hat_k"]

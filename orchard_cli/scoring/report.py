@@ -6,18 +6,26 @@ from __future__ import annotations
 import datetime as _dt
 from html import escape
 
-from orchard_cli.scoring.scorecard import CATEGORIES, AttemptResult, Scorecard
+from orchard_cli.outcome import category_info
+from orchard_cli.scoring.scorecard import AttemptResult, RepoScore, Scorecard
 
-COLORS = {
-    "resolved": "#2f9e62", "unresolved": "#8b95a7", "empty_patch": "#c7cdd6",
-    "patch_apply_failed": "#e2a03f", "timeout": "#9b6fd0", "env_error": "#e25c5c",
-    "infra_error": "#a7333a",
-}
-LABELS = {
-    "resolved": "resolved", "unresolved": "unresolved", "empty_patch": "empty patch",
-    "patch_apply_failed": "patch did not apply", "timeout": "timeout",
-    "env_error": "environment error", "infra_error": "infrastructure error",
-}
+GROUP_TITLES = {"repo": "repository"}
+
+
+def color(card: Scorecard, category: str) -> str:
+    return category_info(category, card.categories).color
+
+
+def label(card: Scorecard, category: str) -> str:
+    return category_info(category, card.categories).label
+
+
+def main_grouping(card: Scorecard) -> tuple[str, dict[str, RepoScore]]:
+    """(title, scores) of the grouping shown first: the family's first, else by repository."""
+    if card.by_group:
+        name = "repo" if "repo" in card.by_group else next(iter(card.by_group))
+        return GROUP_TITLES.get(name, name), card.by_group[name]
+    return "repository", card.by_repo
 
 
 def pct(value: float | None) -> str:
@@ -86,11 +94,14 @@ def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None)
     if not card.complete:
         lines.append(f"| missing (run interrupted) | {card.missing} |")
     lines += ["", "## Outcomes", "", "| category | count |", "| --- | ---: |"]
-    lines += [f"| {c} | {card.by_category[c]} |" for c in CATEGORIES]
-    lines += ["", "## By repository", "", "| repository | resolved | total | errors | rate |",
-              "| --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {name} | {s.resolved} | {s.total} | {s.errors} | {pct(s.resolved_rate)} |"
-              for name, s in card.by_repo.items()]
+    lines += [f"| {c} | {n} |" for c, n in card.by_category.items()]
+    groups = card.by_group or {"repo": card.by_repo}
+    for name, scores in groups.items():
+        title = GROUP_TITLES.get(name, name)
+        lines += ["", f"## By {title}", "", f"| {title} | resolved | total | errors | rate |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {key} | {s.resolved} | {s.total} | {s.errors} | {pct(s.resolved_rate)} |"
+                  for key, s in scores.items()]
     if card.pass_at_k:
         lines += ["", "## pass@k and pass^k (unbiased estimators)", "", "| k | pass@k | pass^k |",
                   "| ---: | ---: | ---: |"]
@@ -137,13 +148,14 @@ background:#e7f5ee;color:#2f9e62;font-size:11px;text-transform:none;letter-spaci
 """
 
 
-def _bar_chart_repos(card: Scorecard) -> str:
-    rows = list(card.by_repo.items())
+def _bar_chart_groups(card: Scorecard) -> str:
+    title, scores = main_grouping(card)
+    rows = list(scores.items())
     width, label_w, right_w, row_h = 640, 190, 110, 30
     bar_w = width - label_w - right_w
     height = 28 + row_h * max(1, len(rows))
     out = [f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
-           f'aria-label="Resolved rate by repository">']
+           f'aria-label="Resolved rate by {escape(title)}">']
     for tick in (0, 25, 50, 75, 100):
         x = label_w + bar_w * tick / 100
         out.append(f'<line x1="{x:.1f}" y1="4" x2="{x:.1f}" y2="{height - 22}" stroke="#e4e7ec"/>'
@@ -156,10 +168,10 @@ def _bar_chart_repos(card: Scorecard) -> str:
                    f'fill="#1d2430">{escape(label)}</text>')
         out.append(f'<rect x="{label_w}" y="{y + 2}" width="{bar_w}" height="18" rx="3" fill="#eef0f3"/>')
         x = float(label_w)
-        for part, color in ((s.resolved, COLORS["resolved"]), (s.errors, COLORS["env_error"])):
+        for part, fill in ((s.resolved, color(card, "resolved")), (s.errors, color(card, "env_error"))):
             w = bar_w * part / s.total if s.total else 0
             if w > 0:
-                out.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="18" fill="{color}"/>')
+                out.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="18" fill="{fill}"/>')
             x += w
         out.append(f'<text x="{label_w + bar_w + 10}" y="{y + 15}" font-size="12" fill="#1d2430">'
                    f'<tspan font-weight="600">{pct(s.resolved_rate)}</tspan>'
@@ -172,16 +184,15 @@ def _bar_chart_categories(card: Scorecard) -> str:
     width, label_w, row_h = 420, 150, 28
     bar_w = width - label_w - 60
     top = max(1, max(card.by_category.values(), default=0))
-    height = 8 + row_h * len(CATEGORIES)
+    height = 8 + row_h * len(card.by_category)
     out = [f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="Outcomes">']
-    for i, cat in enumerate(CATEGORIES):
-        n = card.by_category[cat]
+    for i, (cat, n) in enumerate(card.by_category.items()):
         y = 4 + i * row_h
         w = bar_w * n / top
         out.append(f'<text x="{label_w - 10}" y="{y + 15}" font-size="12" text-anchor="end" '
-                   f'fill="{"#1d2430" if n else "#98a2b3"}">{LABELS[cat]}</text>')
+                   f'fill="{"#1d2430" if n else "#98a2b3"}">{escape(label(card, cat))}</text>')
         out.append(f'<rect x="{label_w}" y="{y + 3}" width="{max(w, 2 if n else 0):.1f}" height="16" '
-                   f'rx="3" fill="{COLORS[cat]}"/>')
+                   f'rx="3" fill="{color(card, cat)}"/>')
         out.append(f'<text x="{label_w + w + 8:.1f}" y="{y + 15}" font-size="12" '
                    f'fill="{"#1d2430" if n else "#98a2b3"}" data-category="{cat}">{n}</text>')
     out.append("</svg>")
@@ -195,13 +206,13 @@ def _tile(key: str, value: str, sub: str = "", *, ident: str = "", data: str = "
             f'<div class="v"{attrs}>{escape(value)}</div><div class="s">{sub}</div></div>')
 
 
-def _instances_table(results: list[AttemptResult]) -> str:
+def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
     rows = []
     for x in results:
         tests = tests_summary(x.tests)
         rows.append(
             f"<tr><td class='id'><code>{escape(x.instance_id)}</code></td><td class='n'>{x.attempt}</td>"
-            f"<td><span class='pill' style='background:{COLORS[x.category]}'>{LABELS[x.category]}</span></td>"
+            f"<td><span class='pill' style='background:{color(card, x.category)}'>{escape(label(card, x.category))}</span></td>"
             f"<td class='t'>{escape(tests)}</td><td class='n'>{x.duration_seconds:.1f}s</td>"
             f"<td class='n'>{x.patch_bytes}</td><td class='err'>{escape(x.error or '')}</td></tr>")
     return ("<table><thead><tr><th>instance</th><th class='n'>attempt</th><th>outcome</th><th>tests</th>"
@@ -245,8 +256,9 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
         ("orchard", r.orchard_version), ("harness", f"{r.harness or '-'} {r.harness_version or ''}"),
         ("dataset sha256", r.dataset_sha256 or "-"), ("seed", r.seed),
         *sorted((f"config.{k}", v) for k, v in r.config.items() if v not in (None, "", [], {}))))
-    legend = "".join(f"<span class='pill' style='background:{COLORS[c]};margin-right:6px'>{label}</span>"
-                     for c, label in (("resolved", "resolved"), ("env_error", "env / infra error")))
+    legend = "".join(f"<span class='pill' style='background:{color(card, c)};margin-right:6px'>{text}</span>"
+                     for c, text in (("resolved", "resolved"), ("env_error", "env / infra error")))
+    group_title = main_grouping(card)[0]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>orchard eval · {escape(card.suite)} · {pct(card.resolved_rate)}</title><style>{CSS}</style></head>
@@ -256,14 +268,14 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
 {incomplete}
 <div class="tiles">{tiles}</div>
 <div class="grid">
-<section><h2>Resolved rate by repository</h2>{_bar_chart_repos(card)}
-<p class="note">{legend} share of each repository's attempts; grey: not resolved.</p></section>
+<section><h2>Resolved rate by {escape(group_title)}</h2>{_bar_chart_groups(card)}
+<p class="note">{legend} share of each {escape(group_title)}'s attempts; grey: not resolved.</p></section>
 <section><h2>Outcomes</h2>{_bar_chart_categories(card)}
 <p class="note">Headline = resolved ÷ all attempts; env/infra errors count as not resolved and are
 shown apart. Over graded attempts only: {pct(card.resolved_rate_graded)}.</p></section>
 </div>
 {passk}
-{f"<section><h2>Instances</h2>{_instances_table(results)}</section>" if results else ""}
+{f"<section><h2>Instances</h2>{_instances_table(card, results)}</section>" if results else ""}
 <section><h2>Reproducibility</h2><table>{repro}</table></section>
 </main></body></html>
 """

@@ -3,6 +3,11 @@
 The unit of scoring is one *instance attempt*: `total` counts instances x attempts. With one
 attempt per instance (the default) that is the number of instances.
 
+Categories are the family's (`orchard_cli.outcome`: the core ones plus those the family
+declares); the scorecard keeps their labels and colours, so it renders from disk alone. Groupings
+are the family's too (`by_group`: SWE groups by repository, which `by_repo` repeats for readers of
+the first scorecards).
+
 Headline: `resolved_rate = resolved / total`, over ALL attempts, where an attempt that ended in an
 env/infra error counts as not resolved. This is the number comparable with SWE-bench's
 leaderboards (which divide by every instance of the split). Errors are never hidden in it: they
@@ -25,14 +30,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo, category_info, ordered_categories
+
 RESULT_SCHEMA_VERSION = 1
 SCORECARD_SCHEMA_VERSION = 1
 
-Category = Literal["resolved", "unresolved", "empty_patch", "patch_apply_failed", "timeout",
-                   "env_error", "infra_error"]
-CATEGORIES: tuple[str, ...] = ("resolved", "unresolved", "empty_patch", "patch_apply_failed",
-                               "timeout", "env_error", "infra_error")
-ERROR_CATEGORIES = frozenset({"env_error", "infra_error"})
+# The categories of scorecards written before families declared their own (SWE's).
+LEGACY_CATEGORIES = ordered_categories({
+    "empty_patch": CategoryInfo(label="empty patch", color="#c7cdd6"),
+    "patch_apply_failed": CategoryInfo(label="patch did not apply", color="#e2a03f")})
 
 
 class _Model(BaseModel):
@@ -46,9 +52,13 @@ class AttemptResult(_Model):
     instance_id: str
     attempt: int = Field(ge=1)
     """1-based attempt number."""
+    episode_id: str | None = None
+    """The episode's id (`trajectory.episode_key`); absent in runs of orchard before 0.2."""
     repo: str = ""
+    groups: dict[str, str] = Field(default_factory=dict)
+    """The scorecard groupings this task belongs to, as its family says ({'repo': 'acme/calc'})."""
     resolved: bool = False
-    category: Category
+    category: str
     tests: dict[str, Any] = Field(default_factory=dict)
     """Test counts as the family reports them (for SWE: FAIL_TO_PASS / PASS_TO_PASS passed/failed)."""
     duration_seconds: float = 0.0
@@ -117,8 +127,14 @@ class Scorecard(_Model):
     resolved_rate_graded: float | None
     """resolved / graded; None when nothing was graded."""
     headline: Literal["resolved_rate"] = "resolved_rate"
+    family: str | None = None
+    categories: dict[str, CategoryInfo] = Field(default_factory=lambda: dict(LEGACY_CATEGORIES))
+    """Every category of the family, in display order, with its label and colour."""
     by_category: dict[str, int]
     by_repo: dict[str, RepoScore]
+    """Per repository (the SWE grouping; the same as by_group['repo'])."""
+    by_group: dict[str, dict[str, RepoScore]] = Field(default_factory=dict)
+    """Per grouping the family declares (repo, category, difficulty, site...), per value."""
     pass_at_k: dict[int, float] | None = None
     pass_hat_k: dict[int, float] | None = None
     tokens: Tokens | None = None
@@ -170,27 +186,39 @@ def per_instance(results: list[AttemptResult]) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in counts.items()}
 
 
+def _score(scores: dict[str, RepoScore], key: str, r: AttemptResult) -> None:
+    score = scores.setdefault(key, RepoScore())
+    score.total += 1
+    score.resolved += int(r.resolved)
+    score.errors += int(r.is_error)
+    score.resolved_rate = score.resolved / score.total
+
+
 def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suite: str, source: str,
                       reproducibility: Reproducibility, expected: int | None = None,
                       started_at: float = 0.0, finished_at: float | None = None,
-                      model_ran: bool = False) -> Scorecard:
-    """The scorecard of a run's results. `expected`: instance attempts selected (for `missing`)."""
+                      model_ran: bool = False, family: str | None = None,
+                      categories: dict[str, CategoryInfo] | None = None) -> Scorecard:
+    """The scorecard of a run's results. `expected`: instance attempts selected (for `missing`);
+    `categories`: the family's own (the core ones are always there)."""
     rows = latest_results(results)
     finished_at = finished_at if finished_at is not None else time.time()
     total = len(rows)
     resolved = sum(r.resolved for r in rows)
     errors = sum(r.is_error for r in rows)
     graded = total - errors
-    by_category = {c: 0 for c in CATEGORIES}
+    declared = {k: v for k, v in (categories or {}).items() if k not in CORE_CATEGORIES}
+    for r in rows:  # a category nobody declared still shows, as itself
+        declared.setdefault(r.category, category_info(r.category))
+    known = ordered_categories(declared)
+    by_category = {c: 0 for c in known}
     repos: dict[str, RepoScore] = {}
+    groups: dict[str, dict[str, RepoScore]] = {}
     for r in rows:
         by_category[r.category] += 1
-        repo = repos.setdefault(r.repo or "(none)", RepoScore())
-        repo.total += 1
-        repo.resolved += int(r.resolved)
-        repo.errors += int(r.is_error)
-    for repo in repos.values():
-        repo.resolved_rate = repo.resolved / repo.total if repo.total else 0.0
+        _score(repos, r.repo or "(none)", r)
+        for name, value in r.groups.items():
+            _score(groups.setdefault(name, {}), value or "(none)", r)
 
     counts = per_instance(rows)
     attempts = max((n for n, _ in counts.values()), default=0)
@@ -217,8 +245,9 @@ def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suit
         resolved=resolved, errors=errors,
         instances_with_errors=len({r.instance_id for r in rows if r.is_error}),
         graded=graded, resolved_rate=resolved / total if total else 0.0,
-        resolved_rate_graded=resolved / graded if graded else None,
-        by_category=by_category, by_repo=dict(sorted(repos.items())), pass_at_k=pak, pass_hat_k=phk,
+        resolved_rate_graded=resolved / graded if graded else None, family=family, categories=known,
+        by_category=by_category, by_repo=dict(sorted(repos.items())),
+        by_group={k: dict(sorted(v.items())) for k, v in sorted(groups.items())}, pass_at_k=pak, pass_hat_k=phk,
         tokens=tokens, cost_usd=cost, cost_known=cost_known, missing=missing, complete=missing == 0,
         wall_seconds=max(0.0, finished_at - started_at) if started_at else 0.0,
         started_at=started_at, finished_at=finished_at, reproducibility=reproducibility)

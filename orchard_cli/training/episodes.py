@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.conversation import call_conversation, normalise_message, normalise_tools
 from orchard_cli.errors import UsageError
 from orchard_cli.proxy.records import CallRecord
-from orchard_cli.records import ReadReport, iter_jsonl
-from orchard_cli.trajectory import Trajectory
+from orchard_cli.records import ReadReport
+from orchard_cli.trajectory import Trajectory, read_trajectories
 
 
 class EpisodeFilter(BaseModel):
@@ -76,34 +76,13 @@ class LoadReport(BaseModel):
 
 
 def read_trajectory_file(path: str | Path) -> tuple[list[Trajectory], ReadReport]:
-    """Every trajectory of one file (the latest line of each episode, in file order).
-
-    A missing or empty file, or a line that is not a trajectory, is a one-line UsageError; a torn
-    final line (a writer that died mid-record) is skipped and reported.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"trajectory file {path} does not exist",
-                         hint="write one with `orchard distill --out FILE`")
+    """Every trajectory of one file (`trajectory.read_trajectories`, strict), and what was skipped.
+    A file with none is a one-line UsageError."""
     report = ReadReport(path=str(path))
-    latest: dict[str, Trajectory] = {}
-    for number, row in enumerate(iter_jsonl(path, report), 1):
-        try:
-            record = Trajectory.model_validate(row)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "record"
-            raise UsageError(f"{path}: record {number} is not a trajectory ({exc.error_count()} problem(s), "
-                             f"first: {where}: {first['msg']})",
-                             hint="pass files written by `orchard distill` or `orchard eval`") from None
-        latest.pop(record.episode_id, None)
-        latest[record.episode_id] = record
-    if report.bad_lines:
-        raise UsageError(f"{path}: line {report.bad_lines[0]} is not a JSON record with a schema_version",
-                         hint="pass files written by `orchard distill` or `orchard eval`")
-    if not latest:
+    trajectories = read_trajectories(path, report=report, strict=True)
+    if not trajectories:
         raise UsageError(f"{path} holds no trajectories", hint="is it the output of `orchard distill`?")
-    return list(latest.values()), report
+    return trajectories, report
 
 
 def _ok(record: CallRecord) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from orchard_cli.errors import UsageError
 
@@ -119,24 +119,18 @@ def render_messages(messages: Sequence[dict[str, Any]], problem: str = "") -> st
 # ---- reading episodes ---------------------------------------------------------------------------
 
 def episodes_from_trajectories(paths: Iterable[str | Path]) -> list[Episode]:
-    """Episodes of trajectories JSONL files (one `Trajectory` per line)."""
-    from orchard_cli.records import read_jsonl
-    from orchard_cli.trajectory import Trajectory
+    """Episodes of trajectories JSONL files: the latest line of each episode (one that `--resume`
+    ran again counts once)."""
+    from orchard_cli.trajectory import read_trajectories
 
     out: list[Episode] = []
     for path in map(Path, paths):
         if not path.is_file():
             raise UsageError(f"trajectories file {path} does not exist")
-        rows, report = read_jsonl(path)
-        if not rows:
-            raise UsageError(f"{path} holds no trajectory records"
-                             + (f" ({len(report.bad_lines)} unreadable line(s))" if report.bad_lines else ""))
-        for number, row in enumerate(rows, start=1):
-            try:
-                traj = Trajectory.model_validate(row)
-            except ValidationError as exc:
-                raise UsageError(f"{path} record {number} is not a trajectory: "
-                                 f"{exc.errors()[0]['loc']} {exc.errors()[0]['msg']}") from None
+        trajectories = read_trajectories(path)
+        if not trajectories:
+            raise UsageError(f"{path} holds no trajectory records")
+        for traj in trajectories:
             out.append(Episode(
                 suite=traj.suite, task_id=traj.task_id, harness=traj.harness, model=traj.model,
                 attempt=traj.attempt, origin=str(path), problem=traj.problem_statement,
@@ -184,9 +178,15 @@ def run_info(path: str | Path) -> RunInfo:
 
 
 def _problems(info: RunInfo, ids: list[str]) -> dict[str, str]:
+    """The problem statements of a run's tasks: from its tasks.jsonl, or (runs from before it)
+    the suite loaded again."""
     from orchard_cli.errors import OrchardError
+    from orchard_cli.rollout.eval_run import read_tasks
     from orchard_cli.tasks.registry import load_suite
 
+    recorded = {t.task_id: t.problem_statement for t in read_tasks(Path(info.path))}
+    if recorded and all(i in recorded for i in ids):
+        return {i: recorded[i] for i in ids}
     try:
         _, tasks = load_suite(info.suite_arg, dataset=info.dataset, instances=ids)
     except OrchardError as exc:
@@ -195,16 +195,16 @@ def _problems(info: RunInfo, ids: list[str]) -> dict[str, str]:
     return {t.task_id: t.problem_statement for t in tasks}
 
 
-def _trajectory_text(run: Path, ref: str | None, problem: str) -> str:
-    if not ref:
-        return ""
-    path = Path(ref) if Path(ref).is_absolute() else run / ref
-    if not path.is_file():
-        return ""
-    from orchard_cli.records import read_jsonl
+def _conversations(run: Path, refs: set[str]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """(task id, attempt) -> the conversation of that episode, from the run's trajectories file(s)."""
+    from orchard_cli.trajectory import read_trajectories
 
-    rows, _ = read_jsonl(path)
-    return render_messages(rows[-1].get("messages") or [], problem) if rows else ""
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for ref in sorted(refs):
+        path = Path(ref) if Path(ref).is_absolute() else run / ref
+        if path.is_file():
+            out.update({(t.task_id, t.attempt): t.messages for t in read_trajectories(path)})
+    return out
 
 
 def _predicted_patches(run: Path) -> dict[tuple[str, int], str]:
@@ -234,6 +234,7 @@ def episodes_from_run(path: str | Path) -> tuple[RunInfo, list[Episode]]:
         raise UsageError(f"{run} has no results yet (results.jsonl is empty)")
     problems = _problems(info, sorted({r.instance_id for r in results}))
     predicted = _predicted_patches(run)
+    conversations = _conversations(run, {r.trajectory for r in results if r.trajectory})
     out = []
     for r in results:
         patch_file = run / r.log_dir / "patch.diff" if r.log_dir else None
@@ -244,7 +245,8 @@ def episodes_from_run(path: str | Path) -> tuple[RunInfo, list[Episode]]:
         problem = problems.get(r.instance_id, "")
         out.append(Episode(suite=info.suite, task_id=r.instance_id, harness=info.harness or info.source.split(":")[0],
                            model=r.model or "", attempt=r.attempt, origin=str(run), problem=problem,
-                           trajectory=_trajectory_text(run, r.trajectory, problem), patch=patch,
+                           trajectory=render_messages(conversations.get((r.instance_id, r.attempt), []), problem)
+                           if r.trajectory else "", patch=patch,
                            category=r.category, resolved=r.resolved))
     return info, out
 

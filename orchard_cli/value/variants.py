@@ -193,7 +193,8 @@ def _pick(rng: random.Random, items: list[tuple[str, Any]], n: int,
 
 def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -> list[Candidate]:
     """The candidate patches of one task (gold first; `kind` says what each is)."""
-    gold = family.gold_patch(task) if callable(getattr(family, "gold_patch", None)) else ""
+    reference = family.gold_solution(task)
+    gold = (reference.patch or "") if reference is not None else ""
     if not gold.strip():
         raise UsageError(f"{task.task_id} has no gold patch: candidates are made from one")
     repo = Path(family.repository(task))

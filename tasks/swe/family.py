@@ -1,4 +1,5 @@
-"""SWEFamily: SWE-bench instances as orchard tasks (load, sandbox, setup, grade)."""
+"""SWEFamily: SWE-bench instances as orchard tasks (load, sandbox, setup, grade), graded on the
+patch in a fresh sandbox as SWE-bench grades (the patch hooks come from `PatchFamily`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import subprocess
 import threading
 from typing import Any
 
+from pathlib import Path
+
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
-from orchard_cli.tasks.base import Outcome, Task
+from orchard_cli.evidence import Evidence
+from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
 from orchard_cli.tasks.swe import environment as envs
 from orchard_cli.tasks.swe.environment import EnvironmentUnavailable
@@ -17,13 +22,25 @@ from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, run_and_grade
 from orchard_cli.tasks.swe.instance import TESTBED, EnvironmentRecipe, eval_script, recipe_for
 
 SETUP_TIMEOUT = 900.0
+DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-class SWEFamily:
+class SWEFamily(PatchFamily):
     """Tasks from SWE-bench-format data; environments built per repo/version and cached."""
 
     name = "swe"
-    environment_error = EnvironmentUnavailable
+    environment_error = (EnvironmentUnavailable,)
+    suites = (
+        SuiteInfo("swe-verified", "swe", "princeton-nlp/SWE-bench_Verified",
+                  "SWE-bench Verified: 500 human-validated Python issues (test split)",
+                  data_file="swe-bench-verified.parquet"),
+        SuiteInfo("swe-lite", "swe", "princeton-nlp/SWE-bench_Lite",
+                  "SWE-bench Lite: 300 self-contained Python issues (test split)",
+                  data_file="swe-bench-lite.parquet"),
+        SuiteInfo("swe-mini", "swe", str(DATA / "swe-mini.jsonl"),
+                  "bugs injected into 5 small PyPI packages by `orchard tasks synth` (bundled; "
+                  "sources and environments fetched on first use)"),
+    )
 
     def __init__(self, *, repo_mirror: str | None = None,
                  test_timeout: float = DEFAULT_TEST_TIMEOUT) -> None:
@@ -39,13 +56,19 @@ class SWEFamily:
 
     # ---- loading ---------------------------------------------------------------------------
 
-    def load(self, source: str, *, suite: str | None = None, split: str = "test",
-             data_file: str | None = None, **filters: Any) -> list[Task]:
-        """Tasks of a file or hub dataset, filtered (instances, repo, limit, slice_)."""
-        data = ds.read_source(source, split=split, data_file=data_file)
+    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+        """Tasks of the suite's file or hub dataset (or `selection.dataset`), filtered."""
+        if selection.repo_mirror:
+            self.repo_mirror = selection.repo_mirror
+        source = selection.dataset or suite.source
+        data = ds.read_source(source, split=suite.split, data_file=None if selection.dataset else suite.data_file)
         self.dataset_sha256, self.dataset_source = data.sha256, data.source
-        records = ds.select(data.records, **filters)
-        return [self.task(record, suite or source) for record in records]
+        records = ds.select(data.records, instances=selection.instances, repo=selection.repo,
+                            limit=selection.limit, slice_=selection.slice)
+        return [self.task(record, suite.name) for record in records]
+
+    def provenance(self) -> dict[str, Any]:
+        return {"dataset_sha256": self.dataset_sha256}
 
     def task(self, record: dict[str, Any], suite: str) -> Task:
         return Task(task_id=record["instance_id"], suite=suite, family=self.name,
@@ -60,6 +83,17 @@ class SWEFamily:
 
     def gold_patch(self, task: Task) -> str:
         return task.record.get("patch") or ""
+
+    def describe(self, task: Task) -> dict[str, Any]:
+        record = task.record
+        return {
+            "instance_id": task.task_id, "suite": task.suite, "family": task.family, "repo": task.repo,
+            "base_commit": record.get("base_commit"), "version": record.get("version"),
+            "created_at": record.get("created_at"),
+            "FAIL_TO_PASS": record.get("FAIL_TO_PASS", []), "PASS_TO_PASS": record.get("PASS_TO_PASS", []),
+            "has_gold_patch": bool(record.get("patch")), "environment": record.get("environment"),
+            "problem_statement": task.problem_statement,
+        }
 
     def env_key(self, task: Task) -> str:
         return self.recipe(task).key(task.record["repo"], task.record.get("version", ""))
@@ -121,13 +155,13 @@ class SWEFamily:
                 f"{task.task_id}: could not check out {task.record['base_commit'][:12]} "
                 f"of {task.record['repo']}: {last.strip()[:300]}")
 
-    def grade(self, task: Task, sandbox: SandboxHandle, patch: str) -> Outcome:
+    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         recipe = self.recipe(task)
         script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
-        return run_and_grade(task.record, sandbox, patch, script, timeout=self.test_timeout,
+        return run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
                              parser_name=task.record.get("log_parser") or recipe.log_parser)
 
-    def eval_script(self, task: Task, backend: str | None = None) -> str:
+    def eval_script(self, task: Task, backend: str | None = None) -> str | None:
         """The script grade() runs (or would run on `backend`): the instance's own, whole, on its
         official image; without its install lines where orchard built the environment (the build
         ran them)."""

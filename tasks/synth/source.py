@@ -14,7 +14,6 @@ sha256, unpack, check the clean commit id, apply the reverse of the gold patch, 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchard_cli.errors import InfraError, UsageError
 from orchard_cli.home import state_dir
+from orchard_cli.records import sha256_file
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip", ".tar")
 IDENTITY = ("orchard-synth", "synth@orchard.invalid")
@@ -65,14 +65,6 @@ class SdistSource(BaseModel):
 
 def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchard_cli.env import SandboxHandle
 from orchard_cli.errors import OrchardError
+from orchard_cli.evidence import Evidence
 
 UNPATCHED_LOG = "/tmp/orchard-synth-unpatched.log"
 UNPATCHED_SCRIPT = "/tmp/orchard-synth-unpatched.sh"
@@ -45,7 +46,7 @@ def grade_unpatched(family: Any, task: Any, sandbox: SandboxHandle) -> tuple[boo
 
 def _gold(family: Any, env: Any, task: Any, backend: str) -> Any:
     with _sandbox(family, env, task, backend) as sandbox:
-        return family.grade(task, sandbox, task.record["patch"])
+        return family.grade(task, Evidence(patch=task.record["patch"]), sandbox)
 
 
 def _unpatched(family: Any, env: Any, task: Any, backend: str) -> tuple[bool, dict[str, Any]]:

@@ -12,6 +12,7 @@ import re
 import pytest
 from synth_pkgindex import CALC, make_index, make_sdist
 
+from orchard_cli.evidence import Evidence
 from orchard_cli.main import main
 from orchard_cli.tasks.synth.source import sha256_file
 
@@ -95,7 +96,7 @@ def _check_with_the_family(out, records) -> None:
         for task in tasks:
             with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
                 family.setup(task, sandbox)
-                assert family.grade(task, sandbox, task.record["patch"]).resolved
+                assert family.grade(task, Evidence(patch=task.record["patch"]), sandbox).resolved
             with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
                 family.setup(task, sandbox)
                 resolved, report = grade_unpatched(family, task, sandbox)

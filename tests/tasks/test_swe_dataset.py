@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchard_cli.errors import InfraError, NotFoundError, UnknownNameError, UsageError
-from orchard_cli.tasks.registry import SUITES, list_suites, load_suite
+from orchard_cli.tasks.registry import find_suite, list_suites, load_suite
 from orchard_cli.tasks.swe.dataset import hub_unreachable
 from orchard_cli.tasks.swe.instance import eval_script, recipe_for
 
@@ -33,7 +33,7 @@ def data_dir(monkeypatch):
 def test_suites_are_listed():
     names = [s.name for s in list_suites()]
     assert {"swe-verified", "swe-lite"} <= set(names)
-    assert SUITES["swe-verified"].source == "princeton-nlp/SWE-bench_Verified"
+    assert find_suite("swe-verified").source == "princeton-nlp/SWE-bench_Verified"
 
 
 def test_verified_and_lite_load_in_full(data_dir):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.evidence import Evidence
 from orchard_cli.tasks.registry import load_suite
 from orchard_cli.tasks.swe import EnvironmentUnavailable
 from orchard_cli.tasks.swe import environment as envs
@@ -50,7 +51,7 @@ def load(world, **options):
 def grade(world, family, task, patch):
     with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
         family.setup(task, sandbox)
-        return family.grade(task, sandbox, patch)
+        return family.grade(task, Evidence(patch=patch), sandbox)
 
 
 def test_environment_is_built_once_and_reused(world, home):

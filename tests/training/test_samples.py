@@ -157,4 +157,4 @@ def test_filters_and_duplicates_are_counted(tmp_path, tokenizer):
     assert report.filtered == {"duplicate": 1, "harness": 1, "not_resolved": 1, "suite": 1, "teacher": 1}
     everything, report = load_episodes([path], EpisodeFilter(only_resolved=False))
     assert report.episodes_used == 5 and report.filtered == {"duplicate": 1}
-    assert json.loads(path.read_text().splitlines()[0])["schema_version"] == 1
+    assert json.loads(path.read_text().splitlines()[0])["schema_version"] == 2  # trajectory schema 2 (evidence)

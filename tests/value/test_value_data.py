@@ -158,6 +158,22 @@ def test_trajectories_files_become_episodes(tmp_path) -> None:
         data.episodes_from_trajectories([tmp_path / "nope.jsonl"])
 
 
+def test_an_episode_run_again_by_resume_counts_once(tmp_path) -> None:
+    """`distill --resume` appends a new line for an episode that ended in an error; the value
+    model reads the latest line of each episode, as every other reader does."""
+    from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
+
+    def line(category: str, resolved: bool) -> str:
+        return Trajectory(episode_id=episode_key("s", "t1", "bash", "m", 1), task_id="t1", suite="s",
+                          harness="bash", model="m", attempt=1, problem_statement="p",
+                          outcome=TrajectoryOutcome(resolved=resolved, category=category)).model_dump_json() + "\n"
+
+    path = tmp_path / "traj.jsonl"
+    path.write_text(line("infra_error", False) + line("resolved", True))
+    eps = data.episodes_from_trajectories([path])
+    assert [(e.category, e.label) for e in eps] == [("resolved", 1)]
+
+
 def test_candidates_cli_writes_shuffled_predictions_files(tmp_path, monkeypatch, capsys) -> None:
     """`orchard rerank candidates` on a real git task (tests/tasks/swe_repo.py): every file is a
     predictions file, each task's gold patch sits in exactly one, near misses apply at the base."""
@@ -234,3 +250,34 @@ def test_pairwise_head_learns_the_order_within_a_task_and_calibrates() -> None:
     alone = fit_head(x, labels, weights, HeadConfig(features="all"), hidden, 0, groups=[str(i) for i in range(len(labels))])
     assert np.allclose(alone.weight, point.weight, atol=1e-3)
     assert (alone.objective, pair.objective) == ("pointwise", "pairwise")
+
+
+def test_each_agent_attempt_of_a_run_reads_its_own_trajectory(tmp_path) -> None:
+    """An eval run of an agent writes every episode to one trajectories.jsonl: each graded attempt
+    gets its own conversation (not the file's last one), and the problem statements come from the
+    run's tasks.jsonl, without loading the suite (an unknown suite name here)."""
+    import json
+
+    from orchard_cli.records import write_json
+    from orchard_cli.tasks.base import Task
+    from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
+
+    write_json(tmp_path / "config.json", {"schema_version": 1, "suite": "not-a-registered-suite",
+                                          "source": "model:m@bash", "harness": "bash"})
+    tasks = [Task(task_id=t, suite="not-a-registered-suite", family="calc", problem_statement=f"fix {t}")
+             for t in ("a", "b")]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"schema_version": 1, **t.model_dump()}) + "\n"
+                                                  for t in tasks))
+    results, trajectories = [], []
+    for task_id, words in (("a", "first answer"), ("b", "second answer")):
+        results.append({"schema_version": 1, "instance_id": task_id, "attempt": 1, "category": "unresolved",
+                        "trajectory": "trajectories.jsonl"})
+        trajectories.append(Trajectory(
+            episode_id=episode_key("s", task_id, "bash", "m", 1), task_id=task_id, suite="s", harness="bash",
+            model="m", attempt=1, messages=[{"role": "assistant", "content": words}],
+            outcome=TrajectoryOutcome(resolved=False, category="unresolved")).model_dump_json())
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    (tmp_path / "trajectories.jsonl").write_text("".join(t + "\n" for t in trajectories))
+    _, eps = data.episodes_from_run(tmp_path)
+    assert {e.task_id: (e.problem, e.trajectory) for e in eps} == {
+        "a": ("fix a", "[assistant] first answer"), "b": ("fix b", "[assistant] second answer")}

@@ -1,36 +1,35 @@
-"""`orchard distill`: run a teacher model through a real harness on every task, record each
-episode's model calls, grade its patch, and append one trajectory per episode.
+"""`orchard distill`: the rollout core with a trajectories sink.
 
-Every task x `attempts` x teacher is one episode (`episodes.EpisodeRunner`), run `workers` at a
-time. Each finished episode is appended to the trajectories file at once (one fsynced line; a
-crash never leaves a torn line that reads as valid), and to the run's ledger, which also lists the
-episodes `--keep resolved` left out. `--resume` skips every episode already finished (by
-`episode_key`, which names the teacher, so one file collects several teachers); episodes that
-ended in env/infra errors are run again, and readers take the latest line of an episode.
+Every task x `attempts` x teacher is one episode of an `AgentSolver` (one per teacher, sharing one
+upstream), run through the pool. Each finished episode is appended to the trajectories file at
+once (one fsynced line; a crash never leaves a torn line that reads as valid), and to the run's
+ledger, which also lists the episodes `--keep resolved` left out. `--resume` skips every episode
+already finished (by episode id, which names the teacher, so one file collects several teachers);
+episodes that ended in env/infra errors are run again, and readers take the latest line.
 
 Beside `X.jsonl` the run keeps `X.run/`: config.json, episodes.jsonl (the ledger),
-summary.json, and logs/<episode_id>/ (harness output, patch, test output).
+summary.json, and logs/<episode_id>/ (evidence, harness output, patch, test output).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli import __version__
-from orchard_cli.episodes import EpisodeOptions, EpisodeRunner, Price
 from orchard_cli.errors import UsageError
+from orchard_cli.outcome import ERROR_CATEGORIES
 from orchard_cli.records import JsonlWriter, iter_jsonl, write_json
-from orchard_cli.tasks.base import ERROR_CATEGORIES, Task
-from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
-
-STOP_GRACE_SECONDS = 30.0
+from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Price, Upstream
+from orchard_cli.rollout.episode import Episode, EpisodeResult
+from orchard_cli.rollout.pool import Pool
+from orchard_cli.rollout.records import trajectory_of
+from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection
+from orchard_cli.trajectory import Trajectory, episode_key
 
 
 class DistillConfig(BaseModel):
@@ -40,6 +39,8 @@ class DistillConfig(BaseModel):
 
     schema_version: int = 1
     suite: str
+    family: str | None = None
+    """The family of a file suite (`--family`)."""
     dataset: str | None = None
     instances: list[str] | None = None
     repo: str | None = None
@@ -64,6 +65,12 @@ class DistillConfig(BaseModel):
     proxy: dict[str, Any] = Field(default_factory=dict)
     """Recording proxy options (max_retries, retry_backoff_s, read_timeout_s, ...)."""
     orchard_version: str = __version__
+
+    @property
+    def selection(self) -> TaskSelection:
+        return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
+                             instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
+                             repo_mirror=self.repo_mirror)
 
 
 class TeacherStats(BaseModel):
@@ -123,35 +130,17 @@ def run_dir_of(out: Path) -> Path:
     return out.with_name(out.name.removesuffix(".jsonl") + ".run")
 
 
-def read_trajectories(path: str | Path) -> list[Trajectory]:
-    """The trajectories of a file, the latest line of each episode, in file order. Torn tails
-    are skipped; a line that is not a trajectory is a one-line UsageError."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path} does not exist", hint="write one with `orchard distill --out FILE`")
-    latest: dict[str, Trajectory] = {}
-    for number, row in enumerate(iter_jsonl(path), 1):
-        try:
-            record = Trajectory.model_validate(row)
-        except ValidationError as exc:
-            raise UsageError(f"{path}: record {number} is not a trajectory "
-                             f"({exc.error_count()} problem(s), first: {exc.errors()[0]['msg']})") from None
-        latest.pop(record.episode_id, None)
-        latest[record.episode_id] = record
-    return list(latest.values())
-
-
 class DistillRun:
     """A planned run: the episodes still to do and where they go. `execute()` runs them."""
 
-    def __init__(self, config: DistillConfig, family: Any, tasks: list[Task], teachers: list[str],
-                 resume: bool, *, harness: Any, upstream: Any) -> None:
+    def __init__(self, config: DistillConfig, family: TaskFamily, tasks: list[Task], teachers: list[str],
+                 resume: bool, *, harness: Any, upstream: Upstream) -> None:
         self.config, self.family, self.tasks, self.teachers = config, family, tasks, teachers
         self.harness, self.upstream = harness, upstream
         self.out = Path(config.out)
         self.run_dir = run_dir_of(self.out)
         self.ledger_path = self.run_dir / "episodes.jsonl"
-        self._stopping = threading.Event()
+        self.ran = self.written = 0
         if self.out.is_dir():
             raise UsageError(f"--out {self.out} is a folder; name the trajectories file",
                              hint=f"e.g. --out {self.out / 'trajectories.jsonl'}")
@@ -183,7 +172,15 @@ class DistillRun:
     def finished_keys(self) -> set[str]:
         return {k for k, e in self._ledger().items() if e.get("category") not in ERROR_CATEGORIES}
 
-    # ---- running -------------------------------------------------------------------------------
+    def solvers(self) -> dict[str, AgentSolver]:
+        """One agent per teacher, sharing the upstream (started on first use)."""
+        out = {}
+        for teacher in dict.fromkeys(t for t, _, _ in self.pending):
+            price = self.config.prices.get(teacher) or self.upstream.price
+            out[teacher] = AgentSolver(self.harness, model=teacher, upstream=self.upstream,
+                                       options=self.config.options.model_copy(update={"price": price}),
+                                       proxy_options=self.config.proxy)
+        return out
 
     def execute(self, on_episode: Callable[[Trajectory, TeacherStats], None] | None = None) -> DistillSummary:
         """Run every pending episode; each is on disk before it is reported. On Ctrl-C the
@@ -191,75 +188,44 @@ class DistillRun:
         from orchard_cli.env import connect
 
         started = time.time()
-        harness, upstream = self.harness, self.upstream
         env = connect(self.config.backend)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json(self.run_dir / "config.json", self.config)
         totals = TeacherStats()
-        proxies: dict[str, Any] = {}
         writer = JsonlWriter(self.out)
         ledger = JsonlWriter(self.ledger_path)
-        pool = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="orchard-distill")
-        futures: dict[Any, tuple[str, Task, int]] = {}
-        self.ran = self.written = 0
+        solvers = self.solvers()
+        metadata = {"upstream": self.upstream.describe(), "run": "distill",
+                    **self.family.provenance()}
+
+        def finished(result: EpisodeResult) -> None:
+            record = trajectory_of(result, metadata)
+            kept = self.config.keep == "all" or record.outcome.resolved
+            if kept:
+                writer.write(record)
+                self.written += 1
+            entry = _entry(record, kept)
+            ledger.write(entry)
+            self.ran += 1
+            totals.add(entry)
+            if on_episode:
+                on_episode(record, totals)
+
+        episodes = [Episode(task=task, attempt=k, solver=solvers[t], episode_id=self.key(t, task, k),
+                            log_dir=self.run_dir / "logs" / self.key(t, task, k)) for t, task, k in self.pending]
         try:
-            runners = {}
-            for teacher in dict.fromkeys(t for t, _, _ in self.pending):
-                proxies[teacher] = upstream.start_proxy(teacher, **self.config.proxy)
-                price = self.config.prices.get(teacher) or upstream.price
-                runners[teacher] = EpisodeRunner(
-                    env, self.family, harness, proxies[teacher], model=teacher, backend=self.config.backend,
-                    options=self.config.options.model_copy(update={"price": price}),
-                    metadata={"upstream": upstream.describe(), "run": "distill"}, stopping=self._stopping)
-            futures = {pool.submit(self._one, runners[t], task, k): (t, task, k) for t, task, k in self.pending}
-            for future in as_completed(futures):
-                teacher, task, k = futures[future]
-                record = future.result()
-                kept = self.config.keep == "all" or record.outcome.resolved
-                if kept:
-                    writer.write(record)
-                    self.written += 1
-                entry = _entry(record, kept)
-                ledger.write(entry)
-                self.ran += 1
-                totals.add(entry)
-                if on_episode:
-                    on_episode(record, totals)
-        except BaseException:
-            self._stopping.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+            Pool(env, self.family, backend=self.config.backend, workers=self.config.workers).run(episodes, finished)
+        finally:
+            writer.close()
+            ledger.close()
+            for solver in solvers.values():
+                solver.close()
+            self.upstream.stop()
             try:
-                env.close()  # live sandboxes go at once; their commands fail
-                wait([f for f in futures if not f.cancelled()], timeout=STOP_GRACE_SECONDS)
+                env.close()
             finally:
-                self._close(writer, ledger, proxies, upstream, env)
-                self.write_summary(started)
-            raise
-        pool.shutdown(wait=True)
-        self._close(writer, ledger, proxies, upstream, env)
-        return self.write_summary(started)
-
-    def _one(self, runner: EpisodeRunner, task: Task, k: int) -> Trajectory:
-        key = episode_key(task.suite, task.task_id, self.config.harness, runner.model, k)
-        try:
-            return runner.run(task, k, self.run_dir / "logs" / key)
-        except Exception as exc:  # a bug in one episode: record it, go on
-            return Trajectory(episode_id=key, task_id=task.task_id, suite=task.suite, family=task.family,
-                              harness=self.config.harness, model=runner.model, attempt=k,
-                              problem_statement=task.problem_statement,
-                              outcome=TrajectoryOutcome(resolved=False, category="infra_error",
-                                                        details={"error": f"{type(exc).__name__}: {exc}"}),
-                              errors=[f"{type(exc).__name__}: {exc}"])
-
-    @staticmethod
-    def _close(writer: JsonlWriter, ledger: JsonlWriter, proxies: dict[str, Any], upstream: Any,
-               env: Any) -> None:
-        writer.close()
-        ledger.close()
-        for proxy in proxies.values():
-            proxy.stop()
-        upstream.stop()
-        env.close()
+                summary = self.write_summary(started)
+        return summary
 
     def write_summary(self, started: float) -> DistillSummary:
         entries = self._ledger()
@@ -274,10 +240,9 @@ class DistillRun:
             teachers[teacher].add(entry)
             overall.add(entry)
             by_category[entry["category"]] = by_category.get(entry["category"], 0) + 1
-        ran = getattr(self, "ran", 0)
         summary = DistillSummary(
             out=str(self.out), run_dir=str(self.run_dir), planned=len(planned), finished=overall.episodes,
-            ran=ran, skipped=len(self.planned) - len(self.pending), written=getattr(self, "written", 0),
+            ran=self.ran, skipped=len(self.planned) - len(self.pending), written=self.written,
             resolved=overall.resolved, resolved_rate=round(overall.resolved_rate, 4), errors=overall.errors,
             by_category=dict(sorted(by_category.items())), tokens_in=overall.tokens_in,
             tokens_out=overall.tokens_out, cost_usd=overall.cost_usd if overall.episodes else None,
@@ -298,7 +263,7 @@ def _entry(record: Trajectory, kept: bool) -> dict[str, Any]:
 def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     """Check the harness, the endpoint and the output, and load the suite; nothing is started
     or written yet."""
-    from orchard_cli.agent_source import Upstream, load_ready_harness
+    from orchard_cli.rollout.agent import load_ready_harness
     from orchard_cli.tasks.registry import load_suite
 
     harness = load_ready_harness(config.harness)
@@ -311,9 +276,7 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     unknown = sorted(set(config.prices) - set(teachers))
     if unknown:
         raise UsageError(f"--price names a model that is not a teacher: {', '.join(unknown)}")
-    family, tasks = load_suite(config.suite, dataset=config.dataset, instances=config.instances,
-                               repo=config.repo, limit=config.limit, slice_=config.slice,
-                               repo_mirror=config.repo_mirror)
+    family, tasks = load_suite(config.selection)
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")

@@ -1,0 +1,63 @@
+"""Which solver a run's options ask for: `make_solver` (eval) and `agent_solver`.
+
+Third-party solvers register a factory under the entry-point group `orchard.solvers`; it is called
+as `factory(model=..., base_url=..., seed=...)` and returns an object with the members of
+`solvers.Solver`. Any harness of `orchard_cli.harnesses` that is not a registered solver runs as
+`agent.AgentSolver`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchard_cli.errors import UsageError
+from orchard_cli.registry import Registry
+from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolver, Solver
+
+if TYPE_CHECKING:
+    from orchard_cli.tasks.base import Task, TaskFamily
+
+solvers: Registry = Registry("harness", "orchard.solvers", {})
+
+
+def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
+                seed: int | None, family: "TaskFamily", tasks: list["Task"],
+                max_turns: int | None = None, agent_timeout: float | None = None) -> Solver:
+    """The solver a run asks for; every problem is a one-line UsageError."""
+    if predictions and (harness or model):
+        raise UsageError("give either --predictions or --model/--harness, not both")
+    if predictions == "gold":
+        if not tasks or family.gold_solution(tasks[0]) is None:
+            raise UsageError(f"tasks of the {family.name} family here have no gold solutions")
+        return GoldSolver(family)
+    if predictions == "empty":
+        return EmptySolver()
+    if predictions:
+        from orchard_cli.predictions import load_predictions
+
+        if family.grading != "fresh":
+            raise UsageError(f"--predictions FILE holds patches; the {family.name} family is not graded on a patch",
+                             hint="use --predictions gold|empty, or an agent: --model/--harness")
+        return PredictionsSolver(predictions, load_predictions(predictions, {t.task_id for t in tasks}))
+    if harness or model:
+        return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout)
+    raise UsageError("nothing to evaluate: say where the answers come from",
+                     hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
+
+
+def agent_solver(harness: str | None, model: str | None, base_url: str | None, seed: int | None, *,
+                 max_turns: int | None = None, timeout: float | None = None) -> Solver:
+    """An agent harness driving a model (a registered solver, or any harness via the proxy)."""
+    if not harness or not model:
+        raise UsageError("an agent run needs both --model NAME and --harness NAME",
+                         hint="or grade existing patches with --predictions gold|empty|PATH")
+    if harness in solvers.names():
+        factory = solvers.load(harness)
+        return factory(model=model, base_url=base_url, seed=seed)
+    from orchard_cli.rollout.agent import AgentSolver
+
+    limits = {k: v for k, v in (("max_turns", max_turns), ("timeout_seconds", timeout)) if v is not None}
+    solver = AgentSolver(harness, model=model, base_url=base_url, seed=seed)
+    if limits:
+        solver.options = solver.options.model_copy(update=limits)
+    return solver

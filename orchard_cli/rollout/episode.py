@@ -1,0 +1,204 @@
+"""One episode: prepare -> solve -> collect -> grade, for any family and any solver.
+
+    solver works in a sandbox?          yes: create (family spec, adapted by the solver), setup,
+                                             baseline, solve, collect; grade here when the family
+                                             grades in place; destroy (always)
+                                        no:  solve, collect (without a sandbox)
+    family.quick_verdict(evidence)      a verdict that needs no sandbox (SWE: empty_patch)
+    grading = "fresh"                   a new sandbox, set up for the task, grades the evidence
+
+Failures are categorised, never called 'unresolved' (see `failures.py`). The result carries the
+evidence, which is written to the episode's log folder with the verdict, so `regrade` can grade
+it again without the solver.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.evidence import EVIDENCE_FILE, Evidence
+from orchard_cli.outcome import Outcome
+from orchard_cli.records import write_json
+from orchard_cli.rollout.failures import EpisodeFailure, phase, settle
+from orchard_cli.rollout.solvers import Solution, SolveContext, Solver
+
+if TYPE_CHECKING:
+    from orchard_cli.tasks.base import Task, TaskFamily
+
+
+class LiveSandboxes:
+    """The sandboxes a pool's episodes hold right now (for heartbeats). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, SandboxHandle] = {}
+
+    def add(self, sandbox: SandboxHandle) -> None:
+        with self._lock:
+            self._held[sandbox.id] = sandbox
+
+    def remove(self, sandbox: SandboxHandle) -> None:
+        with self._lock:
+            self._held.pop(sandbox.id, None)
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._held)
+
+
+@dataclass
+class EpisodeResult:
+    """A finished episode: the verdict, what it was read from, and what the solver did."""
+
+    task: "Task"
+    attempt: int
+    episode_id: str
+    solver: Solver
+    outcome: Outcome
+    evidence: Evidence | None = None
+    solution: Solution | None = None
+    started_at: float = field(default_factory=time.time)
+    duration_seconds: float = 0.0
+    log_dir: Path | None = None
+
+
+@dataclass
+class Episode:
+    """What the pool runs: one attempt of one solver at one task."""
+
+    task: "Task"
+    attempt: int
+    solver: Solver
+    episode_id: str
+    log_dir: Path | None = None
+
+
+class _Run:
+    """The phases of one episode (the family, the env and the stop flag, bound once)."""
+
+    def __init__(self, family: "TaskFamily", env: Any, backend: str, stopping: threading.Event,
+                 live: LiveSandboxes) -> None:
+        self.family, self.env, self.backend, self.stopping, self.live = family, env, backend, stopping, live
+        self.env_errors = tuple(family.environment_error)
+
+    def sandbox(self, task: "Task", solver: Solver | None) -> SandboxHandle:
+        with phase("env_error", "describing the environment", self.env_errors):
+            spec = self.family.sandbox_spec(task, self.backend)
+        if solver is not None:
+            with phase("infra_error", f"preparing the sandbox for {solver.name}", self.env_errors):
+                spec = solver.adapt(task, spec)
+        if self.stopping.is_set():
+            raise EpisodeFailure("infra_error", "the run was interrupted")
+        with phase("infra_error", "creating the sandbox", self.env_errors):
+            sandbox = SandboxHandle.create(self.env, spec)
+        self.live.add(sandbox)
+        if self.stopping.is_set():  # created while the run was being stopped
+            self.destroy(sandbox)
+            raise EpisodeFailure("infra_error", "the run was interrupted")
+        try:
+            with phase("env_error", "setting up the environment", self.env_errors):
+                self.family.setup(task, sandbox)
+        except BaseException:
+            self.destroy(sandbox)
+            raise
+        return sandbox
+
+    def destroy(self, sandbox: SandboxHandle) -> None:
+        self.live.remove(sandbox)
+        try:
+            sandbox.destroy()
+        except Exception:  # reaped later by `orchard env gc`; the verdict stands
+            pass
+
+    def grade(self, task: "Task", evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        with phase("infra_error", "grading", self.env_errors):
+            return self.family.quick_verdict(task, evidence) or self.family.grade(task, evidence, sandbox)
+
+    def grade_fresh(self, task: "Task", evidence: Evidence) -> Outcome:
+        with phase("infra_error", "grading", self.env_errors):
+            quick = self.family.quick_verdict(task, evidence)
+        if quick is not None:
+            return quick
+        sandbox = self.sandbox(task, None)
+        try:
+            with phase("infra_error", "grading", self.env_errors):
+                return self.family.grade(task, evidence, sandbox)
+        finally:
+            self.destroy(sandbox)
+
+
+def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: str,
+                stopping: threading.Event | None = None, live: LiveSandboxes | None = None) -> EpisodeResult:
+    """One episode, start to verdict. Never raises for a failure of the task, the solver, the
+    model or the sandbox: each ends as a categorised result."""
+    run = _Run(family, env, backend, stopping or threading.Event(), live or LiveSandboxes())
+    task, solver = episode.task, episode.solver
+    started, clock = time.time(), time.monotonic()
+    context = SolveContext(task=task, family=family, attempt=episode.attempt, episode_id=episode.episode_id,
+                           log_dir=episode.log_dir, stopping=run.stopping)
+    solution: Solution | None = None
+    evidence: Evidence | None = None
+    outcome: Outcome | None = None
+    try:
+        if solver.needs_sandbox(family):
+            sandbox = run.sandbox(task, solver)
+            try:
+                with phase("infra_error", "reading the workspace before the attempt", run.env_errors):
+                    baseline = family.baseline(task, sandbox)
+                context.sandbox = sandbox
+                with phase("infra_error", f"{solver.name} attempt", run.env_errors):
+                    solution = solver.solve(context)
+                with phase("infra_error", "collecting the evidence", run.env_errors):
+                    evidence = family.collect(task, sandbox, solution, baseline)
+                if family.grading == "in_place":
+                    outcome = run.grade(task, evidence, sandbox)
+            finally:
+                run.destroy(sandbox)
+        else:
+            with phase("infra_error", f"{solver.name} attempt", run.env_errors):
+                solution = solver.solve(context)
+            if solution.recorded:
+                evidence = solution.evidence or Evidence()
+            else:
+                with phase("infra_error", "collecting the evidence", run.env_errors):
+                    evidence = family.collect(task, None, solution, None)
+        if outcome is None:
+            outcome = run.grade_fresh(task, evidence)  # type: ignore[arg-type]
+    except EpisodeFailure as failure:
+        outcome = failure.outcome()
+    outcome = settle(solution.failure if solution else None, outcome)
+    result = EpisodeResult(task=task, attempt=episode.attempt, episode_id=episode.episode_id, solver=solver,
+                           outcome=outcome, evidence=evidence, solution=solution, started_at=started,
+                           duration_seconds=round(time.monotonic() - clock, 3), log_dir=episode.log_dir)
+    write_logs(result, family)
+    return result
+
+
+def write_logs(result: EpisodeResult, family: "TaskFamily") -> None:
+    """The episode's log folder, for a person to read and for `regrade`: the evidence, the
+    patch, the test output, the script that graded, the verdict, the error."""
+    log_dir = result.log_dir
+    if log_dir is None:
+        return
+    log_dir.mkdir(parents=True, exist_ok=True)
+    outcome = result.outcome
+    if result.evidence is not None:
+        write_json(log_dir / EVIDENCE_FILE, result.evidence)
+        if result.evidence.patch is not None:
+            (log_dir / "patch.diff").write_text(result.evidence.patch, encoding="utf-8")
+    if outcome.log:
+        (log_dir / "test_output.txt").write_text(outcome.log, encoding="utf-8")
+    try:
+        script = family.eval_script(result.task)
+    except Exception:  # a log file is not worth failing an episode for
+        script = None
+    if script:
+        (log_dir / "eval.sh").write_text(script, encoding="utf-8")
+    if outcome.error:
+        (log_dir / "error.txt").write_text(outcome.error + "\n", encoding="utf-8")
+    write_json(log_dir / "outcome.json", {"schema_version": 1, **outcome.model_dump(exclude={"log"})})

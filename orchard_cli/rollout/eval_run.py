@@ -1,0 +1,353 @@
+"""`orchard eval`: the rollout core with a scorecard sink.
+
+For every selected task and attempt, one episode (`episode.run_episode`) through the pool; each
+result is appended to results.jsonl before the next is reported. The run folder holds:
+
+    config.json           what decides the results (compared on --resume)
+    tasks.jsonl           the tasks as run (family, prompt, record): regrade and the value model
+                          read them instead of loading the suite again
+    results.jsonl         one line per finished episode (appended; the latest line of an attempt wins)
+    predictions.jsonl     families graded on a patch: SWE-bench's format (predictions-attempt-K.jsonl
+                          for attempts after the first)
+    trajectories.jsonl    agent runs: every model call, the conversation, the evidence, the verdict
+    scorecard.json/.md/.html, and logs/<task>/attempt-<k>/ (evidence.json, patch.diff, test
+    output, eval.sh, outcome.json, harness output)
+
+`regrade_run(RUN)` grades the stored evidence of a finished run again, without the solver, into
+RUN/regrade/ (a judge or a fixed grader, added later).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchard_cli import __version__
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import EVIDENCE_FILE, Evidence
+from orchard_cli.predictions import PredictionsLog
+from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl, sha256_file, write_json, write_text
+from orchard_cli.rollout.episode import Episode, EpisodeResult
+from orchard_cli.rollout.failures import EpisodeFailure
+from orchard_cli.rollout.pool import Pool, spread_environments
+from orchard_cli.rollout.records import result_row, trajectory_of
+from orchard_cli.rollout.choose import make_solver
+from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBase
+from orchard_cli.scoring.report import render_html, render_markdown
+from orchard_cli.scoring.scorecard import AttemptResult, Reproducibility, Scorecard, compute_scorecard, latest_results
+from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection, family_categories
+from orchard_cli.trajectory import episode_key
+
+CONFIG_SCHEMA_VERSION = 1
+TASKS_FILE = "tasks.jsonl"
+TRAJECTORIES = "trajectories.jsonl"
+# Fields that may differ between a run and its --resume: they do not change any result.
+NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out"})
+
+
+class EvalConfig(BaseModel):
+    """`config.json`: everything that decides a run's results (and how it was asked for)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = CONFIG_SCHEMA_VERSION
+    suite: str
+    family: str | None = None
+    """The family of a file suite (`--family`); None for a registered suite or a SWE-bench file."""
+    dataset: str | None = None
+    dataset_sha256: str | None = None
+    instances: list[str] | None = None
+    repo: str | None = None
+    limit: int | None = None
+    slice: str | None = None
+    repo_mirror: str | None = None
+    backend: str = "local"
+    attempts: int = Field(1, ge=1)
+    source: str = ""
+    """'gold', 'empty', 'predictions:<file name>' or 'model:<name>@<harness>'."""
+    predictions: str | None = None
+    predictions_sha256: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    harness: str | None = None
+    seed: int | None = None
+    max_turns: int | None = Field(None, ge=1)
+    """Agent runs: the harness's turn limit (default: the episode default, 50)."""
+    agent_timeout: float | None = Field(None, gt=0)
+    """Agent runs: seconds one harness run may take (default: the episode default, 1800)."""
+    workers: int = Field(1, ge=1)
+    fail_under: float | None = None
+    max_errors: int = Field(0, ge=0)
+    out: str = ""
+    orchard_version: str = __version__
+
+    @property
+    def selection(self) -> TaskSelection:
+        return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
+                             instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
+                             repo_mirror=self.repo_mirror)
+
+    def compared(self) -> dict[str, Any]:
+        data = self.model_dump()
+        if data.get("family") is None:  # runs from before --family compare equal
+            data.pop("family")
+        return {k: v for k, v in data.items() if k not in NOT_COMPARED_ON_RESUME}
+
+
+def safe_name(name: str) -> str:
+    """A file-system-safe folder name for a task id."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "instance"
+
+
+def write_tasks(path: Path, tasks: list[Task]) -> None:
+    lines = (encode_line({"schema_version": 1, **t.model_dump(mode="json")}) for t in tasks)
+    write_text(path, b"".join(lines).decode("utf-8"))
+
+
+def read_tasks(run: Path) -> list[Task]:
+    """The tasks an eval run recorded (tasks.jsonl), in order; [] for runs from before it."""
+    rows, _ = read_jsonl(run / TASKS_FILE)
+    return [Task.model_validate({k: v for k, v in row.items() if k != "schema_version"}) for row in rows]
+
+
+class EvalRun:
+    """A validated run: the tasks, the solver, and the run folder. `execute()` runs it."""
+
+    def __init__(self, config: EvalConfig, family: TaskFamily, tasks: list[Task], solver: Solver,
+                 out: Path, resume: bool) -> None:
+        sha = family.provenance().get("dataset_sha256")
+        if config.dataset_sha256 is None and sha:
+            config = config.model_copy(update={"dataset_sha256": sha})
+        self.config, self.family, self.tasks, self.solver = config, family, tasks, solver
+        self.out, self.resume = out, resume
+        self.done: set[tuple[str, int]] = set()
+        self.prior_wall = 0.0
+        if resume:
+            self._check_resume()
+        elif self.out.exists() and any(self.out.iterdir()):
+            raise UsageError(f"output folder {self.out} is not empty",
+                             hint="pass --resume to continue that run, or choose another --out")
+        pending = [(t, k) for t in tasks for k in range(1, config.attempts + 1)
+                   if (t.task_id, k) not in self.done]
+        self.pending = spread_environments(pending, family) if config.workers > 1 else pending
+
+    def _check_resume(self) -> None:
+        path = self.out / "config.json"
+        if not path.exists():
+            if self.out.exists() and any(self.out.iterdir()):
+                raise UsageError(f"{self.out} is not an orchard eval run (no config.json); cannot --resume")
+            return
+        try:
+            old = EvalConfig.model_validate(read_json(path)).compared()
+        except ValidationError as exc:
+            raise UsageError(f"--resume: {path} is not an eval configuration this orchard can read "
+                             f"({exc.error_count()} problem(s), first: {exc.errors()[0]['msg']})",
+                             hint="use a new --out folder") from None
+        new = self.config.compared()
+        diff = sorted(k for k in set(new) | set(old) if old.get(k) != new.get(k))
+        if diff:
+            shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:3])
+            raise UsageError(f"--resume: {self.out} was made with a different configuration ({shown})",
+                             hint="rerun with the original options, or use a new --out folder")
+        rows, _ = read_jsonl(self.out / "results.jsonl")
+        self.done = {(r.instance_id, r.attempt) for r in latest_results(rows) if not r.is_error}
+        try:  # wall time adds up over the sessions of a resumed run
+            self.prior_wall = float(read_json(self.out / "scorecard.json").get("wall_seconds") or 0.0)
+        except (UsageError, ValueError, TypeError):
+            self.prior_wall = 0.0
+
+    def episode(self, task: Task, k: int) -> Episode:
+        return Episode(task=task, attempt=k, solver=self.solver,
+                       episode_id=episode_key(task.suite, task.task_id, self.solver.harness, self.solver.model, k),
+                       log_dir=self.out / f"logs/{safe_name(task.task_id)}/attempt-{k}")
+
+    def execute(self, on_result: Callable[[AttemptResult], None] | None = None) -> Scorecard:
+        """Run every pending episode; each result is on disk before the next is reported. On
+        Ctrl-C the sandboxes are destroyed and a partial scorecard (complete: false) is written."""
+        from orchard_cli.env import connect
+
+        env = connect(self.config.backend)  # before anything is written: a dead backend leaves no folder
+        self.out.mkdir(parents=True, exist_ok=True)
+        if not (self.out / "config.json").exists():
+            write_json(self.out / "config.json", self.config)
+        write_tasks(self.out / TASKS_FILE, self.tasks)
+        started = time.time()
+        sink = _ScorecardSink(self)
+        pool = Pool(env, self.family, backend=self.config.backend, workers=self.config.workers)
+
+        def finished(result: EpisodeResult) -> None:
+            row = sink.write(result)
+            if on_result:
+                on_result(row)
+
+        try:
+            pool.run([self.episode(t, k) for t, k in self.pending], finished)
+        except BaseException:
+            try:  # never mask the interrupt or the original error
+                sink.close(env)
+                self.write_scorecard(started)
+            except Exception:
+                pass
+            raise
+        sink.close(env)
+        return self.write_scorecard(started)
+
+    def write_scorecard(self, started: float) -> Scorecard:
+        rows, _ = read_jsonl(self.out / "results.jsonl")
+        selected = {t.task_id for t in self.tasks}
+        results = [r for r in latest_results(rows) if r.instance_id in selected]
+        card = compute_scorecard(
+            results, suite=self.tasks[0].suite if self.tasks else self.config.suite, source=self.config.source,
+            expected=len(self.tasks) * self.config.attempts, started_at=started,
+            model_ran=self.solver.model_ran, family=self.family.name,
+            categories=family_categories(self.family),
+            reproducibility=Reproducibility(
+                orchard_version=__version__, harness=self.config.harness,
+                harness_version=self.solver.version, dataset_sha256=self.config.dataset_sha256,
+                seed=self.config.seed, config=self.config.model_dump()))
+        card.wall_seconds += self.prior_wall
+        write_json(self.out / "scorecard.json", card)
+        write_text(self.out / "scorecard.md", render_markdown(card, results))
+        write_text(self.out / "scorecard.html", render_html(card, results))
+        return card
+
+
+class _ScorecardSink:
+    """Where eval's results go: results.jsonl, predictions (patch families), trajectories (agents)."""
+
+    def __init__(self, run: EvalRun) -> None:
+        self.run = run
+        self.results = JsonlWriter(run.out / "results.jsonl")
+        self.predictions = PredictionsLog(run.out)
+        self.trajectories: JsonlWriter | None = None
+        self._lock = threading.Lock()
+
+    def write(self, result: EpisodeResult) -> AttemptResult:
+        run, evidence, solution = self.run, result.evidence, result.solution
+        if evidence is not None and evidence.patch is not None:
+            model = (solution.model if solution else None) or run.solver.name
+            self.predictions.write(result.attempt, result.task.task_id, model, evidence.patch)
+        trajectory = None
+        if solution is not None and solution.agent is not None:
+            if self.trajectories is None:
+                self.trajectories = JsonlWriter(run.out / TRAJECTORIES)
+            self.trajectories.write(trajectory_of(result, {"upstream": _upstream(run.solver), "seed": run.config.seed,
+                                                           "run": "eval"}))
+            trajectory = TRAJECTORIES
+        row = result_row(result, groups=run.family.groups(result.task), trajectory=trajectory,
+                         log_dir=str(result.log_dir.relative_to(run.out)) if result.log_dir else "")
+        self.results.write(row)
+        return row
+
+    def close(self, env: Any) -> None:
+        self.results.close()
+        if self.trajectories is not None:
+            self.trajectories.close()
+        try:
+            env.close()  # destroys any sandbox still alive (an interrupted episode's)
+        finally:
+            self.predictions.close()
+            self.run.solver.close()  # an agent stops its proxy and endpoint
+
+
+def _upstream(solver: Solver) -> str | None:
+    from orchard_cli.rollout.agent import AgentSolver
+
+    if isinstance(solver, AgentSolver) and solver.upstream is not None:
+        return solver.upstream.describe()
+    return None
+
+
+def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
+    """Load the suite, build the solver, check the run folder; nothing is written yet."""
+    from orchard_cli.tasks.registry import load_suite
+
+    family, tasks = load_suite(config.selection)
+    if not tasks:
+        raise UsageError(f"no tasks selected from {config.suite}",
+                         hint="check --instances / --repo / --limit / --slice")
+    solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
+                         base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
+                         max_turns=config.max_turns, agent_timeout=config.agent_timeout)
+    updates: dict[str, Any] = {"source": solver.name}
+    if config.predictions and config.predictions not in ("gold", "empty"):
+        updates["predictions_sha256"] = sha256_file(config.predictions)
+    config = config.model_copy(update=updates)
+    return EvalRun(config, family, tasks, solver, Path(config.out), resume)
+
+
+def verdict(card: Scorecard, *, fail_under: float | None, max_errors: int) -> tuple[int, str | None]:
+    """(exit code, reason): 3 when more instances errored than allowed, 1 below --fail-under."""
+    if card.instances_with_errors > max_errors:
+        return 3, (f"{card.instances_with_errors} instance(s) ended in env/infra errors "
+                   f"(--max-errors {max_errors})")
+    if card.total == 0:
+        return 3, "nothing was graded"
+    if fail_under is not None and card.resolved_rate < fail_under:
+        return 1, f"resolved rate {card.resolved_rate:.1%} is below --fail-under {fail_under:.1%}"
+    return 0, None
+
+
+# ---- regrade ------------------------------------------------------------------------------------
+
+class RecordedSolver(SolverBase):
+    """The evidence a finished run stored, handed to the grader again. An episode that ended
+    before it had evidence (an environment that would not build) ends the same way again."""
+
+    def __init__(self, run: Path, source: str, results: dict[tuple[str, int], AttemptResult]) -> None:
+        self.run, self.results = run, results
+        self.name = f"regrade:{source}"
+        self.harness, self.model = "regrade", source or "regrade"
+
+    def needs_sandbox(self, family: TaskFamily) -> bool:
+        return False
+
+    def solve(self, context: SolveContext) -> Solution:
+        row = self.results[(context.task.task_id, context.attempt)]
+        path = self.run / row.log_dir / EVIDENCE_FILE
+        if not path.is_file():
+            raise EpisodeFailure(row.category if row.is_error else "infra_error",
+                                 row.error or f"no stored evidence ({path.name} missing)")
+        return Solution(evidence=Evidence.model_validate(read_json(path)), model=row.model,
+                        tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd,
+                        recorded=True)
+
+
+def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int = 1,
+                 backend: str | None = None, resume: bool = False) -> EvalRun:
+    """An eval of a finished run's stored evidence: the suite loaded as the run loaded it, the
+    same attempts, no solver."""
+    from orchard_cli.tasks.registry import load_suite
+
+    run = Path(run)
+    if not (run / "config.json").is_file() or not (run / "results.jsonl").is_file():
+        raise UsageError(f"{run} is not an orchard eval run (no config.json / results.jsonl)",
+                         hint="pass the --out folder of an `orchard eval` run")
+    try:
+        original = EvalConfig.model_validate(read_json(run / "config.json"))
+    except ValidationError as exc:
+        raise UsageError(f"{run}/config.json is not an eval configuration ({exc.errors()[0]['msg']})") from None
+    family, tasks = load_suite(original.selection)
+    sha = family.provenance().get("dataset_sha256")
+    if original.dataset_sha256 and sha and sha != original.dataset_sha256:
+        raise UsageError(f"the data of {original.suite} changed since {run} was made (sha256 differs)",
+                         hint="regrade with the data the run used")
+    rows, _ = read_jsonl(run / "results.jsonl")
+    results = {(r.instance_id, r.attempt): r for r in latest_results(rows)}
+    if not results:
+        raise UsageError(f"{run} has no results to regrade")
+    solver = RecordedSolver(run, original.source, results)
+    config = original.model_copy(update={
+        "source": solver.name, "workers": workers, "backend": backend or original.backend,
+        "out": str(Path(out).resolve() if out else run / "regrade"), "predictions": None, "model": None,
+        "harness": None, "base_url": None, "predictions_sha256": None})
+    ran = {task_id for task_id, _ in results}
+    regrade = EvalRun(config, family, [t for t in tasks if t.task_id in ran], solver, Path(config.out), resume)
+    regrade.pending = [(t, k) for t, k in regrade.pending if (t.task_id, k) in results]
+    return regrade

@@ -1,0 +1,127 @@
+"""A task family from a package orchard has never seen, registered by entry point only, runs
+through `eval`, `eval regrade`, `distill` and `view` with no edit to the core: every command runs
+as a subprocess of the installed CLI with the package on PYTHONPATH.
+
+The family grades in place (its evidence is a file the agent writes, read before the sandbox is
+destroyed) and declares a category of its own, so it also exercises the half of the seam SWE
+does not use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchard_cli.models.scripted import ScriptedEndpoint
+
+pytestmark = [pytest.mark.bwrap]
+
+FAMILY = textwrap.dedent('''
+    from orchard_cli.env.models import SandboxSpec
+    from orchard_cli.outcome import CategoryInfo, Outcome
+    from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task
+
+    WORDS = {"echo-1": "apple", "echo-2": "river"}
+
+
+    class EchoFamily(FamilyBase):
+        name = "echo"
+        grading = "in_place"
+        categories = {"wrong_word": CategoryInfo(label="wrong word", color="#e2a03f")}
+        suites = (SuiteInfo("echo", "echo", "builtin", "write a word into answer.txt"),)
+
+        def load(self, selection, suite):
+            return [Task(task_id=k, suite=suite.name, family=self.name, record={"word": w},
+                         problem_statement=f"Write the word {w} into answer.txt.")
+                    for k, w in WORDS.items() if not selection.instances or k in selection.instances]
+
+        def sandbox_spec(self, task, backend):
+            return SandboxSpec(memory="256Mi")
+
+        def setup(self, task, sandbox):
+            sandbox.write_file("README", "answers go in answer.txt\\n")
+
+        def gold_solution(self, task):
+            return Gold(commands=[f"echo {task.record['word']} > answer.txt"])
+
+        def collect(self, task, sandbox, solution, baseline):
+            evidence = super().collect(task, sandbox, solution, baseline)
+            job = sandbox.exec("cat answer.txt")
+            if job.ok:
+                evidence.files["answer.txt"] = job.stdout
+            return evidence
+
+        def grade(self, task, evidence, sandbox):
+            text = evidence.files.get("answer.txt", "").strip()
+            ok = text == task.record["word"]
+            category = "resolved" if ok else "wrong_word" if text else "unresolved"
+            return Outcome(resolved=ok, category=category, reward=float(ok))
+''')
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    """The package and its dist-info (an entry point in group orchard.tasks), on PYTHONPATH."""
+    root = tmp_path / "site"
+    (root / "orchard_echo").mkdir(parents=True)
+    (root / "orchard_echo" / "__init__.py").write_text(FAMILY)
+    info = root / "orchard_echo-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: orchard-echo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[orchard.tasks]\necho = orchard_echo:EchoFamily\n")
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return env
+
+
+def orchard(env, *args, expect=0):
+    proc = subprocess.run([sys.executable, "-m", "orchard_cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == expect, f"orchard {' '.join(args)} -> {proc.returncode}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_a_family_from_an_entry_point_runs_through_every_command(plugin, tmp_path):
+    listed = json.loads(orchard(plugin, "tasks", "ls", "--format", "json").stdout)
+    assert "echo" in listed["families"] and "echo" in [s["name"] for s in listed["suites"]]
+
+    gold = tmp_path / "gold"
+    card = json.loads(orchard(plugin, "eval", "echo", "--predictions", "gold", "--out", str(gold),
+                              "--format", "json").stdout)
+    assert (card["resolved"], card["total"], card["family"]) == (2, 2, "echo")
+    assert "wrong_word" in card["by_category"] and card["categories"]["wrong_word"]["label"] == "wrong word"
+    evidence = json.loads((gold / "logs/echo-1/attempt-1/evidence.json").read_text())
+    assert evidence["files"] == {"answer.txt": "apple\n"} and evidence["patch"] is None
+    assert not (gold / "predictions.jsonl").exists()  # not a patch family: no SWE-bench file
+    assert "wrong word" in (gold / "scorecard.html").read_text()
+
+    empty = json.loads(orchard(plugin, "eval", "echo", "--predictions", "empty", "--out", str(tmp_path / "empty"),
+                               "--format", "json").stdout)
+    assert (empty["resolved"], empty["by_category"]["unresolved"], empty["errors"]) == (0, 2, 0)
+
+    regraded = json.loads(orchard(plugin, "eval", "regrade", str(gold), "--format", "json").stdout)
+    assert regraded["resolved"] == 2 and regraded["changed"] == []
+
+    # distill: a scripted teacher writes the right word for echo-1 and a wrong one for echo-2
+    def write(word):
+        return {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {word} > answer.txt"}}]}
+
+    out = tmp_path / "distill" / "t.jsonl"
+    with ScriptedEndpoint([write("apple"), "done", write("pear"), "done"], dialects=("chat",)) as info:
+        orchard(plugin, "distill", "--suite", "echo", "--harness", "bash", "--base-url", info.base_url,
+                "--teacher", "teacher", "--out", str(out), "--timeout", "120")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    verdicts = {r["task_id"]: r["outcome"]["category"] for r in rows}
+    assert verdicts == {"echo-1": "resolved", "echo-2": "wrong_word"}, verdicts
+    assert all(r["family"] == "echo" and r["schema_version"] == 2 for r in rows)
+    assert {r["task_id"]: r["evidence"]["files"]["answer.txt"] for r in rows} == {"echo-1": "apple\n", "echo-2": "pear\n"}
+    assert rows[0]["evidence"]["answer"] == "done"  # the agent's last words are evidence too
+
+    page = Path(orchard(plugin, "view", str(out)).stdout.strip())
+    html = page.read_text()
+    assert "wrong_word" in html and "#e2a03f" in html  # the family's own colour for its category
+    assert "answer.txt" in html and "pear" in html

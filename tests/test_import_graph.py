@@ -1,0 +1,115 @@
+"""Imports point one way: no cycle anywhere under orchard_cli (lazy imports inside functions
+count; annotation-only imports under TYPE_CHECKING do not), and the core never imports commands,
+tasks or harnesses."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"orchard_cli": "orchard_cli", "orchard_cli.commands": "commands", "orchard_cli.tasks": "tasks",
+           "orchard_cli.harnesses": "harnesses"}
+# The core (STYLE.md): these never import tasks, harnesses, commands or the rollout core.
+LEAVES = ("orchard_cli.env", "orchard_cli.proxy", "orchard_cli.records", "orchard_cli.trajectory",
+          "orchard_cli.outcome", "orchard_cli.evidence", "orchard_cli.scoring")
+UPPER = ("orchard_cli.tasks", "orchard_cli.harnesses", "orchard_cli.commands", "orchard_cli.rollout")
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, (ast.Name, ast.Attribute)) and "TYPE_CHECKING" in ast.unparse(test)
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Modules of orchard_cli that `name` imports anywhere in its body (the deepest module named)."""
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking(node):
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")[: len(name.split(".")) - node.level + (path.name == "__init__.py")]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if target in known:
+                    out.add(target)
+                elif base in known:
+                    out.add(base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    out.discard(name)
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def test_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_the_finder_sees_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_core_imports_nothing_above_it():
+    wrong = {name: sorted(t for t in targets if t.startswith(UPPER))
+             for name, targets in graph().items() if name.startswith(LEAVES)}
+    assert {k: v for k, v in wrong.items() if v} == {}
