@@ -136,7 +136,9 @@ def test_kill_9_mid_run_leaves_only_whole_lines_and_resume_completes(w, tmp_path
         (t, k) for t in ("acme__calc-1", "acme__calc-2") for k in (1, 2))
 
 
-def test_ctrl_c_exits_130_keeps_finished_episodes_and_leaves_no_sandbox(w, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_exits_130_keeps_finished_episodes_and_leaves_no_sandbox(w, tmp_path, signum):
+    """Ctrl-C, and SIGTERM the same way (a CI runner or a cluster stopping the job)."""
     out = tmp_path / "interrupted.jsonl"
     sandboxes = w["home"] / "env" / "local"
     with ScriptedEndpoint([dw.FIX, dw.DONE, {**dw.NOTHING, "hang": True}], cycle=True) as info:
@@ -148,7 +150,7 @@ def test_ctrl_c_exits_130_keeps_finished_episodes_and_leaves_no_sandbox(w, tmp_p
         while time.time() < deadline and not (out.exists() and out.read_bytes().count(b"\n") == 1):
             time.sleep(0.1)
         time.sleep(2)  # the second episode waits on a model call that never answers
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err[-2000:]
     assert [r["outcome"]["category"] for r in dw.lines(out)] == ["resolved"]

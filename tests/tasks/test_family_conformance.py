@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchard_cli.tasks.base import TaskSelection
+from orchard_cli.tasks import calc
+from orchard_cli.tasks.base import SuiteInfo, TaskSelection
 from orchard_cli.tasks.conformance import CHECKS, FamilyRig
 
 pytestmark = [pytest.mark.bwrap]
@@ -35,3 +36,32 @@ def test_family(family, check, rigs, swe_mini_home, monkeypatch):
     if family == "swe":  # environments and rebuilt repositories shared with the other swe-mini tests
         monkeypatch.setenv("ORCHARD_HOME", str(swe_mini_home))
     CHECKS[check](rigs(family))
+
+
+class WrongGold(calc.CalcFamily):
+    """Its gold patch fixes nothing (a comment), and its grader changes its mind between runs."""
+
+    name = "calc-broken"
+    suites = (SuiteInfo("calc-broken", "calc-broken", "builtin", "a family the conformance suite must reject"),)
+    graded = 0
+
+    def gold_patch(self, task):
+        module = next(iter(task.record["fixed"]))
+        return calc.unified_diff(task.record["files"], {module: task.record["files"][module] + "# fixed?\n"})
+
+    def grade(self, task, evidence, sandbox):
+        type(self).graded += 1
+        outcome = super().grade(task, evidence, sandbox)
+        return outcome if type(self).graded <= 4 else outcome.model_copy(update={"category": "patch_apply_failed"})
+
+
+def test_the_suite_rejects_a_broken_family(tmp_path, monkeypatch):
+    from orchard_cli.tasks.registry import families
+
+    monkeypatch.setitem(families._targets, "calc-broken", WrongGold)
+    rig = FamilyRig(selection=TaskSelection(suite="calc-broken"), folder=tmp_path)
+    CHECKS["seam_complete"](rig)
+    with pytest.raises(AssertionError, match="gold did not resolve"):
+        CHECKS["gold_resolves"](rig)
+    with pytest.raises(AssertionError, match="regrade changed verdicts"):
+        CHECKS["regrade_equals_grade"](rig)
