@@ -61,6 +61,12 @@ class SandboxError(InfraError):
     """A sandbox could not be created or stopped working."""
 
 
+class TooLargeError(UsageError):
+    """A request or a file beyond a documented size limit."""
+
+    status_code = 413
+
+
 class PathEscapeError(UsageError):
     """A file path that would leave the sandbox's workspace."""
 

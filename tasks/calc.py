@@ -91,6 +91,9 @@ class CalcFamily(PatchFamily):
         if not applied.applied:
             return Outcome(resolved=False, category="patch_apply_failed", log=applied.output)
         job = sandbox.exec(task.record["test_cmd"], timeout=TEST_TIMEOUT)
+        if job.oom_killed:
+            return Outcome(resolved=False, category="env_error", log=job.stdout + job.stderr,
+                           error=f"out of memory (limit {sandbox.info.spec.memory})")
         ok = job.exit_code == 0
         return Outcome(resolved=ok, category="resolved" if ok else "unresolved", reward=float(ok),
                        log=job.stdout + job.stderr,

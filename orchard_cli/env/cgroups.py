@@ -229,3 +229,32 @@ def kill_and_remove(dirs: list[str], timeout: float = 10.0) -> None:
         rounds += 1
         if rounds > 20:     # killed processes are usually gone within a few ms
             delay = min(delay * 2, 0.05)
+
+
+def oom_kills(dirs: list[str]) -> int:
+    """How many processes the memory limit of these cgroups has killed so far (v2 memory.events,
+    v1 memory.oom_control; 0 where neither says)."""
+    total = 0
+    for d in dirs:
+        for name in ("memory.events", "memory.oom_control"):
+            for line in _read(Path(d) / name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    total += int(value)
+    return total
+
+
+def memory_dirs_of(pid: int) -> list[str]:
+    """The memory cgroup folder(s) of a process (another container's, say), from /proc/PID/cgroup."""
+    mounts = _mounts(_read(Path("/proc/self/mountinfo")))
+    found = []
+    for line in _read(Path(f"/proc/{pid}/cgroup")).splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not (parts[1] == "" or "memory" in parts[1].split(",")):
+            continue
+        for kind, root, point, options in mounts:
+            if (parts[1] == "" and kind == "cgroup2") or (kind == "cgroup" and "memory" in options):
+                folder = Path(point) / _relative(parts[2], root)
+                if folder.is_dir():
+                    found.append(str(folder))
+    return found

@@ -194,7 +194,8 @@ def check_timeout(env, spec_kwargs: dict) -> None:
         sid = info.sandbox_id
         start = time.monotonic()
         job = run(env, sid, "sleep 300 & echo $! > /tmp/pids; setsid sleep 301 & echo $! >> /tmp/pids;"
-                            " echo started; sleep 302", timeout_seconds=1.5)
+                            " setsid env -i sleep 303 & echo $! >> /tmp/pids; echo started; sleep 302",
+                  timeout_seconds=1.5)
         assert time.monotonic() - start < 20, "the timeout did not stop the command"
         assert job.status == "timeout" and job.exit_code is None, job
         assert "started" in job.stdout, job.stdout
@@ -202,6 +203,33 @@ def check_timeout(env, spec_kwargs: dict) -> None:
         alive = ok(env, sid, "for p in $(cat /tmp/pids); do [ -e /proc/$p ] && "
                              "! grep -q '^State:.*Z' /proc/$p/status && echo $p; done; true")
         assert alive == "", f"children survived the timeout: {alive}"
+
+
+@check()
+def check_leftovers(env, spec_kwargs: dict) -> None:
+    """A command that leaves processes running (even ones that left its session and environment)
+    is reported with how many, and they are killed."""
+    with sandbox(env, spec_kwargs) as info:
+        sid = info.sandbox_id
+        job = run(env, sid, "sleep 310 & echo $! > /tmp/left; setsid env -i sleep 311 & echo $! >> /tmp/left;"
+                            " echo done")
+        assert job.ok and job.stdout == "done\n", job
+        if job.leftover_processes is None:
+            raise CheckSkipped("this exec path cannot tell what a command left running")
+        assert job.leftover_processes == 2, job
+        alive = ok(env, sid, "for p in $(cat /tmp/left); do [ -e /proc/$p ] && "
+                             "! grep -q '^State:.*Z' /proc/$p/status && echo $p; done; true")
+        assert alive == "", f"leftovers survived: {alive}"
+        quiet = run(env, sid, "(sleep 0.1; echo late) & echo early")
+        assert quiet.ok and quiet.leftover_processes == 0 and quiet.stdout == "early\nlate\n", quiet
+
+
+@check(needs="memory_limit")
+def check_out_of_memory(env, spec_kwargs: dict) -> None:
+    with sandbox(env, spec_kwargs, memory="64Mi") as info:
+        job = run(env, info.sandbox_id, "python3 -c 'x = bytearray(512 << 20)'")
+        assert job.status == "completed" and job.exit_code == 137 and job.oom_killed, job
+        assert not run(env, info.sandbox_id, "true").oom_killed
 
 
 @check()

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from orchard_cli.env import cgroups
 from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import (
     RawResult,
@@ -37,12 +38,15 @@ from orchard_cli.env.docker_io import (
 from orchard_cli.env.images import docker_client, ensure_base_image
 from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
 from orchard_cli.env.models import (
+    MAX_FILE_BYTES,
     TRUNCATION_MARKER,
     ExecRequest,
     ExecResult,
     Resource,
     SandboxInfo,
     SandboxSpec,
+    check_file_mode,
+    check_file_size,
 )
 from orchard_cli.errors import InfraError, NotFoundError, SandboxError, UsageError
 from orchard_cli.home import orchard_home, state_dir
@@ -96,14 +100,28 @@ class DockerSandbox:
         roots.update({m.target.rstrip("/"): Path(m.source) for m in spec.mounts})
         self.tree = HostTree(roots, frozenset(m.target.rstrip("/") for m in spec.mounts
                                               if m.read_only), owner)
+        self._memory: list[str] | None = None
 
     # ---- exec ---------------------------------------------------------------------------------
 
     def exec(self, request: ExecRequest) -> ExecResult:
         stdin = request.stdin.encode() if request.stdin is not None else None
+        memory = self._memory_cgroups()
+        ooms = cgroups.oom_kills(memory)
         raw = self._run(request.command, env=request.env, cwd=request.cwd or self.info.spec.workdir,
                         stdin=stdin, timeout=request.timeout_seconds, limit=request.output_limit)
-        return _result(raw)
+        killed = (raw.signal == 9 or raw.exit_code == 137) and cgroups.oom_kills(memory) > ooms
+        return _result(raw, oom_killed=killed)
+
+    def _memory_cgroups(self) -> list[str]:
+        """The container's memory cgroup on this host (for its out-of-memory kill count)."""
+        if self._memory is None:
+            try:
+                pid = int(self.backend.api.inspect_container(self.container_id)["State"]["Pid"])
+                self._memory = cgroups.memory_dirs_of(pid) if pid else []
+            except Exception:  # no count: oom_killed stays False
+                self._memory = []
+        return self._memory
 
     def _run(self, command: str | list[str], *, env: dict[str, str], cwd: str,
              stdin: bytes | None, timeout: float, limit: int) -> RawResult:
@@ -126,7 +144,8 @@ class DockerSandbox:
                          stderr=base64.b64decode(reply.get("err") or ""),
                          stdout_dropped=reply.get("out_dropped", 0),
                          stderr_dropped=reply.get("err_dropped", 0),
-                         timed_out=bool(reply.get("timed_out")),
+                         timed_out=bool(reply.get("timed_out")), signal=reply.get("signal"),
+                         leftovers=reply.get("leftovers"),
                          duration=reply.get("duration") or time.monotonic() - started,
                          error=base64.b64decode(error).decode(errors="replace") if error else None)
 
@@ -137,8 +156,9 @@ class DockerSandbox:
         if where is not None:
             return self.tree.write(*where, data, mode, path)
         # The path leads, through a symlink, elsewhere in the container: let it decide.
+        check_file_mode(mode)
         raw = self._run(["/bin/sh", "-c", 'mkdir -p "$(dirname "$1")" && cat >"$1" && chmod "$2" "$1"',
-                         "orchard", path, format(mode & 0o7777, "o")],
+                         "orchard", path, format(mode, "o")],
                         env={}, cwd="/", stdin=data, timeout=120, limit=1 << 16)
         if raw.exit_code != 0:
             raise UsageError(f"cannot write {path!r}: "
@@ -149,7 +169,9 @@ class DockerSandbox:
         if where is not None:
             return self.tree.read(*where, path)
         raw = self._run(["cat", "--", path], env={}, cwd="/", stdin=None, timeout=120,
-                        limit=1 << 31)
+                        limit=MAX_FILE_BYTES)
+        if raw.stdout_dropped:
+            check_file_size(MAX_FILE_BYTES + raw.stdout_dropped, repr(path))
         if raw.exit_code != 0:
             message = (raw.error or raw.stderr.decode(errors="replace")).strip()
             if "No such file" in message:
@@ -168,13 +190,14 @@ def _text(data: bytes, dropped: int) -> tuple[str, bool]:
     return text, False
 
 
-def _result(raw: RawResult) -> ExecResult:
+def _result(raw: RawResult, oom_killed: bool = False) -> ExecResult:
     stdout, out_cut = _text(raw.stdout, raw.stdout_dropped)
     stderr, err_cut = _text(raw.stderr, raw.stderr_dropped)
     return ExecResult(exit_code=None if raw.timed_out or raw.error else raw.exit_code,
                       stdout=stdout, stderr=stderr, stdout_truncated=out_cut,
                       stderr_truncated=err_cut, timed_out=raw.timed_out,
-                      duration_seconds=raw.duration, error=raw.error)
+                      duration_seconds=raw.duration, error=raw.error, oom_killed=oom_killed,
+                      leftover_processes=raw.leftovers)
 
 
 class DockerBackend:

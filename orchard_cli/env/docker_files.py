@@ -14,6 +14,7 @@ import os
 import stat
 from pathlib import Path
 
+from orchard_cli.env.models import MAX_FILE_BYTES, check_file_mode, check_file_size
 from orchard_cli.errors import NotFoundError, UsageError
 
 
@@ -118,9 +119,14 @@ class HostTree:
             kind = os.fstat(fh.fileno()).st_mode
             if not stat.S_ISREG(kind):
                 raise UsageError(f"{shown} is {'a directory' if stat.S_ISDIR(kind) else 'not a regular file'}")
-            return fh.read()
+            check_file_size(os.fstat(fh.fileno()).st_size, repr(shown))
+            data = fh.read(MAX_FILE_BYTES + 1)  # a file growing meanwhile stops at the limit
+            check_file_size(len(data), repr(shown))
+            return data
 
     def write(self, root: Path, parts: list[str], data: bytes, mode: int, shown: str) -> None:
+        check_file_mode(mode)
+        check_file_size(len(data), repr(shown))
         if not parts:
             raise UsageError(f"{shown} is a directory")
         if str(root) in self.read_only:
@@ -129,7 +135,7 @@ class HostTree:
             dfd = self._open_dir(root, parts[:-1], create=True)
             try:
                 fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                             | os.O_CLOEXEC, mode & 0o7777, dir_fd=dfd)
+                             | os.O_CLOEXEC, mode, dir_fd=dfd)
             finally:
                 os.close(dfd)
         except OSError as exc:
@@ -139,7 +145,7 @@ class HostTree:
                 raise UsageError(f"{shown!r} is not a regular file")
             os.ftruncate(fd, 0)
             fh.write(data)
-            os.fchmod(fh.fileno(), mode & 0o7777)
+            os.fchmod(fh.fileno(), mode)
             if self.owner:
                 os.fchown(fh.fileno(), *self.owner)
 

@@ -41,6 +41,8 @@ class RawResult:
     timed_out: bool = False
     duration: float = 0.0
     error: str | None = None
+    signal: int | None = None
+    leftovers: int | None = None
 
 
 # $1: a shell command line or '-' for the argv that follows; $2: a file to read stdin from or ''.

@@ -34,12 +34,15 @@ from typing import Any, ClassVar
 
 from orchard_cli.env import k8s_manifests as m
 from orchard_cli.env.models import (
+    MAX_FILE_BYTES,
     TRUNCATION_MARKER,
     ExecRequest,
     ExecResult,
     Resource,
     SandboxInfo,
     SandboxSpec,
+    check_file_mode,
+    check_file_size,
 )
 from orchard_cli.errors import (
     InfraError,
@@ -51,7 +54,6 @@ from orchard_cli.errors import (
 
 INSTALL_HINT = "pip install 'orchard-cli[kubernetes]'"
 EXEC_GRACE_SECONDS = 10.0    # beyond the command's timeout before the client gives up
-MAX_FILE_BYTES = 512 << 20   # the most read_file brings back
 NOT_FOUND_EXIT = 44          # read_file's wrapper: no such file
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -155,6 +157,8 @@ class KubernetesSandbox:
                           duration_seconds=duration, error=error)
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        check_file_mode(mode)
+        check_file_size(len(data), path)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
             member = tarfile.TarInfo(path.lstrip("/"))
@@ -176,13 +180,15 @@ class KubernetesSandbox:
             raise NotFoundError(f"no file {path} in sandbox {self.info.sandbox_id}")
         if code == 45:
             raise UsageError(f"{path} is a directory, not a file")
-        if error or code != 0 or out.dropped:
-            reason = error or err.text().strip() or ("file too large" if out.dropped
-                                                     else f"tar exited {code}")
+        if out.dropped:
+            check_file_size(MAX_FILE_BYTES + out.dropped, path)
+        if error or code != 0:
+            reason = error or err.text().strip() or f"tar exited {code}"
             raise SandboxError(f"could not read {path} in pod {self.pod}: {reason}")
         with tarfile.open(fileobj=io.BytesIO(bytes(out.data)), mode="r:") as tar:
             for member in tar:
                 if member.isfile():
+                    check_file_size(member.size, path)
                     handle = tar.extractfile(member)
                     return handle.read() if handle else b""
         raise SandboxError(f"could not read {path} in pod {self.pod}: not a regular file")

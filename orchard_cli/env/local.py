@@ -4,9 +4,10 @@ Each sandbox is a folder `state_dir("env", "local")/<id>/` holding `meta.json` (
 pids, cgroups: enough for `resources()` and `destroy()` to handle it from any process), `work/`
 (bound at the workdir), `tmp/` (bound at /tmp) and `run/` (the runner's control socket and the
 proxy socket, bound read-only at /.orchard). Bwrap drops every capability. Inside, the root is a
-read-only copy of the image ('host' = this machine's /, or a directory holding a root filesystem),
-every namespace is unshared (network too, unless network='full'), ORCHARD_HOME is hidden, and only
-the workdir, /tmp and read-write mounts are writable. One long-lived runner (`local_runner.py`)
+read-only copy of the image ('host' = this machine's system folders only, with what in them only
+root may read covered: see `local_bwrap.py`; or a directory holding a root filesystem), every
+namespace is unshared (network too, unless network='full'), ORCHARD_HOME is hidden, and only the
+workdir, /tmp and read-write mounts are writable. One long-lived runner (`local_runner.py`)
 per sandbox spawns its commands, so an exec costs a fork rather than a bwrap start. Limits
 (memory, pids, cpu) come from cgroups (`cgroups.py`), reported in `SandboxInfo.limits`.
 
@@ -107,11 +108,14 @@ class LocalSandbox:
         frame = {"op": "exec", "argv": argv, "cwd": cwd, "env": env,
                  "stdin": request.stdin.encode() if request.stdin else None,
                  "timeout": float(request.timeout_seconds), "limit": int(request.output_limit)}
+        ooms = cgroups.oom_kills(self._cgroups)
         reply = self._channel.call(frame, timeout=request.timeout_seconds + 60)
         if reply.get("error") and "exit" not in reply:
             return ExecResult(exit_code=None, error=reply["error"])
         error = reply.get("error")
+        killed = reply.get("signal") == signal.SIGKILL and cgroups.oom_kills(self._cgroups) > ooms
         return ExecResult(
+            oom_killed=killed, leftover_processes=reply.get("leftovers"),
             exit_code=reply.get("exit"),
             stdout=_text(reply.get("out", ""), reply.get("out_dropped", 0)),
             stderr=_text(reply.get("err", ""), reply.get("err_dropped", 0)),

@@ -2,16 +2,22 @@
 
 The sandbox's root is bwrap's tmpfs holding read-only binds of the image's top-level entries
 (so mount points for the workdir and mounts can be made there), remounted read-only at the end;
-/proc, /dev, a /tmp and the workdir come from the sandbox's folder. From the 'host' image, /run
-(where dockerd's and other daemons' sockets live: a read-only bind does not stop connect()) and
-ORCHARD_HOME are left out, and of /sys only the CPU topology is kept (each of /sys's many
-submounts costs bwrap time).
+/proc, /dev, a /tmp and the workdir come from the sandbox's folder. Of /sys only the CPU topology
+is kept (each of /sys's many submounts costs bwrap time).
+
+The 'host' image shows only what programs need: the system folders (`HOST_SHOWN`: /usr, /etc,
+/opt and the /bin, /lib links), never /root, /home, /var (/var/tmp is the sandbox's /tmp), /srv,
+/run (daemons' sockets: a read-only bind does not stop connect()) or any other folder of the host; ORCHARD_HOME is left out
+wherever it is. Entries of /etc and /opt that not everyone may read (/etc/shadow, private keys)
+are covered by an empty file or folder. The task's tree and the harnesses come in as mounts.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
+import time
 from pathlib import Path
 
 from orchard_cli.env.models import SandboxSpec
@@ -19,6 +25,10 @@ from orchard_cli.errors import UsageError
 
 SKIP_TOP = {"proc", "dev", "tmp", "sys"}
 HOST_HIDDEN = ("/run",)
+HOST_SHOWN = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt"})
+PRIVATE_SCAN = ("/etc", "/opt")
+PRIVATE_TTL = 10.0
+_private: tuple[float, tuple[list[str], list[str]]] | None = None
 
 
 def image_root(image: str) -> Path:
@@ -55,10 +65,15 @@ def bwrap_argv(bwrap: str, image: Path, folder: Path, spec: SandboxSpec,
         args.append("--share-net")
     binds = [(spec.workdir, str(folder / "work"), False)]
     binds += [(m.target.rstrip("/") or "/", m.source, m.read_only) for m in spec.mounts]
-    hidden = [*HOST_HIDDEN, *_hidden_paths(hide)] if image == Path("/") else []
-    args += _image_args(image, [t for t, _, _ in binds] + ["/.orchard"], hidden)
-    if image == Path("/"):
-        args += ["--dir", "/run"]
+    host = image == Path("/")
+    hidden = [*HOST_HIDDEN, *_hidden_paths(hide)] if host else []
+    args += _image_args(image, [t for t, _, _ in binds] + ["/.orchard"], hidden,
+                        HOST_SHOWN if host else None)
+    if host:
+        args += ["--dir", "/run", "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+        files, folders = private_paths()
+        args += [a for path in files for a in ("--ro-bind", "/dev/null", path)]
+        args += [a for path in folders for a in ("--tmpfs", path, "--remount-ro", path)]
     args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
     args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(folder / "tmp"), "/tmp"]
     for target, source, read_only in binds:
@@ -67,8 +82,51 @@ def bwrap_argv(bwrap: str, image: Path, folder: Path, spec: SandboxSpec,
     return [*args, "--remount-ro", "/", "--chdir", spec.workdir]
 
 
-def _image_args(image: Path, targets: list[str], hidden: list[str]) -> list[str]:
-    """Bind the image read-only, one top-level entry at a time, on bwrap's tmpfs root.
+def private_paths() -> tuple[list[str], list[str]]:
+    """(files, folders) under PRIVATE_SCAN that not everyone may read: the host's secrets in the
+    system folders a 'host' sandbox sees. Found again after PRIVATE_TTL seconds (/etc takes ~70 ms)."""
+    global _private
+    now = time.monotonic()
+    if _private is not None and now - _private[0] < PRIVATE_TTL:
+        return _private[1]
+    files: list[str] = []
+    folders: list[str] = []
+    for top in PRIVATE_SCAN:
+        try:
+            device = os.stat(top).st_dev
+        except OSError:
+            continue
+        stack = [top]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    if st.st_mode & 0o005 != 0o005:
+                        folders.append(entry.path)
+                    elif st.st_dev == device:
+                        stack.append(entry.path)
+                elif stat.S_ISREG(st.st_mode) and not st.st_mode & 0o004:
+                    files.append(entry.path)
+    _private = (now, (sorted(files), sorted(folders)))
+    return _private[1]
+
+
+def _visible(image: Path, path: str, shown: frozenset[str] | None) -> bool:
+    top = path.strip("/").split("/")[0]
+    return in_image(image, path) and (shown is None or top in shown)
+
+
+def _image_args(image: Path, targets: list[str], hidden: list[str],
+                shown: frozenset[str] | None = None) -> list[str]:
+    """Bind the image read-only, one top-level entry at a time, on bwrap's tmpfs root (only the
+    top-level entries named in `shown`, when given).
 
     A folder that must hold a new mount point (a workdir or mount target missing from the image)
     or that holds a hidden path is rebuilt on the tmpfs as well, entry by entry, so bwrap can
@@ -76,7 +134,7 @@ def _image_args(image: Path, targets: list[str], hidden: list[str]) -> list[str]
     """
     rebuild = {"/"}
     for target in [*targets, *hidden]:
-        if in_image(image, target) != (target in hidden):
+        if _visible(image, target, shown) != (target in hidden):
             continue    # an existing target is a mount point already; a missing hidden path is hidden
         parts = target.strip("/").split("/")
         for i in range(1, len(parts)):
@@ -92,7 +150,8 @@ def _image_args(image: Path, targets: list[str], hidden: list[str]) -> list[str]
     def emit(folder: str) -> None:
         for name in sorted(os.listdir(prefix + folder)):
             path = folder.rstrip("/") + "/" + name
-            if (folder == "/" and name in SKIP_TOP) or path in skip:
+            if (folder == "/" and (name in SKIP_TOP or (shown is not None and name not in shown))) \
+                    or path in skip:
                 continue
             host = prefix + path
             if os.path.islink(host):

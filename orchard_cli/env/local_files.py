@@ -14,7 +14,7 @@ import posixpath
 import stat
 from pathlib import Path
 
-from orchard_cli.env.models import SandboxSpec
+from orchard_cli.env.models import MAX_FILE_BYTES, SandboxSpec, check_file_mode, check_file_size
 from orchard_cli.errors import NotFoundError, PathEscapeError, UsageError
 
 MAX_LINKS = 40
@@ -91,13 +91,15 @@ class SandboxFiles:
         return fd, rel[-1], writable
 
     def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        check_file_mode(mode)
+        check_file_size(len(data), repr(path))
         parent, name, writable = self._open_parent(path, create=True)
         try:
             if not writable:
                 raise UsageError(f"{path!r} is on a read-only mount")
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
-                fd = os.open(name, flags, mode & 0o7777, dir_fd=parent)
+                fd = os.open(name, flags, mode, dir_fd=parent)
             except IsADirectoryError:
                 raise UsageError(f"{path!r} is a directory") from None
             except OSError as exc:
@@ -108,7 +110,7 @@ class SandboxFiles:
             with os.fdopen(fd, "wb") as fh:
                 os.ftruncate(fd, 0)
                 fh.write(data)
-                os.fchmod(fh.fileno(), mode & 0o7777)
+                os.fchmod(fh.fileno(), mode)
         finally:
             os.close(parent)
 
@@ -128,6 +130,9 @@ class SandboxFiles:
                 what = "a directory" if stat.S_ISDIR(kind) else "not a regular file"
                 raise UsageError(f"{path!r} is {what}")
             with os.fdopen(fd, "rb") as fh:
-                return fh.read()
+                check_file_size(os.fstat(fh.fileno()).st_size, repr(path))
+                data = fh.read(MAX_FILE_BYTES + 1)  # a file growing meanwhile stops at the limit
+                check_file_size(len(data), repr(path))
+                return data
         finally:
             os.close(parent)

@@ -16,11 +16,16 @@ process is safe):
                      Byte strings travel as base64, so the backend never parses anything but
                      JSON from inside the sandbox.
 
-A command is done when it has exited and closed its output pipes, or GRACE seconds after it
-exited when background children still hold them (they keep running, their output is drained and
-dropped so they never block or die of SIGPIPE). Each command runs in its own session (setsid) with ORCHARD_JOB=<token> in its environment; a
-timeout SIGKILLs the process group and every process carrying the token (children that escaped with
-setsid). Output beyond `limit` bytes is read and dropped (the child never blocks), and counted.
+Each command runs under a *keeper*: a forked copy of the runner that makes itself a child
+subreaper (prctl PR_SET_CHILD_SUBREAPER), forks the command in its own session, and waits. Every
+process the command starts stays below the keeper, even one that left its session and its
+environment (`setsid env -i CMD &`): an orphan is re-parented to the keeper, not to init. When the
+command exits, what it left running gets GRACE seconds to finish, then the keeper SIGKILLs the
+rest and reports how many there were (`leftovers`); on a timeout the runner tells the keeper
+(SIGUSR1), which kills the whole tree. The keeper sends the command's pid, then its wait status
+and the leftover count, over a status pipe. As a fallback (a keeper killed from inside), the
+process group and every process carrying the job's ORCHARD_JOB=<token> are SIGKILLed too. Output
+beyond `limit` bytes is read and dropped (the child never blocks), and counted.
 With a proxy socket in the config it also listens on 127.0.0.1 inside the sandbox's network
 namespace and forwards each connection to that Unix socket (the backend relays it to proxy_url).
 
@@ -43,7 +48,9 @@ try:
 except ImportError:  # pragma: no cover
     import socket
 
-GRACE = 0.5     # after a command exits, wait this long for children still holding its pipes
+GRACE = 0.5     # after a command exits, this long for what it left running to finish by itself
+KEEPER_GRACE = 3.0  # after a timeout, this long for the keeper to end the tree before SIGKILL
+PR_SET_CHILD_SUBREAPER = 36
 CHUNK = 65536
 MAX_REMEMBERED = 10000  # finished jobs whose leftover processes the runner kills when it exits
 ERRNO_NOENT = 2
@@ -113,6 +120,131 @@ def child(argv, cwd, env, fds):
         os._exit(code)
 
 
+_PRCTL = []
+
+
+def _prctl():
+    """libc's prctl, looked up once (in the runner, before it forks its keepers)."""
+    if not _PRCTL:
+        try:
+            import ctypes
+            _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        except Exception:
+            _PRCTL.append(None)
+    return _PRCTL[0]
+
+
+class _Stop(Exception):
+    pass
+
+
+def _descendants(root):
+    """Pids of every live process below `root` (from /proc; zombies included)."""
+    parent = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open("/proc/%s/stat" % name, os.O_RDONLY)
+            try:
+                stat = os.read(fd, 512).decode("ascii", "replace")
+            finally:
+                os.close(fd)
+            parent[int(name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError):
+            pass
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier and pid not in found}
+        found |= frontier
+    return found
+
+
+def keeper(argv, cwd, env, fds, status_w):
+    """In the forked keeper: run the command below this process, wait for it, end what it left
+    running, report on `status_w`; never returns."""
+    def stop(signum, frame):
+        raise _Stop()
+
+    try:
+        prctl = _prctl()
+        if prctl is not None:
+            prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        signal.signal(signal.SIGUSR1, stop)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        keep = set(fds) | {0, 1, 2, status_w}
+        for name in os.listdir("/proc/self/fd"):    # the runner's channel and other jobs' pipes
+            if int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        pid = os.fork()
+        if pid == 0:
+            child(argv, cwd, env, fds)
+        for fd in fds:
+            os.close(fd)
+        write_all(status_w, ("pid %d\n" % pid).encode())
+        status, timed_out, alive = None, False, set()
+        try:
+            while status is None:
+                got, code = os.waitpid(-1, 0)
+                if got == pid:
+                    status = code
+            deadline = time.monotonic() + GRACE
+            alive = _descendants(os.getpid())
+            while alive and time.monotonic() < deadline:
+                time.sleep(0.02)
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+                alive = _descendants(os.getpid())
+        except _Stop:
+            timed_out, alive = True, _descendants(os.getpid())
+        except ChildProcessError:
+            alive = set()
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        left = set()
+        for _ in range(50):
+            live = set()
+            for p in alive:
+                try:
+                    fd = os.open("/proc/%d/stat" % p, os.O_RDONLY)
+                    try:
+                        zombie = os.read(fd, 512).decode("ascii", "replace").rsplit(")", 1)[1].split()[0] == "Z"
+                    finally:
+                        os.close(fd)
+                except (OSError, IndexError):
+                    zombie = True
+                if not zombie:
+                    live.add(p)
+            if not live:
+                break
+            left |= live
+            for p in live:
+                try:
+                    os.kill(p, 9)
+                except OSError:
+                    pass
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+            time.sleep(0.01)
+            alive = _descendants(os.getpid())
+        try:
+            while True:
+                os.waitpid(-1, 0)
+        except ChildProcessError:
+            pass
+        if timed_out:
+            left.discard(pid)
+        write_all(status_w, ("status %s %d %d\n" % ("-" if status is None else status, len(left), int(timed_out))).encode())
+    finally:
+        os._exit(0)
+
+
 class Job:
     def __init__(self, req):
         self.id = req["id"]
@@ -140,6 +272,7 @@ class Job:
                 pipes.append((child_in, -1))
             pipes.append(os.pipe())
             pipes.append(os.pipe())
+            pipes.append(os.pipe())     # the keeper's status
             self.pid = os.fork()
         except OSError as exc:
             for r, w in pipes:
@@ -148,10 +281,16 @@ class Job:
                         os.close(fd)
             raise exc
         if self.pid == 0:
-            child(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]))
+            keeper(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]), pipes[3][1])
         os.close(child_in)
         os.close(pipes[1][1])
         os.close(pipes[2][1])
+        os.close(pipes[3][1])
+        self.status_r = pipes[3][0]
+        os.set_blocking(self.status_r, False)
+        self.report = b""
+        self.command_pid = None
+        self.leftovers = None
         if self.stdin:
             self.fds[pipes[0][1]] = 0
             os.set_blocking(pipes[0][1], False)
@@ -191,8 +330,34 @@ class Job:
             except ChildProcessError:
                 pid, status = self.pid, 0
             if pid:
-                self.status = status
+                self.read_report()
+                self.status = self.command_status(status)
                 self.exited_at = time.monotonic()
+
+    def read_report(self):
+        """What the keeper wrote: the command's pid, then its wait status and the leftovers."""
+        while True:
+            try:
+                data = os.read(self.status_r, 4096)
+            except BlockingIOError:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                break
+            self.report += data
+        for line in self.report.decode("ascii", "replace").splitlines():
+            parts = line.split()
+            if parts[:1] == ["pid"] and len(parts) == 2:
+                self.command_pid = int(parts[1])
+            elif parts[:1] == ["status"] and len(parts) == 4:
+                self.leftovers = int(parts[2])
+                self.reported = None if parts[1] == "-" else int(parts[1])
+
+    def command_status(self, keeper_status):
+        """The command's own wait status, as the keeper reported it (the keeper's if it said nothing)."""
+        reported = getattr(self, "reported", None)
+        return reported if reported is not None else keeper_status
 
     def done(self, now):
         if self.status is None:
@@ -200,7 +365,30 @@ class Job:
         return not [s for s in self.fds.values() if s != 0] or now > self.exited_at + GRACE
 
     def kill(self):
-        kill_jobs([(self.pid, self.token)])
+        """Timed out: the keeper ends the command's whole tree; failing that, SIGKILL for it, the
+        command's process group and every process carrying the job's token."""
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except OSError:
+            pass
+        deadline = time.monotonic() + KEEPER_GRACE
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(self.pid, os.WNOHANG)[0]:
+                    self.read_report()
+                    self.status = 0
+                    self.exited_at = time.monotonic()
+                    break
+            except ChildProcessError:
+                break
+            time.sleep(0.01)
+        self.read_report()
+        if self.status is None:
+            try:
+                os.kill(self.pid, 9)
+            except OSError:
+                pass
+        kill_jobs([(self.command_pid or self.pid, self.token)])
 
     def result(self, draining):
         """The reply line; pipes still held by background children go on being drained."""
@@ -210,6 +398,7 @@ class Job:
             else:
                 del self.fds[fd]
                 draining.add(fd)
+        os.close(self.status_r)
         code = signum = None
         if not self.timed_out and self.status is not None:
             if os.WIFSIGNALED(self.status):
@@ -221,7 +410,7 @@ class Job:
                       "out": bytes(self.buf[1]), "err": bytes(self.buf[2]),
                       "out_dropped": self.dropped[1], "err_dropped": self.dropped[2],
                       "duration": round(time.monotonic() - self.start, 6),
-                      "error": self.error})
+                      "leftovers": self.leftovers, "error": self.error})
 
 
 def kill_jobs(jobs):
@@ -355,6 +544,7 @@ class Runner:
 
     def handle(self, req):
         if self.config is None:
+            _prctl()
             self.config = req
             port = None
             if req.get("proxy_socket"):

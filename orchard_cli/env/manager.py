@@ -183,7 +183,8 @@ class EnvManager:
             "stderr": result.stderr, "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated, "started_at": started,
             "finished_at": finished, "duration_seconds": result.duration_seconds or finished - started,
-            "error": result.error})
+            "error": result.error, "oom_killed": result.oom_killed,
+            "leftover_processes": result.leftover_processes})
         done.set()
 
     def get_job(self, job_id: str) -> Job:

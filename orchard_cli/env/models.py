@@ -23,6 +23,11 @@ FINISHED_JOB_STATES = frozenset({"completed", "timeout", "error", "cancelled"})
 
 # Default ceiling on captured stdout / stderr per job; beyond it output is cut with a marker.
 DEFAULT_OUTPUT_LIMIT = 1 << 20
+# The file API reads and writes whole files in memory: larger ones are refused (HTTP 413).
+MAX_FILE_BYTES = 64 << 20
+MAX_FILE_MODE = 0o777
+DEFAULT_EXEC_TIMEOUT = 600.0
+MAX_EXEC_TIMEOUT = 7 * 24 * 3600.0
 TRUNCATION_MARKER = "\n[orchard: output truncated, {dropped} bytes dropped]\n"
 
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
@@ -147,8 +152,9 @@ class ExecRequest(_Model):
 
     command: str | list[str]
     """A shell command line (run by `bash -c`, or `sh -c` where bash is missing) or an argv list."""
-    timeout_seconds: float = Field(600.0, gt=0)
-    """Wall-clock limit; the command and all its children are killed when it runs out."""
+    timeout_seconds: float = Field(DEFAULT_EXEC_TIMEOUT, gt=0, le=MAX_EXEC_TIMEOUT, allow_inf_nan=False)
+    """Wall-clock limit (at most 7 days; null means the default, 600); the command and all its
+    children are killed when it runs out."""
     cwd: str | None = None
     """Working directory inside the sandbox; default: the sandbox's workdir."""
     env: dict[str, str] = Field(default_factory=dict)
@@ -157,6 +163,16 @@ class ExecRequest(_Model):
     stdin: str | None = None
     output_limit: int = Field(DEFAULT_OUTPUT_LIMIT, gt=0)
     """Bytes kept of stdout and of stderr each; the rest is dropped with an explicit marker."""
+
+    @field_validator("timeout_seconds", mode="before")
+    @classmethod
+    def _default_timeout(cls, value: object) -> object:
+        return DEFAULT_EXEC_TIMEOUT if value is None else value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _default_env(cls, value: object) -> object:
+        return {} if value is None else value
 
     @field_validator("command")
     @classmethod
@@ -179,6 +195,11 @@ class ExecResult(_Model):
     duration_seconds: float = 0.0
     error: str | None = None
     """Set when the command could not be run at all (an infrastructure failure, not exit != 0)."""
+    oom_killed: bool = False
+    """The command was killed by the sandbox's memory limit (it ran out of memory)."""
+    leftover_processes: int | None = None
+    """Processes the command left running when it ended (they were killed); None where the
+    backend cannot tell (the docker backend's engine exec, kubernetes)."""
 
 
 class Job(_Model):
@@ -199,6 +220,10 @@ class Job(_Model):
     finished_at: float | None = None
     duration_seconds: float | None = None
     error: str | None = None
+    oom_killed: bool = False
+    """Killed by the sandbox's memory limit (with exit code 137): it ran out of memory."""
+    leftover_processes: int | None = None
+    """Processes the command left running when it ended, killed then; None where unknown."""
 
     @property
     def finished(self) -> bool:
@@ -215,7 +240,8 @@ class FileWrite(_Model):
     path: str
     content: str
     encoding: Literal["utf-8", "base64"] = "utf-8"
-    mode: int = 0o644
+    mode: int = Field(0o644, ge=0, le=MAX_FILE_MODE)
+    """Permission bits, 0 to 0o777 (no setuid, setgid or sticky bits)."""
 
 
 class FileContent(_Model):
@@ -249,3 +275,21 @@ class Resource(_Model):
     """'host:pid:starttime' of the process that created it; a dead owner means an orphan."""
     expires_at: float = 0.0
     detail: str = ""
+
+
+def check_file_mode(mode: int) -> int:
+    """A file's permission bits as the file API accepts them: 0 to 0o777."""
+    if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= MAX_FILE_MODE:
+        from orchard_cli.errors import UsageError
+
+        raise UsageError(f"file mode {mode!r} is not a permission mode between 0 and 0o777")
+    return mode
+
+
+def check_file_size(size: int, shown: str) -> None:
+    """Refuse a file the file API would hold whole in memory past MAX_FILE_BYTES."""
+    if size > MAX_FILE_BYTES:
+        from orchard_cli.errors import TooLargeError
+
+        raise TooLargeError(f"{shown} is {size:,} bytes, over the file API's limit of {MAX_FILE_BYTES:,}",
+                            hint="read it in parts with exec (head -c, split) or compress it first")

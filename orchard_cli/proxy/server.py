@@ -26,7 +26,7 @@ from aiohttp import web
 from orchard_cli.proxy.capture import Call, finish_call
 from orchard_cli.proxy.config import ProxyConfig
 from orchard_cli.proxy.episodes import Episode
-from orchard_cli.proxy.records import JsonlWriter
+from orchard_cli.proxy.records import REDACTED, JsonlWriter
 from orchard_cli.proxy.sse import ChatAssembler, SSEDecoder
 from orchard_cli.proxy.translate import (
     ResponsesStream,
@@ -244,6 +244,8 @@ class ProxyServer:
             data = await upstream.read()
         except UPSTREAM_ERRORS as exc:
             raise UpstreamFailure(502, f"upstream answer cut: {type(exc).__name__}: {exc}") from None
+        if self._secret and self._secret in data:  # an upstream that echoes the key: never to the agent
+            data = data.replace(self._secret, REDACTED.encode())
         call.parts.append(data)
         call.fail("upstream", f"upstream answered {upstream.status}", upstream.status)
         return await _send(request, upstream.status, data,

@@ -180,12 +180,18 @@ def checkout_script(commit: str) -> list[str]:
 
 # ---- the sandbox ---------------------------------------------------------------------------
 
-def local_spec(key: str, repo_path: Path, *, network: str = "none", writable_env: bool = False,
-               timeout: int = 4 * 3600, labels: dict[str, str] | None = None) -> SandboxSpec:
+def local_spec(key: str, repo_path: Path, *, python: Path | None = None, network: str = "none",
+               writable_env: bool = False, timeout: int = 4 * 3600,
+               labels: dict[str, str] | None = None) -> SandboxSpec:
+    """A local sandbox for environment `key`. `python`: the pyenv prefix the environment's
+    interpreter was copied from, bound at its own path (the copy's RUNPATH finds libpython
+    there; a 'host' sandbox does not see the rest of the host's home folders)."""
     cache = state_dir("swe", "cache")
     mounts = [Mount(source=str(opt_root()), target="/opt"),
               Mount(source=str(env_dir(key)), target=ENVS_MOUNT, read_only=not writable_env),
               Mount(source=str(repo_path), target=REPO_MOUNT)]
+    if python is not None:
+        mounts.append(Mount(source=str(python), target=str(python)))
     if writable_env:
         mounts.append(Mount(source=str(cache), target=CACHE_MOUNT, read_only=False))
     return SandboxSpec(image="host", workdir=TESTBED, network=network, memory="8Gi", cpu=2.0,
@@ -372,8 +378,8 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
                 raise EnvironmentUnavailable(f"{record['repo']}@{commit[:12]} has none of {', '.join(files)}")
     date = era_date(recipe, record.get("created_at"))
     script = build_script(recipe, commit, deps, date, staged_uv())
-    spec = local_spec(key, repo_path, network="full", writable_env=True, timeout=int(BUILD_TIMEOUT) + 600,
-                      labels={"orchard.swe": "env-build"})
+    spec = local_spec(key, repo_path, python=source, network="full", writable_env=True,
+                      timeout=int(BUILD_TIMEOUT) + 600, labels={"orchard.swe": "env-build"})
     try:
         sandbox = SandboxHandle.create(env, spec)
     except Exception as exc:

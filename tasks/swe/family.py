@@ -113,7 +113,8 @@ class SWEFamily(PatchFamily):
         labels = {"orchard.task": task.task_id[:63], "orchard.family": self.name}
         if backend == "local":
             repo_path = self.repository(task)
-            return envs.local_spec(self.env_key(task), repo_path, labels=labels)
+            return envs.local_spec(self.env_key(task), repo_path, labels=labels,
+                                   python=envs.interpreter(self.recipe(task).python))
         if backend in ("docker", "kubernetes"):
             image = task.record.get("image")
             official = backend == "docker" and bool(image) and docker_has_image(image)

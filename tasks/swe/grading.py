@@ -114,6 +114,9 @@ def run_and_grade(record: dict[str, Any], sandbox: SandboxHandle, patch: str, sc
     except Exception as exc:
         return Outcome(resolved=False, category="infra_error", error=f"running the tests failed: {exc}")
     seconds = round(time.monotonic() - started, 2)
+    if job.oom_killed:
+        return Outcome(resolved=False, category="env_error", log=clip(log),
+                       error=f"out of memory (limit {sandbox.info.spec.memory}) while running the tests")
     if job.status == "timeout":
         resolved, report = verdict(record, log, parser_name)
         report["seconds"] = seconds

@@ -79,3 +79,43 @@ def test_real_key_never_enters_the_harness_nor_any_file(scripted, proxy_for, tmp
     assert _files_containing([home], episode.token.encode())  # the env dump did reach the disk
     assert _files_containing([home, tmp_path], real_key.encode()) == []
     assert real_key not in json.dumps([r.model_dump() for r in episode.records])
+
+
+def test_an_upstream_that_echoes_the_key_in_an_error_never_shows_it(proxy_for, tmp_path, monkeypatch):
+    """A gateway answering 401 with the Authorization header it got: the harness and the records
+    see [REDACTED] where the key was."""
+    import http.server
+    import threading
+
+    real_key = f"sk-real-{secrets.token_hex(16)}"
+    monkeypatch.setenv(KEY_VAR, real_key)
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"error": {"message": f"bad key: {self.headers.get('Authorization')}"}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "calls.jsonl"
+        proxy = proxy_for(f"http://127.0.0.1:{server.server_port}/v1", key_env=KEY_VAR, out=out, max_retries=0)
+        episode = proxy.open_episode("echoing-gateway")
+        with client(episode) as http:
+            answer = http.post("/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert answer.status_code == 401
+        assert real_key not in answer.text and "[REDACTED]" in answer.text
+        episode.close()
+    finally:
+        server.shutdown()
+    assert real_key.encode() not in out.read_bytes()
