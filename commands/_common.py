@@ -83,3 +83,18 @@ def default_command_group(default: str, usage: str):  # type: ignore[no-untyped-
             return [usage]
 
     return DefaultGroup
+
+
+def config_of(kind: Any, **fields: Any) -> Any:
+    """A typed config from command-line values; a value the config refuses is a one-line usage
+    error naming the flag (never a pydantic dump, never exit 3)."""
+    from pydantic import ValidationError
+
+    from orchard_cli.errors import UsageError
+
+    try:
+        return kind(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a value"
+        raise UsageError(f"{flag}: {first['msg']} (got {first.get('input')!r})") from None

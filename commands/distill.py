@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 from orchard_cli.commands._common import (
+    config_of,
     BackendOpt,
     DatasetOpt,
     FamilyOpt,
@@ -61,7 +62,7 @@ def run(
     harness: Annotated[str, typer.Option("--harness", help="Agent harness: bash, codex, openclaw, zeroclaw.")] = "bash",
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes run in parallel.")] = 1,
-    out: Annotated[Path, typer.Option("--out", help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
+    out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
     resume: Annotated[bool, typer.Option("--resume", help="Add the episodes --out lacks; finished ones are skipped.")] = False,
     keep: Annotated[str, typer.Option("--keep", help="all: every episode; resolved: only resolved ones go to --out.")] = "all",
     dataset: DatasetOpt = None,
@@ -88,7 +89,8 @@ def run(
         raise UsageError("name the tasks: --suite SUITE (swe-verified, swe-lite, swe-mini, calc, or a data file)")
     if keep not in ("all", "resolved"):
         raise UsageError(f"--keep {keep!r}: use all or resolved")
-    config = DistillConfig(
+    config = config_of(
+        DistillConfig,
         **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
                            limit=limit, slice_=slice_, repo_mirror=repo_mirror),
         teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
@@ -161,8 +163,8 @@ def _render(summary, console, fmt: OutputFormat) -> None:  # type: ignore[no-unt
 
 @app.command("export")
 def export(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="A trajectories file written by `orchard distill`.")],
-    out: Annotated[Path, typer.Option("--out", help="Dataset folder to create.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False, help="A trajectories file written by `orchard distill`.")],
+    out: Annotated[Path, typer.Option("--out", file_okay=False, help="Dataset folder to create.")],
     format_: Annotated[str, typer.Option("--format", help="Output format: hf (Parquet, the published Orchard layout).")] = "hf",
     keep: Annotated[str, typer.Option("--keep", help="all, or resolved: only resolved episodes.")] = "all",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

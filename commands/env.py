@@ -29,6 +29,19 @@ def _check_backend(name: str) -> None:
     backends.load(name)  # unknown names raise UnknownNameError listing the valid ones (exit 2)
 
 
+def _probe_backend(name: str) -> None:
+    """Make the backend and ask it what it holds: what it lacks (an SDK, an engine) fails now."""
+    from orchard_cli.env.backends import load_backend
+
+    backend = load_backend(name)
+    try:
+        backend.resources()
+    finally:
+        closer = getattr(backend, "close", None)
+        if callable(closer):
+            closer()
+
+
 def _say(message: str) -> None:
     stderr_console().print(message, markup=False)
 
@@ -87,6 +100,7 @@ def up(
         _emit_up(running, True, fmt)
         return
     backend = backend or daemon.DEFAULT_BACKEND
+    _probe_backend(backend)  # a missing SDK or engine is one line here, not a dead service's log
     if detach:
         _say(f"starting Orchard Env (backend {backend}) in the background...")
         started = time.perf_counter()
@@ -176,7 +190,7 @@ def ls(fmt: FormatOpt = OutputFormat.text) -> None:
 
 @app.command()
 def down(
-    timeout: Annotated[float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.")] = 30.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.", min=0.0, max=3600)] = 30.0,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Stop the service (SIGTERM, then SIGKILL); its sandboxes are destroyed; then gc.
@@ -228,13 +242,18 @@ def gc(backend: BackendChoice = None, fmt: FormatOpt = OutputFormat.text) -> Non
     if backend is not None:
         _check_backend(backend)
     via_service = url is not None and (backend is None or running is None or backend == running.backend)
+    reaped: list[str] | None = None
     if via_service:
+        from orchard_cli.errors import InfraError
+
         client = EnvClient(url)
         try:
             reaped, where = client.gc(), url
+        except InfraError as exc:  # the service died: reap what it left, in-process
+            _say(f"the service at {url} does not answer ({exc.message}); reaping in-process")
         finally:
             client.close()
-    else:
+    if reaped is None:
         name = backend or (last.backend if last else daemon.DEFAULT_BACKEND)
         reaped, where = _gc_in_process(name), f"in-process ({name})"
         if last is not None and name == last.backend:

@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 from orchard_cli.commands._common import (
+    config_of,
     BackendOpt,
     DatasetOpt,
     FamilyOpt,
@@ -83,14 +84,14 @@ def run(
     backend: BackendOpt = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Instances evaluated in parallel.")] = 1,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Attempts per instance (pass@k, pass^k).")] = 1,
-    out: Annotated[Optional[str], typer.Option("--out", help="Run folder (default: ./runs/<suite>-<timestamp>).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Run folder (default: ./runs/<suite>-<timestamp>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out; finished attempts are kept.")] = False,
     fail_under: Annotated[Optional[str], typer.Option("--fail-under", help="Exit 1 when the resolved rate is below this (0.5 or 50%).")] = None,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Agent runs: the harness's turn limit (default 50).")] = None,
     agent_timeout: Annotated[Optional[float], typer.Option("--agent-timeout", min=1, help="Agent runs: seconds one harness run may take (default 1800).")] = None,
-    rerank: Annotated[Optional[Path], typer.Option("--rerank", help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
+    rerank: Annotated[Optional[Path], typer.Option("--rerank", file_okay=False, help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
@@ -104,8 +105,8 @@ def run(
     predictions_arg = predictions
     if predictions and predictions not in ("gold", "empty"):
         predictions_arg = str(Path(predictions).resolve())
-    config = EvalConfig(
-        **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
+    config = config_of(
+        EvalConfig, **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
         out=str(Path(out or _default_out(suite)).resolve()))
     if rerank is not None:  # a bad value model fails now, not after the run
@@ -161,14 +162,31 @@ def _execute(plan, console):  # type: ignore[no-untyped-def]
                                        f"{escape(result.error or '')}",
                                        soft_wrap=True, markup=True, highlight=False)
 
-        return plan.execute(on_result)
+        try:
+            return plan.execute(on_result)
+        except KeyboardInterrupt:  # the partial scorecard is on disk: say what it holds, then stop
+            _say_interrupted(plan, progress.console)
+            raise
+
+
+def _say_interrupted(plan, console) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from orchard_cli.scoring.scorecard import Scorecard
+
+    try:
+        card = Scorecard.model_validate(json.loads((plan.out / "scorecard.json").read_text()))
+    except (OSError, ValueError):
+        return
+    console.print(_summary_line(card), markup=False, soft_wrap=True)
+    console.print(f"resume with: orchard eval ... --resume --out {plan.out}", markup=False, soft_wrap=True)
 
 
 def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-untyped-def]
     """The scorecard for people (a table by the family's main grouping) or for scripts (JSON)."""
     from rich.table import Table
 
-    from orchard_cli.scoring.report import cost_text, duration, main_grouping, pct
+    from orchard_cli.scoring.report import main_grouping, pct
 
     if fmt == OutputFormat.json:
         emit_json(card.model_dump(mode="json"))
@@ -188,17 +206,25 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
     if card.pass_at_k:
         console.print("pass@k: " + ", ".join(f"k={k} {pct(v)}" for k, v in card.pass_at_k.items())
                       + " | pass^k: " + ", ".join(f"k={k} {pct(v)}" for k, v in (card.pass_hat_k or {}).items()))
-    typer.echo(f"{card.suite}: resolved {card.resolved}/{card.total} ({pct(card.resolved_rate)}); "
-               f"graded only {pct(card.resolved_rate_graded)}; errors {card.errors} "
-               f"(env {card.by_category['env_error']}, infra {card.by_category['infra_error']}); "
-               f"wall {duration(card.wall_seconds)}; cost {cost_text(card)}")
+    typer.echo(_summary_line(card))
     typer.echo(f"scorecard: {plan.out / 'scorecard.html'}")
+
+
+def _summary_line(card) -> str:  # type: ignore[no-untyped-def]
+    from orchard_cli.scoring.report import cost_text, duration, incomplete_note, pct
+
+    note = incomplete_note(card)
+    return ((f"{card.suite}: INCOMPLETE ({note}); " if note else f"{card.suite}: ")
+            + f"resolved {card.resolved}/{card.total} ({pct(card.resolved_rate)}); "
+            f"graded only {pct(card.resolved_rate_graded)}; errors {card.errors} "
+            f"(env {card.by_category['env_error']}, infra {card.by_category['infra_error']}); "
+            f"wall {duration(card.wall_seconds)}; cost {cost_text(card)}")
 
 
 @app.command("compare")
 def compare(
-    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="Run folder A (the baseline).")],
-    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="Run folder B.")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", file_okay=False, help="Run folder A (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", file_okay=False, help="Run folder B.")],
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Per-instance flips between two runs, and the paired difference in resolved rate (B - A).
@@ -231,8 +257,8 @@ def compare(
 
 @app.command("regrade")
 def regrade(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="The folder of a finished `orchard eval` run.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Where the regraded run goes (default: RUN/regrade).")] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", file_okay=False, help="The folder of a finished `orchard eval` run.")],
+    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where the regraded run goes (default: RUN/regrade).")] = None,
     backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend (default: the run's).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes graded in parallel.")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a regrade in --out.")] = False,

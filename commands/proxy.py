@@ -36,13 +36,13 @@ def proxy(
         "--upstream-api", help="APIs the upstream speaks; with 'chat', Responses calls are translated.")]
     = UpstreamApi.chat,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8787,
-    out: Annotated[Optional[Path], typer.Option(help="Append one JSON line per call to this file.")] = None,
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).", min=0, max=65535)] = 8787,
+    out: Annotated[Optional[Path], typer.Option(help="Append one JSON line per call to this file.", dir_okay=False)] = None,
     model: Annotated[Optional[str], typer.Option(help="Send this model name upstream on every call.")] = None,
     max_calls: Annotated[Optional[int], typer.Option(help="Cap on calls per episode.", min=1)] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Cap on total tokens per episode.", min=1)] = None,
     max_retries: Annotated[int, typer.Option(help="Retries on upstream 429/5xx.", min=0, max=10)] = 3,
-    read_timeout: Annotated[float, typer.Option(help="Seconds of upstream silence before giving up.")] = 600.0,
+    read_timeout: Annotated[float, typer.Option(help="Seconds of upstream silence before giving up.", min=0.1, max=86400)] = 600.0,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Record every model call a harness makes, forwarding it to the upstream model."""

@@ -30,11 +30,11 @@ def _num(value: float | None) -> str:
 
 @app.command("train")
 def train(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the value model (must be new or empty).")],
-    trajectories: Annotated[Optional[list[Path]], typer.Option("--trajectories", help="Trajectories JSONL file (repeat for more).")] = None,
-    runs: Annotated[Optional[list[Path]], typer.Option("--runs", help="`orchard eval` run folder (repeat for more).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Folder for the value model (must be new or empty).")],
+    trajectories: Annotated[Optional[list[Path]], typer.Option("--trajectories", dir_okay=False, help="Trajectories JSONL file (repeat for more).")] = None,
+    runs: Annotated[Optional[list[Path]], typer.Option("--runs", file_okay=False, help="`orchard eval` run folder (repeat for more).")] = None,
     base_model: Annotated[str, typer.Option("--base-model", help="Frozen LM that reads the episodes: smollm2 or a checkpoint folder.")] = "smollm2",
-    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continue an earlier value model: its experience plus the new.")] = None,
+    init_from: Annotated[Optional[Path], typer.Option("--init-from", file_okay=False, help="Continue an earlier value model: its experience plus the new.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the held-out draw and the fit.")] = 0,
     holdout: Annotated[float, typer.Option("--holdout", min=0.0, max=0.9, help="Fraction of tasks held out for the metrics (by task).")] = 0.3,
     fold: Annotated[Optional[str], typer.Option("--fold", help="K/N: hold out the K-th of N folds of the tasks instead of --holdout (cross-validation).")] = None,
@@ -98,9 +98,9 @@ def train(
 
 @app.command("apply")
 def apply(
-    value_model: Annotated[Path, typer.Option("--value-model", help="A folder written by `orchard rerank train`.")],
-    runs: Annotated[list[Path], typer.Option("--runs", help="`orchard eval` run folder holding candidates (repeat for more).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the scorecard of the picks (must be new or empty).")],
+    value_model: Annotated[Path, typer.Option("--value-model", file_okay=False, help="A folder written by `orchard rerank train`.")],
+    runs: Annotated[list[Path], typer.Option("--runs", file_okay=False, help="`orchard eval` run folder holding candidates (repeat for more).")],
+    out: Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Folder for the scorecard of the picks (must be new or empty).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids (default: every task in the runs).")] = None,
     filter_: Annotated[bool, typer.Option("--filter/--no-filter", help="Drop candidates whose patch is empty or did not apply, when others are left.")] = True,
     threads: ThreadsOpt = 1,
@@ -144,7 +144,7 @@ def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore
 @app.command("candidates")
 def candidates(
     suite: Annotated[str, typer.Argument(metavar="SUITE", help="A suite whose tasks have gold patches, or a SWE-bench-format file.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the predictions files (candidates-K.jsonl).")],
+    out: Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Folder for the predictions files (candidates-K.jsonl).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many tasks.")] = None,
     dataset: Annotated[Optional[str], typer.Option("--dataset", help="Local SWE-bench-format file instead of the suite's dataset.")] = None,

@@ -19,7 +19,7 @@ from orchard_cli.commands._common import (
 
 def synth_command(
     package: Annotated[list[str], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The suite to write (SWE-bench instances, JSONL).")],
+    out: Annotated[Path, typer.Option("--out", "-o", dir_okay=False, help="The suite to write (SWE-bench instances, JSONL).")],
     n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same package: the same tasks.")] = 0,
     max_failing: Annotated[int, typer.Option("--max-failing", min=1, help="Keep a mutant when 1 to this many tests fail.")] = 10,

@@ -78,8 +78,9 @@ def show(
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """A suite (family, source, instance count, repositories), or the instances named."""
-    from orchard_cli.errors import OrchardError
-    from orchard_cli.tasks.registry import find_suite
+    from orchard_cli.errors import OrchardError, UsageError
+    from orchard_cli.tasks.base import TaskSelection
+    from orchard_cli.tasks.registry import find_suite, is_file_suite, resolve
 
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
     if ids:
@@ -97,6 +98,8 @@ def show(
             typer.echo("\n" + statement.strip() + "\n")
         return
     info = find_suite(name)
+    if info is None and not is_file_suite(name):  # the same rule as `tasks ls NAME`: exit 2
+        resolve(TaskSelection(suite=name, family=family))
     data: dict[str, Any] = {"name": name, **({k: v for k, v in _suites_row(info).items() if k != "name"} if info
                                             else {"family": family or "swe", "source": name})}
     try:
@@ -106,7 +109,9 @@ def show(
             repos[t.repo] = repos.get(t.repo, 0) + 1
         data.update(instances=len(tasks), **loaded.provenance(),
                     repos=dict(sorted(repos.items(), key=lambda kv: (-kv[1], kv[0]))))
-    except OrchardError as exc:
+    except UsageError:
+        raise  # a data file that is not one: bad input, exit 2
+    except OrchardError as exc:  # the suite is known but its data cannot be had here (no hub)
         data.update(instances=None, unavailable=exc.message, hint=exc.hint)
     if fmt == OutputFormat.json:
         emit_json(data)

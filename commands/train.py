@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat, emit_json, stderr_console
+from orchard_cli.commands._common import FormatOpt, OutputFormat, config_of, emit_json, stderr_console
 
 
 class BuilderOpt(str, Enum):
@@ -38,9 +38,9 @@ def _eval_ids(suite: str) -> set[str]:
 
 
 def train(
-    trajectories: Annotated[list[Path], typer.Option("--trajectories", "-t", help="Trajectory file(s) written by orchard distill/eval (repeat the flag).")],
+    trajectories: Annotated[list[Path], typer.Option("--trajectories", "-t", dir_okay=False, help="Trajectory file(s) written by orchard distill/eval (repeat the flag).")],
     base_model: Annotated[str, typer.Option("--base-model", help="smollm2 (the embedded SmolLM2-135M-Instruct), a checkpoint folder, or a hub id.")],
-    out: Annotated[Path, typer.Option("--out", help="Output folder: new, empty, or this run's (with --resume).")],
+    out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output folder: new, empty, or this run's (with --resume).")],
     eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite (a suite name or a SWE-bench-format file).")] = None,
     allow_overlap: Annotated[bool, typer.Option("--allow-overlap", help="Train even when tasks overlap --eval-suite (warns loudly).")] = False,
     include_unresolved: Annotated[bool, typer.Option("--include-unresolved", help="Also train on unresolved episodes (default: resolved only).")] = False,
@@ -50,7 +50,7 @@ def train(
     builder: Annotated[BuilderOpt, typer.Option("--builder", help="per-call: one sample per model call; merged: consecutive calls of an episode in one sample.")] = BuilderOpt.per_call,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the data.")] = 1,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Stop after this many optimizer steps (overrides --epochs).")] = None,
-    lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate (default 2e-5, LoRA 2e-4).")] = None,
+    lr: Annotated[Optional[float], typer.Option("--lr", min=0.0, max=10.0, help="Peak learning rate (default 2e-5, LoRA 2e-4).")] = None,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len", min=16, help="Longest sample in tokens (longer ones keep their start).")] = 2048,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Rows per micro-batch.")] = 1,
     grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Micro-batches per optimizer step.")] = 1,
@@ -76,7 +76,8 @@ def train(
     if token_ids not in ("auto", "never"):
         raise UsageError(f"--token-ids must be auto or never, not {token_ids!r}")
     console = stderr_console()
-    config = TrainConfig(
+    config = config_of(
+        TrainConfig,
         trajectories=[str(p) for p in trajectories], base_model=base_model, out=str(out), builder=builder.value,
         filters=EpisodeFilter(only_resolved=not include_unresolved, suites=suite or [], harnesses=harness or [],
                               teachers=teacher or []),

@@ -9,9 +9,9 @@ import typer
 
 
 def view(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="A trajectories file (orchard distill, or trajectories.jsonl of an eval run).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False, help="A trajectories file (orchard distill, or trajectories.jsonl of an eval run).")],
     episode: Annotated[Optional[str], typer.Option("--episode", help="Only this episode (its id, or a unique prefix).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="The page to write (default: beside FILE, .html).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", dir_okay=False, help="The page to write (default: beside FILE, .html).")] = None,
 ) -> None:
     """Write a self-contained HTML page of the episodes: conversation, tool calls, patch, verdict."""
     from orchard_cli.view import view as render

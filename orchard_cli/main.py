@@ -39,22 +39,54 @@ def _root(
     """orchard: Orchard Env sandboxes, distillation, training, reranking and evaluation."""
 
 
+_registered: list[bool] = []
+
+
 def _register() -> None:
+    """Attach the command groups to the root app (once per process)."""
+    if _registered:
+        return
     from orchard_cli.commands import register
 
     register(app)
+    _registered.append(True)
 
 
 def _say_error(message: str, hint: str | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(f"[bold red]error:[/] {message}", markup=True)
-    if hint:
-        console.print(f"[dim]hint:[/] {hint}", markup=True)
+    console.print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    if hint:  # escaped: a hint such as pip install 'orchard-cli[docker]' is not markup
+        console.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
+
+
+def _traceback() -> None:
+    import traceback
+
+    traceback.print_exc(file=sys.stderr)
+
+
+def _click_errors() -> tuple[type[BaseException], ...]:
+    import click
+
+    try:  # typer >= 0.2x raises its vendored copy of click's exceptions
+        from typer._click.exceptions import ClickException as TyperClickException
+    except ImportError:  # pragma: no cover - older typer
+        TyperClickException = click.exceptions.ClickException
+    return click.exceptions.ClickException, TyperClickException
+
+
+def _usage_hint(exc: BaseException) -> str | None:
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None)
+    return f"see `{path} --help`" if path else None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI. Every failure ends here as one `error:` line (and a `hint:`) on stderr and a
+    documented exit code; ORCHARD_DEBUG=1 adds the traceback and keeps the code."""
     debug = os.environ.get("ORCHARD_DEBUG") == "1"
     _register()
     try:
@@ -62,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=argv, standalone_mode=False)
     except OrchardError as exc:
         if debug:
-            raise
+            _traceback()
         _say_error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -74,17 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a click usage error or a bug
-        import click
-
-        try:  # typer >= 0.2x raises its vendored copy of click's exceptions
-            from typer._click.exceptions import ClickException as TyperClickException
-        except ImportError:  # pragma: no cover - older typer
-            TyperClickException = click.exceptions.ClickException
-        if isinstance(exc, (click.exceptions.ClickException, TyperClickException)):
-            exc.show()
+        if isinstance(exc, _click_errors()):  # bad flags or values: one line, exit 2
+            message = " ".join(str(exc.format_message()).split())
+            _say_error(message, _usage_hint(exc))
             return exc.exit_code
         if debug:
-            raise
+            _traceback()
         _say_error(f"unexpected {type(exc).__name__}: {exc}",
                    "this is a bug in orchard; rerun with ORCHARD_DEBUG=1 for the traceback")
         return EXIT_INFRA

@@ -51,7 +51,7 @@ def encode_line(record: BaseModel | Mapping[str, Any]) -> bytes:
                        default=str) + "\n").encode("utf-8")
 
 
-def _cut_torn_tail(path: Path) -> bool:
+def cut_torn_tail(path: Path) -> bool:
     """Drop a final fragment that has no newline. Returns True when one was dropped."""
     try:
         size = path.stat().st_size
@@ -87,7 +87,7 @@ class JsonlWriter:
     def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.repaired = _cut_torn_tail(self.path)
+        self.repaired = cut_torn_tail(self.path)
         self._fsync = fsync
         self._lock = threading.Lock()
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -160,11 +160,17 @@ def write_text(path: str | Path, text: str) -> None:
     """Replace a text file atomically (temp file in the same folder, fsync, rename)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)  # never a stray temp file beside a target we could not write
+        if isinstance(exc, IsADirectoryError):
+            raise UsageError(f"{path} is a folder; name a file to write") from None
+        raise
 
 
 def read_json(path: str | Path) -> dict[str, Any]:

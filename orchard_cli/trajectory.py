@@ -123,3 +123,20 @@ def read_trajectories(path: str | Path, *, report: ReadReport | None = None,
         raise UsageError(f"{path}: line {report.bad_lines[0]} is not a JSON record with a schema_version",
                          hint="pass files written by `orchard distill` or `orchard eval`")
     return list(latest.values())
+
+
+def check_trajectory_file(path: str | Path) -> None:
+    """A one-line UsageError unless `path` holds trajectories (a torn final line, the mark of a
+    writer killed mid-record, is fine): what `--resume` appends to."""
+    path = Path(path)
+    report = ReadReport(path=str(path))
+    try:
+        found = read_trajectories(path, report=report, strict=True)
+    except UsageError as exc:
+        raise UsageError(f"--resume: {exc.message}", hint="name the trajectories file of the run to continue") from None
+    if not found:
+        with path.open("rb") as fh:
+            start = fh.read(16)
+        if not start.startswith(b'{"schema_version"'):
+            raise UsageError(f"--resume: {path} holds no trajectories (it is not a file orchard wrote)",
+                             hint="name the trajectories file of the run to continue, or choose another --out")

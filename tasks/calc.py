@@ -16,6 +16,7 @@ from typing import Any
 
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
+from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
@@ -63,10 +64,18 @@ class CalcFamily(PatchFamily):
     suites = (SuiteInfo("calc", "calc", "builtin", "4 one-line bugs in tiny Python modules (the reference family)"),)
 
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+        """The builtin TASKS, or a data file of records in their shape (`--dataset`, `--family calc`)."""
+        from orchard_cli.tasks.datafile import read_records
         from orchard_cli.tasks.swe.dataset import select
 
-        records = select([{"instance_id": k, "repo": "orchard/calc", **v} for k, v in TASKS.items()],
-                         **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
+        source = selection.dataset or (None if suite.source == "builtin" else suite.source)
+        rows = read_records(source) if source else [{"instance_id": k, **v} for k, v in TASKS.items()]
+        for row in rows:
+            missing = [k for k in ("instance_id", "problem_statement", "files", "fixed", "test_cmd") if k not in row]
+            if missing:
+                raise UsageError(f"{source}: task {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
+            row.setdefault("repo", "orchard/calc")
+        records = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
         return [self.task(r, suite.name) for r in records]
 
     def task(self, record: dict[str, Any], suite: str) -> Task:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ import httpx
 from orchard_cli import errors
 from orchard_cli.env.auth import HEADER, KEY_ENV, client_key
 from orchard_cli.env.models import (
+    CLIENT_LABEL,
     ExecRequest,
     FileContent,
     Job,
@@ -30,6 +32,9 @@ from orchard_cli.errors import InfraError, OrchardError
 
 URL_ENV = "ORCHARD_ENV_URL"
 WAIT_CHUNK = 60.0
+HEARTBEAT_TIMEOUT = 120
+"""Seconds without a heartbeat after which the service destroys a sandbox this client made
+(ORCHARD_ENV_HEARTBEAT_TIMEOUT overrides; a spec's own heartbeat_timeout wins)."""
 # Extra seconds, beyond a command's own timeout, that a blocking exec may take over HTTP.
 EXEC_MARGIN = 60.0
 _BY_STATUS: dict[int, type[OrchardError]] = {
@@ -61,6 +66,9 @@ class EnvClient:
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
                                   transport=transport)
         self._created: list[str] = []
+        self.heartbeat_timeout = int(os.environ.get("ORCHARD_ENV_HEARTBEAT_TIMEOUT") or HEARTBEAT_TIMEOUT)
+        self._beating = threading.Event()
+        self._beat_thread: threading.Thread | None = None
 
     # ---- plumbing ----------------------------------------------------------------------------
 
@@ -101,9 +109,17 @@ class EnvClient:
         return self._request("GET", "/health", timeout=10.0)
 
     def create_sandbox(self, spec: SandboxSpec, *, wait: bool = True) -> SandboxInfo:
-        body = spec.model_dump(mode="json")
+        """Create a sandbox that lives while this client does: it carries a heartbeat timeout and
+        this process's identity, and this client heartbeats it until it is deleted or closed."""
+        from orchard_cli.env.owner import current_owner
+
+        updates = {"labels": {CLIENT_LABEL: current_owner(), **spec.labels}}
+        if spec.heartbeat_timeout is None:
+            updates["heartbeat_timeout"] = self.heartbeat_timeout
+        body = spec.model_copy(update=updates).model_dump(mode="json")
         info = SandboxInfo.model_validate(self._request("POST", "/sandboxes", json=body))
         self._created.append(info.sandbox_id)
+        self._start_heartbeats(info.spec.heartbeat_timeout or self.heartbeat_timeout)
         if not wait:
             return info
         info = self.wait_sandbox(info.sandbox_id, timeout=3600.0)
@@ -187,9 +203,27 @@ class EnvClient:
     def gc(self) -> list[str]:
         return list(self._request("POST", "/gc", timeout=600.0)["reaped"])
 
+    def _start_heartbeats(self, timeout: int) -> None:
+        if self._beat_thread is None:
+            every = max(1.0, min(30.0, timeout / 4))
+            self._beat_thread = threading.Thread(target=self._heartbeats, args=(every,),
+                                                 name="orchard-env-heartbeat", daemon=True)
+            self._beat_thread.start()
+
+    def _heartbeats(self, every: float) -> None:
+        while not self._beating.wait(every):
+            for sandbox_id in list(self._created):
+                try:
+                    self.heartbeat(sandbox_id)
+                except OrchardError:  # gone, or the service is: the next round tries again
+                    pass
+                except RuntimeError:  # the connection was closed meanwhile
+                    return
+
     def close(self) -> None:
         """Destroy the sandboxes this client created and still holds, then close the connection
         (the same promise as `EnvManager.close`; the service itself keeps running)."""
+        self._beating.set()
         try:
             for sandbox_id in list(self._created):
                 try:

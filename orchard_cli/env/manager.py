@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from orchard_cli.env.backends import load_backend
 from orchard_cli.env.base import Sandbox, SandboxBackend
 from orchard_cli.env.models import (
+    CLIENT_LABEL,
     ExecRequest,
     ExecResult,
     Job,
@@ -257,9 +258,18 @@ class EnvManager:
         return doomed
 
     def gc(self) -> list[str]:
-        """Reap what this manager tracks past its deadline, and every orphan on the backend:
-        resources whose owner process is gone (crash, kill -9) or whose timeout has passed."""
+        """Reap what this manager tracks past its deadline or whose client process is gone (its
+        `orchard.client` label: a client on this host that died), and every orphan on the
+        backend: resources whose owner process is gone (crash, kill -9) or whose timeout has passed."""
         reaped = self.reap_expired()
+        for info in self.list_sandboxes():
+            client = info.spec.labels.get(CLIENT_LABEL)
+            if client and info.status != "creating" and not owner_alive(client):
+                try:
+                    self.delete_sandbox(info.sandbox_id)
+                    reaped.append(info.sandbox_id)
+                except NotFoundError:
+                    pass
         with self._lock:
             tracked = set(self._sandboxes)
         now = time.time()

@@ -26,6 +26,9 @@ DEFAULT_OUTPUT_LIMIT = 1 << 20
 # The file API reads and writes whole files in memory: larger ones are refused (HTTP 413).
 MAX_FILE_BYTES = 64 << 20
 MAX_FILE_MODE = 0o777
+CLIENT_LABEL = "orchard.client"
+"""The label naming the process that asked a service for a sandbox ('host:pid:starttime'):
+`gc` reaps the sandboxes of clients that are gone."""
 DEFAULT_EXEC_TIMEOUT = 600.0
 MAX_EXEC_TIMEOUT = 7 * 24 * 3600.0
 TRUNCATION_MARKER = "\n[orchard: output truncated, {dropped} bytes dropped]\n"

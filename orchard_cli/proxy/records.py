@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchard_cli.errors import UsageError
+from orchard_cli.records import cut_torn_tail
 
 SCHEMA_VERSION = 1
 REDACTED = "[REDACTED]"
@@ -103,7 +104,8 @@ class JsonlWriter:
     The thread wakes every `interval_s` and writes what has queued up in one `os.write`, so that
     it does not compete with the proxy's event loop for the GIL on every call. Lines are written
     whole (O_APPEND), so they never interleave and a crash leaves at most one unterminated final
-    line, which readers skip. `close()` writes everything still queued.
+    line, which readers skip and which a new writer on the same file cuts off before its first
+    line. `close()` writes everything still queued.
     """
 
     def __init__(self, path: Path, secrets: list[str] | None = None, interval_s: float = 0.05) -> None:
@@ -111,6 +113,7 @@ class JsonlWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._secrets = [s for s in secrets or [] if s]
         self._interval = interval_s
+        self.repaired = cut_torn_tail(self.path)  # a proxy killed mid-line: start on a fresh one
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._queue: queue.SimpleQueue[CallRecord] = queue.SimpleQueue()
         self._stop = threading.Event()

@@ -26,10 +26,10 @@ from orchard_cli.outcome import ERROR_CATEGORIES
 from orchard_cli.records import JsonlWriter, iter_jsonl, write_json
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Price, Upstream
 from orchard_cli.rollout.episode import Episode, EpisodeResult
-from orchard_cli.rollout.pool import Pool
+from orchard_cli.rollout.pool import Pool, reap_orphans
 from orchard_cli.rollout.records import trajectory_of
 from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection
-from orchard_cli.trajectory import Trajectory, episode_key
+from orchard_cli.trajectory import Trajectory, check_trajectory_file, episode_key
 
 
 class DistillConfig(BaseModel):
@@ -141,12 +141,15 @@ class DistillRun:
         self.run_dir = run_dir_of(self.out)
         self.ledger_path = self.run_dir / "episodes.jsonl"
         self.ran = self.written = 0
+        self.resumed = resume
         if self.out.is_dir():
             raise UsageError(f"--out {self.out} is a folder; name the trajectories file",
                              hint=f"e.g. --out {self.out / 'trajectories.jsonl'}")
         if not resume and ((self.out.exists() and self.out.stat().st_size) or self.ledger_path.exists()):
             raise UsageError(f"{self.out} already holds trajectories",
                              hint="pass --resume to add the episodes it lacks, or choose another --out")
+        if resume and self.out.is_file() and self.out.stat().st_size:
+            check_trajectory_file(self.out)  # never append after something that is not ours
         self.planned = [(teacher, task, k) for teacher in teachers for task in tasks
                         for k in range(1, config.attempts + 1)]
         done = self.finished_keys()
@@ -189,6 +192,8 @@ class DistillRun:
 
         started = time.time()
         env = connect(self.config.backend)
+        if self.resumed:
+            reap_orphans(env)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json(self.run_dir / "config.json", self.config)
         totals = TeacherStats()

@@ -35,7 +35,7 @@ from orchard_cli.predictions import PredictionsLog
 from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl, sha256_file, write_json, write_text
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
-from orchard_cli.rollout.pool import Pool, spread_environments
+from orchard_cli.rollout.pool import Pool, reap_orphans, spread_environments
 from orchard_cli.rollout.records import result_row, trajectory_of
 from orchard_cli.rollout.choose import make_solver
 from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBase
@@ -173,6 +173,8 @@ class EvalRun:
         from orchard_cli.env import connect
 
         env = connect(self.config.backend)  # before anything is written: a dead backend leaves no folder
+        if self.resume:
+            reap_orphans(env)
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "config.json").exists():
             write_json(self.out / "config.json", self.config)

@@ -53,6 +53,15 @@ def spread_environments(episodes: list[Any], family: "TaskFamily",
     return [q[i] for i in range(depth) for q in queues if i < len(q)]
 
 
+def reap_orphans(env: Any) -> list[str]:
+    """A run resumed after a crash: reap what the crashed run left (sandboxes whose owner or
+    client process is gone), here or in the service. Never fails the run."""
+    try:
+        return env.gc()
+    except Exception:  # gc is housekeeping; the run goes on
+        return []
+
+
 class _Heartbeat:
     """A thread that heartbeats every live sandbox until stopped."""
 

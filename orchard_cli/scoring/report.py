@@ -68,15 +68,30 @@ def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
 
 
+def incomplete_note(card: Scorecard) -> str | None:
+    """None for a finished run; else what is missing, so a partial count never reads as a score."""
+    if card.complete:
+        return None
+    selected = card.total + card.missing
+    return (f"run incomplete: {card.total} of {selected} selected attempt(s) finished, {card.missing} "
+            f"never ran; the rate below is over the finished ones only (finish it with --resume)")
+
+
 # ---- Markdown ----------------------------------------------------------------------------------
 
 def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
     r = card.reproducibility
+    incomplete = incomplete_note(card)
+    headline = (f"**Resolved: {card.resolved} / {card.total} = {pct(card.resolved_rate)}** (headline: over all "
+                f"attempts; env/infra errors count as not resolved)")
+    if incomplete:
+        headline = (f"**Run incomplete: {card.missing} of {card.total + card.missing} selected attempt(s) never "
+                    f"ran.** Resolved so far: {card.resolved} / {card.total} finished = "
+                    f"{pct(card.resolved_rate)} (not a score of the suite; finish it with --resume)")
     lines = [
         f"# orchard eval: {card.suite}",
         "",
-        f"**Resolved: {card.resolved} / {card.total} = {pct(card.resolved_rate)}** (headline: over all "
-        f"attempts; env/infra errors count as not resolved)",
+        headline,
         "",
         "| metric | value |", "| --- | --- |",
         f"| source | {card.source} |",

@@ -96,6 +96,29 @@ def _smollm2() -> tuple[Any, Any, str]:
     return model, tokenizer, str(folder / SMOLLM2_GGUF)
 
 
+def check_base_model(spec: str) -> None:
+    """What can be known about `spec` before any loading: a folder that is not a checkpoint, or a
+    hub id with no hub to give it, is a one-line error now (not after ~50 s of hub retries)."""
+    from orchard_cli.hub import endpoint, hub_offline, hub_unreachable
+
+    if spec == "smollm2":
+        return
+    if _looks_like_path(spec):
+        folder = Path(spec).expanduser()
+        if not folder.is_dir():
+            raise NotFoundError(f"base model {spec}: no such folder",
+                                hint="pass smollm2, a checkpoint folder or a hub id")
+        return
+    if hub_offline():
+        return  # the hub cache decides, at once
+    why = hub_unreachable()
+    if why is not None:
+        raise NotFoundError(f"base model {spec!r} is not 'smollm2' nor a folder, and there is no hub at "
+                            f"{endpoint()} to give it ({why})",
+                            hint="pass --base-model smollm2 or a checkpoint folder (HF_HUB_OFFLINE=1 reads "
+                                 "the hub cache)")
+
+
 def load_base_model(spec: str) -> LoadedModel:
     """`smollm2`, a checkpoint folder or a hub id -> the model (fp32, train mode) and its tokenizer."""
     import_torch()

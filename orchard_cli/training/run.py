@@ -98,7 +98,7 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
           warn: Any = None) -> TrainSummary:
     """Run (or resume) the training described by `config`. `warn(message)` gets loud warnings."""
     from orchard_cli.training.batches import plan
-    from orchard_cli.training.model_loading import load_base_model
+    from orchard_cli.training.model_loading import check_base_model, load_base_model
     from orchard_cli.training.report import ProgressLine, model_card, read_log, write_loss_png
     from orchard_cli.training.samples import build_samples
     from orchard_cli.training.trainer import Trainer, apply_lora, median_tokens_per_s, peak_memory_mib
@@ -117,6 +117,7 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
     episodes, report = load_episodes(config.trajectories, config.filters)
     if not episodes:
         raise _no_data(report)
+    check_base_model(config.base_model)  # before minutes of loading: a base model that cannot be had
     overlap = overlapping(episodes, eval_task_ids)
     if overlap and not config.allow_overlap:
         shown = ", ".join(overlap[:5]) + (f" and {len(overlap) - 5} more" if len(overlap) > 5 else "")

@@ -137,6 +137,14 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
         raise UsageError(f"no graded episodes to learn from ({dropped} env/infra error(s) excluded)")
     say(f"{len(episodes)} graded episode(s) from {len({e.task_key for e in episodes})} task(s); "
         f"{dropped} env/infra error(s) excluded")
+    old_tasks = set(old["tasks"].tolist()) if old is not None else set()
+    train_keys, held_keys = data.split_by_task({e.task_key for e in episodes}, config.holdout, config.seed,
+                                               fixed_train=old_tasks, fold=config.fold)
+    known = [int(v) for v in old["labels"]] if old is not None else []
+    known += [e.label or 0 for e in episodes if e.task_key in train_keys]
+    if len(set(known)) < 2:  # before minutes of loading the base model and reading every episode
+        raise UsageError(f"the training tasks hold {sum(known)} resolved and {len(known) - sum(known)} unresolved "
+                         "episode(s): a value model needs both", hint="add graded experience with both outcomes")
     base = load_base(config.base_model, config.threads)
     identity = base_identity(config.base_model, base)
     if earlier is not None:
@@ -148,9 +156,6 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
             raise UsageError(f"--init-from {config.init_from} reads {earlier.meta.max_tokens} tokens, "
                              f"not --max-tokens {config.max_tokens}",
                              hint=f"pass --max-tokens {earlier.meta.max_tokens}")
-    old_tasks = set(old["tasks"].tolist()) if old is not None else set()
-    train_keys, held_keys = data.split_by_task({e.task_key for e in episodes}, config.holdout, config.seed,
-                                               fixed_train=old_tasks, fold=config.fold)
     from orchard_cli.value.features import Featurizer
 
     featurizer = Featurizer(base, max_tokens=config.max_tokens, fingerprint=identity.fingerprint,

@@ -7,7 +7,7 @@ imported only when a file of that kind is read.
 
 Without a hub, huggingface_hub retries each request five times with backoff (about 24 s, not
 configurable), so one HEAD request to the endpoint (HF_ENDPOINT, through the usual proxy
-variables) comes first: no HTTP answer within HUB_PROBE_TIMEOUT seconds -> one error line that
+variables) comes first (orchard_cli.hub): no HTTP answer within 5 seconds -> one error line that
 says how to point at a local file. With HF_HUB_OFFLINE=1 there is no probe: `datasets` reads its
 cache, and a miss is reported the same way.
 """
@@ -15,24 +15,19 @@ cache, and a miss is reported the same way.
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchard_cli import hub
 from orchard_cli.errors import InfraError, MissingDependencyError, NotFoundError, UsageError
+from orchard_cli.hub import hub_offline, hub_unreachable
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
 LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 INSTALL_HINT = "pip install 'orchard-cli[swe]'"
-HUB_PROBE_TIMEOUT = 5.0
-DEFAULT_ENDPOINT = "https://huggingface.co"
-TRUE_VALUES = ("1", "ON", "YES", "TRUE")
 
 
 @dataclass
@@ -82,7 +77,7 @@ def read_file(path: Path) -> Dataset:
         records = [_plain(row) for row in frame.to_dict(orient="records")]
     elif path.suffix == ".jsonl":
         records = []
-        for number, line in enumerate(path.read_text().splitlines(), 1):
+        for number, line in enumerate(_text(path).splitlines(), 1):
             if line.strip():
                 try:
                     records.append(json.loads(line))
@@ -90,7 +85,7 @@ def read_file(path: Path) -> Dataset:
                     raise UsageError(f"{path}:{number}: not JSON: {exc.msg}") from exc
     elif path.suffix == ".json":
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(_text(path))
         except json.JSONDecodeError as exc:
             raise UsageError(f"{path}: not JSON: {exc.msg}") from exc
         records = data if isinstance(data, list) else [data]
@@ -99,38 +94,17 @@ def read_file(path: Path) -> Dataset:
     return Dataset([normalize(r, str(path)) for r in records], str(path), digest)
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not a text dataset (byte {exc.start} is not UTF-8)",
+                         hint="pass a SWE-bench-format .jsonl, .json or .parquet file") from None
+
+
 def local_hint(data_file: str | None) -> str:
     folder = f"a folder holding {data_file}" if data_file else "a folder of .parquet files"
     return f"pass --dataset PATH (a .parquet/.jsonl/.json file) or set ORCHARD_SWE_DATA to {folder}"
-
-
-def hub_offline() -> bool:
-    """HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE / TRANSFORMERS_OFFLINE) as `datasets` reads it."""
-    names = ("HF_DATASETS_OFFLINE",) if "HF_DATASETS_OFFLINE" in os.environ else (
-        "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    return any(os.environ.get(n, "").upper() in TRUE_VALUES for n in names)
-
-
-def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
-    """Why `endpoint` gives no HTTP answer (None when it answers, with any status), in one try."""
-    request = urllib.request.Request(endpoint.rstrip("/") + "/", method="HEAD")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout):
-            return None
-    except urllib.error.HTTPError:
-        return None  # an answer, even 4xx/5xx: the hub is there; `datasets` takes it from here
-    except http.client.RemoteDisconnected as exc:  # closed without a word: no answer
-        return str(exc) or type(exc).__name__
-    except (http.client.HTTPException, ssl.SSLError):
-        return None  # something answered (a malformed reply, a certificate urllib rejects):
-        # not "no hub"; `datasets` has its own HTTP stack and says what is wrong
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, ssl.SSLError):
-            return None
-        return str(getattr(reason, "strerror", None) or reason)
-    except (OSError, ValueError) as exc:  # timeouts, resets, a malformed HF_ENDPOINT
-        return str(exc) or type(exc).__name__
 
 
 def read_hub(dataset_id: str, split: str, *, data_file: str | None = None) -> Dataset:
@@ -139,9 +113,9 @@ def read_hub(dataset_id: str, split: str, *, data_file: str | None = None) -> Da
     except ModuleNotFoundError as exc:
         raise MissingDependencyError(f"loading {dataset_id!r} from a hub needs 'datasets'",
                                      hint=INSTALL_HINT) from exc
-    offline = hub_offline()
+    offline = hub_offline(datasets=True)
     if not offline:
-        endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+        endpoint = hub.endpoint()
         why = hub_unreachable(endpoint)
         if why is not None:
             raise InfraError(f"cannot load {dataset_id!r}: no hub at {endpoint} ({why})",
@@ -172,6 +146,8 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
 
 def normalize(record: dict[str, Any], source: str) -> dict[str, Any]:
     """Check the fields every instance needs; decode JSON-encoded lists and objects."""
+    if not isinstance(record, dict):
+        raise UsageError(f"{source}: an instance is a JSON object, not {type(record).__name__}")
     missing = [k for k in ("instance_id", "repo", "base_commit") if not record.get(k)]
     if not isinstance(record.get("test_patch"), str):  # "" is fine: synthesized tasks have none
         missing.append("test_patch")

@@ -187,3 +187,26 @@ def test_unreachable_upstream_is_retried_then_an_infra_error(proxy_for):
     [record] = episode.records
     assert record.error.type == "infra" and "unreachable after 3 attempts" in record.error.message
     assert record.attempts == 3
+
+
+def test_a_proxy_restarted_after_a_torn_line_starts_on_a_fresh_one(scripted, proxy_for, tmp_path):
+    """kill -9 mid-write leaves a fragment without a newline; the next proxy on the same --out
+    cuts it off instead of gluing its first record onto it (which made the file unreadable)."""
+    from proxy_helpers import CHAT, client
+
+    from orchard_cli.proxy import read_records
+
+    upstream = scripted(["one", "two"], dialects=("chat",))
+    out = tmp_path / "calls.jsonl"
+    first = proxy_for(upstream, out=out)
+    with client(first.open_episode("a")) as http:
+        assert http.post("/chat/completions", json=CHAT).status_code == 200
+    first.stop()
+    with out.open("ab") as fh:
+        fh.write(b'{"schema_version":1,"episode":"a","seq":1,"endpo')  # the torn write
+    second = proxy_for(upstream, out=out)
+    with client(second.open_episode("b")) as http:
+        assert http.post("/chat/completions", json=CHAT).status_code == 200
+    second.stop()
+    records = read_records(out)
+    assert [(r.episode, r.seq) for r in records] == [("a", 0), ("b", 0)]

@@ -16,7 +16,7 @@ import pytest
 
 from orchard_cli.errors import InfraError, NotFoundError, UnknownNameError, UsageError
 from orchard_cli.tasks.registry import find_suite, list_suites, load_suite
-from orchard_cli.tasks.swe.dataset import hub_unreachable
+from orchard_cli.hub import hub_unreachable
 from orchard_cli.tasks.swe.instance import eval_script, recipe_for
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
