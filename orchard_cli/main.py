@@ -9,6 +9,7 @@ Set ORCHARD_DEBUG=1 to see tracebacks.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import typer
@@ -78,6 +79,18 @@ def _click_errors() -> tuple[type[BaseException], ...]:
     return click.exceptions.ClickException, TyperClickException
 
 
+_PATH_KIND = ((re.compile(r"(?:file|path) '([^']*)' is a directory\.?"), r"\1 is a folder; name a file"),
+              (re.compile(r"(?:directory|dir|path) '([^']*)' is a file\.?"), r"\1 is a file; name a folder"))
+
+
+def _usage_message(exc: BaseException) -> str:
+    """click's message in one line, its path-kind complaints in orchard's words."""
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    for pattern, words in _PATH_KIND:
+        message = pattern.sub(words, message)
+    return message
+
+
 def _usage_hint(exc: BaseException) -> str | None:
     ctx = getattr(exc, "ctx", None)
     path = getattr(ctx, "command_path", None)
@@ -107,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # a click usage error or a bug
         if isinstance(exc, _click_errors()):  # bad flags or values: one line, exit 2
-            message = " ".join(str(exc.format_message()).split())
-            _say_error(message, _usage_hint(exc))
+            _say_error(_usage_message(exc), _usage_hint(exc))
             return exc.exit_code
         if debug:
             _traceback()

@@ -109,7 +109,8 @@ class DockerSandbox:
         memory = self._memory_cgroups()
         ooms = cgroups.oom_kills(memory)
         raw = self._run(request.command, env=request.env, cwd=request.cwd or self.info.spec.workdir,
-                        stdin=stdin, timeout=request.timeout_seconds, limit=request.output_limit)
+                        stdin=stdin, timeout=request.timeout_seconds, limit=request.output_limit,
+                        keep=request.keep_background)
         killed = (raw.signal == 9 or raw.exit_code == 137) and cgroups.oom_kills(memory) > ooms
         return _result(raw, oom_killed=killed)
 
@@ -124,7 +125,7 @@ class DockerSandbox:
         return self._memory
 
     def _run(self, command: str | list[str], *, env: dict[str, str], cwd: str,
-             stdin: bytes | None, timeout: float, limit: int) -> RawResult:
+             stdin: bytes | None, timeout: float, limit: int, keep: bool = False) -> RawResult:
         channel = self.channel
         if channel is None or channel.dead or self.backend.exec_mode == "engine":
             return engine_exec(self.backend.api, self.container_id, command, env=env, cwd=cwd,
@@ -133,7 +134,8 @@ class DockerSandbox:
         started = time.monotonic()
         argv = [self.shell, "-c", command] if isinstance(command, str) else list(command)
         reply = channel.call({"op": "exec", "argv": argv, "cwd": cwd, "env": {**self.env, **env},
-                              "stdin": stdin, "timeout": float(timeout), "limit": int(limit)},
+                              "stdin": stdin, "timeout": float(timeout), "limit": int(limit),
+                              "keep": keep},
                              timeout=timeout + 60)
         if reply.get("error") and "exit" not in reply:  # the runner is gone or did not answer
             return RawResult(exit_code=None, error=reply["error"],

@@ -107,7 +107,8 @@ class LocalSandbox:
             env["PWD"] = cwd
         frame = {"op": "exec", "argv": argv, "cwd": cwd, "env": env,
                  "stdin": request.stdin.encode() if request.stdin else None,
-                 "timeout": float(request.timeout_seconds), "limit": int(request.output_limit)}
+                 "timeout": float(request.timeout_seconds), "limit": int(request.output_limit),
+                 "keep": bool(request.keep_background)}
         ooms = cgroups.oom_kills(self._cgroups)
         reply = self._channel.call(frame, timeout=request.timeout_seconds + 60)
         if reply.get("error") and "exit" not in reply:

@@ -160,7 +160,18 @@ def _descendants(root):
     return found
 
 
-def keeper(argv, cwd, env, fds, status_w):
+def _zombie(pid):
+    try:
+        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)
+        try:
+            return os.read(fd, 512).decode("ascii", "replace").rsplit(")", 1)[1].split()[0] == "Z"
+        finally:
+            os.close(fd)
+    except (OSError, IndexError):
+        return True
+
+
+def keeper(argv, cwd, env, fds, status_w, keep=False):
     """In the forked keeper: run the command below this process, wait for it, end what it left
     running, report on `status_w`; never returns."""
     def stop(signum, frame):
@@ -173,9 +184,9 @@ def keeper(argv, cwd, env, fds, status_w):
         signal.signal(signal.SIGUSR1, stop)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        keep = set(fds) | {0, 1, 2, status_w}
+        needed = set(fds) | {0, 1, 2, status_w}
         for name in os.listdir("/proc/self/fd"):    # the runner's channel and other jobs' pipes
-            if int(name) not in keep:
+            if int(name) not in needed:
                 try:
                     os.close(int(name))
                 except OSError:
@@ -192,7 +203,7 @@ def keeper(argv, cwd, env, fds, status_w):
                 got, code = os.waitpid(-1, 0)
                 if got == pid:
                     status = code
-            deadline = time.monotonic() + GRACE
+            deadline = time.monotonic() + (0 if keep else GRACE)  # keep: the runner's GRACE applies
             alive = _descendants(os.getpid())
             while alive and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -205,19 +216,8 @@ def keeper(argv, cwd, env, fds, status_w):
             alive = set()
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         left = set()
-        for _ in range(50):
-            live = set()
-            for p in alive:
-                try:
-                    fd = os.open("/proc/%d/stat" % p, os.O_RDONLY)
-                    try:
-                        zombie = os.read(fd, 512).decode("ascii", "replace").rsplit(")", 1)[1].split()[0] == "Z"
-                    finally:
-                        os.close(fd)
-                except (OSError, IndexError):
-                    zombie = True
-                if not zombie:
-                    live.add(p)
+        for _ in range(0 if keep and not timed_out else 50):
+            live = {p for p in alive if not _zombie(p)}
             if not live:
                 break
             left |= live
@@ -234,10 +234,12 @@ def keeper(argv, cwd, env, fds, status_w):
             time.sleep(0.01)
             alive = _descendants(os.getpid())
         try:
-            while True:
+            while not keep or timed_out:
                 os.waitpid(-1, 0)
         except ChildProcessError:
             pass
+        if keep and not timed_out:  # left to run on (keep_background): counted, not killed
+            left = {p for p in _descendants(os.getpid()) if not _zombie(p)}
         if timed_out:
             left.discard(pid)
         write_all(status_w, ("status %s %d %d\n" % ("-" if status is None else status, len(left), int(timed_out))).encode())
@@ -281,7 +283,8 @@ class Job:
                         os.close(fd)
             raise exc
         if self.pid == 0:
-            keeper(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]), pipes[3][1])
+            keeper(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]), pipes[3][1],
+                   bool(req.get("keep")))
         os.close(child_in)
         os.close(pipes[1][1])
         os.close(pipes[2][1])

@@ -164,6 +164,10 @@ class ExecRequest(_Model):
     wait: bool = False
     """Orchard's job model: false returns {job_id, status} at once; true blocks for the result."""
     stdin: str | None = None
+    keep_background: bool = False
+    """Orchard's addition: let what the command starts in the background run on after it ends
+    (counted in `leftover_processes`, not killed; it dies with the sandbox). By default it is
+    killed when the command ends."""
     output_limit: int = Field(DEFAULT_OUTPUT_LIMIT, gt=0)
     """Bytes kept of stdout and of stderr each; the rest is dropped with an explicit marker."""
 

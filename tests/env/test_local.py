@@ -103,7 +103,7 @@ def test_file_api_edges(env, sid):
 def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
     assert run(env, sid, "kill -9 $$").exit_code == 137
     assert run(env, sid, "printf 'a\\377b'").stdout == "a\ufffdb"
-    job = run(env, sid, "(sleep 1; echo late; echo more >&2; touch /tmp/bg-done) & echo now")
+    job = run(env, sid, "(sleep 1; echo late; echo more >&2; touch /tmp/bg-done) & echo now", keep_background=True)
     assert job.ok and job.stdout == "now\n" and job.duration_seconds < 1.0, \
         "a background child held the command open"
     time.sleep(1.5)
@@ -314,7 +314,7 @@ def test_a_hundred_sandboxes_then_nothing_left(tmp_path):
         infos = [env.wait_sandbox(i.sandbox_id, timeout=120) for i in infos]
         assert [i.status for i in infos] == ["ready"] * 100, [i.error for i in infos if i.error]
         jobs = [env.exec(i.sandbox_id, ExecRequest(
-            command=f"sleep 6000.4242 > /dev/null 2>&1 & echo {n}")) for n, i in enumerate(infos)]
+            command=f"sleep 6000.4242 > /dev/null 2>&1 & echo {n}", keep_background=True)) for n, i in enumerate(infos)]
         assert [env.wait_job(j.job_id, 60).stdout for j in jobs] == [f"{n}\n" for n in range(100)]
         assert len(_marked_processes("6000.4242")) == 100
         pids = [int(i.details[k]) for i in infos for k in ("runner_pid", "bwrap_pid")]
