@@ -46,10 +46,10 @@ def run_command(sandbox: SandboxHandle, command: str, *, timeout: float, env: di
     except Exception as exc:  # noqa: BLE001 - an unreachable env service included: reported, not raised
         return HarnessRun(exit_code=None, duration_seconds=time.monotonic() - started,
                           error=f"the sandbox could not run the harness: {type(exc).__name__}: {exc}")
-    run = HarnessRun(exit_code=job.exit_code, timed_out=job.status == "timeout",
+    run = HarnessRun(exit_code=job.exit_code, timed_out=job.timed_out,
                      duration_seconds=job.duration_seconds or time.monotonic() - started,
                      stdout_tail=tail(job.stdout), stderr_tail=tail(job.stderr))
-    if job.status == "error":
+    if job.did_not_run:
         run.error = f"the sandbox could not run the harness: {job.error}"
     elif run.timed_out:
         run.error = f"killed at its time limit ({timeout:g} s)"

@@ -57,6 +57,22 @@ class InfraError(OrchardError):
     status_code = 503
 
 
+class OverloadedError(InfraError):
+    """The service has more work than it takes on right now; try again after `retry_after` s."""
+
+    status_code = 503
+
+    def __init__(self, message: str, *, hint: str | None = None, retry_after: float = 1.0) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after = retry_after
+
+
+class WaitTimeout(InfraError):
+    """A server-side wait ran out (HTTP 408); the thing waited for is still on its way."""
+
+    status_code = 408
+
+
 class SandboxError(InfraError):
     """A sandbox could not be created or stopped working."""
 

@@ -114,8 +114,8 @@ class SleepingHarness:
 
     def run(self, sandbox, context):
         job = sandbox.exec("echo 'half a fix' > calc/NOTES.txt && sleep 600", timeout=context.timeout_seconds)
-        return HarnessRun(exit_code=job.exit_code, timed_out=job.status == "timeout",
-                          error="killed at its time limit" if job.status == "timeout" else None)
+        return HarnessRun(exit_code=job.exit_code, timed_out=job.timed_out,
+                          error="killed at its time limit" if job.timed_out else None)
 
 
 class StuckHarness(SleepingHarness):

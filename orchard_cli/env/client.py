@@ -35,11 +35,13 @@ WAIT_CHUNK = 60.0
 HEARTBEAT_TIMEOUT = 120
 """Seconds without a heartbeat after which the service destroys a sandbox this client made
 (ORCHARD_ENV_HEARTBEAT_TIMEOUT overrides; a spec's own heartbeat_timeout wins)."""
+OVERLOAD_RETRIES = 5  # 503 answers waited out (after Retry-After seconds) before giving up
 # Extra seconds, beyond a command's own timeout, that a blocking exec may take over HTTP.
 EXEC_MARGIN = 60.0
 _BY_STATUS: dict[int, type[OrchardError]] = {
     400: errors.UsageError, 401: errors.AuthError, 403: errors.PathEscapeError,
-    404: errors.NotFoundError, 422: errors.UsageError, 501: errors.MissingDependencyError,
+    404: errors.NotFoundError, 408: errors.WaitTimeout, 413: errors.TooLargeError,
+    422: errors.UsageError, 501: errors.MissingDependencyError, 503: errors.OverloadedError,
 }
 
 
@@ -75,17 +77,28 @@ class EnvClient:
     def _request(self, method: str, path: str, *, timeout: float | None = None, **kwargs) -> Any:
         if timeout is not None:
             kwargs["timeout"] = httpx.Timeout(timeout, connect=10.0)
+        for attempt in range(OVERLOAD_RETRIES + 1):
+            response = self._send(method, path, kwargs)
+            if response.status_code != 503 or attempt == OVERLOAD_RETRIES:
+                break
+            try:  # overloaded: the service says when to come back
+                delay = float(response.headers.get("Retry-After") or 1.0)
+            except ValueError:
+                delay = 1.0
+            time.sleep(min(max(delay, 0.1), 30.0))
+        if response.status_code >= 400:
+            raise self._error(response)
+        return response.json()
+
+    def _send(self, method: str, path: str, kwargs: dict) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.request(method, path, **kwargs)
         except httpx.TimeoutException as exc:
             raise InfraError(f"Orchard Env at {self.url} did not answer {method} {path} in time",
                              hint="is the service overloaded? check `orchard env status`") from exc
         except httpx.TransportError as exc:
             raise InfraError(f"cannot reach Orchard Env at {self.url}: {exc}",
                              hint="start it with `orchard env up` (or check ORCHARD_ENV_URL)") from exc
-        if response.status_code >= 400:
-            raise self._error(response)
-        return response.json()
 
     def _error(self, response: httpx.Response) -> OrchardError:
         try:
@@ -123,7 +136,7 @@ class EnvClient:
         if not wait:
             return info
         info = self.wait_sandbox(info.sandbox_id, timeout=3600.0)
-        if info.status == "error":
+        if info.status == "failed":
             self._created.remove(info.sandbox_id)
             try:
                 self.delete_sandbox(info.sandbox_id)
@@ -133,14 +146,18 @@ class EnvClient:
         return info
 
     def wait_sandbox(self, sandbox_id: str, timeout: float = 300.0) -> SandboxInfo:
+        """The sandbox once ready or failed, or as it is when `timeout` runs out (the service
+        answers 408 to a wait that ran out; this loops in bounded requests)."""
         deadline = time.monotonic() + timeout
         while True:
             chunk = max(0.0, min(WAIT_CHUNK, deadline - time.monotonic()))
-            info = SandboxInfo.model_validate(self._request(
-                "GET", f"/sandboxes/{sandbox_id}/wait", params={"timeout": chunk},
-                timeout=chunk + 30.0))
-            if info.status != "creating" or time.monotonic() >= deadline:
-                return info
+            try:
+                return SandboxInfo.model_validate(self._request(
+                    "GET", f"/sandboxes/{sandbox_id}/wait", params={"timeout": chunk},
+                    timeout=chunk + 30.0))
+            except errors.WaitTimeout:
+                if time.monotonic() >= deadline:
+                    return self.get_sandbox(sandbox_id)
 
     def get_sandbox(self, sandbox_id: str) -> SandboxInfo:
         return SandboxInfo.model_validate(self._request("GET", f"/sandboxes/{sandbox_id}"))
@@ -152,11 +169,12 @@ class EnvClient:
         return SandboxInfo.model_validate(self._request("POST", f"/sandboxes/{sandbox_id}/heartbeat"))
 
     def delete_sandbox(self, sandbox_id: str) -> SandboxInfo:
-        info = SandboxInfo.model_validate(self._request("DELETE", f"/sandboxes/{sandbox_id}",
-                                                        timeout=660.0))
+        body = self._request("DELETE", f"/sandboxes/{sandbox_id}", timeout=660.0)
         if sandbox_id in self._created:
             self._created.remove(sandbox_id)
-        return info
+        if "spec" not in body:  # the service deletes unknown ids too (idempotent), and says so
+            raise errors.NotFoundError(f"no sandbox {sandbox_id!r}")
+        return SandboxInfo.model_validate(body)
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> Job:
         body = request.model_dump(mode="json")

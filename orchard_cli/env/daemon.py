@@ -25,6 +25,7 @@ from orchard_cli.env.owner import current_owner, owner_alive
 from orchard_cli.errors import InfraError
 from orchard_cli.home import state_dir
 
+KEEP_ALIVE = 120  # seconds an idle client connection stays open (pooled SDK clients idle between calls)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_BACKEND = "local"
@@ -169,7 +170,7 @@ def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = 
                 manager.close()
 
     app = create_app(manager, key, close_on_shutdown=False)
-    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5,
+    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, timeout_keep_alive=KEEP_ALIVE,
                             access_log=log_level == "debug")
     server = _server_class()(config)
     server.on_stop = close_once

@@ -11,7 +11,7 @@ one proxy URL.
 
 Commands run through the sandbox runner the local backend uses too (`local_runner.py`), started
 with the container when the image has python3; it connects back once to a socket in the
-bind-mounted control folder (`docker_io.RunnerChannel`). A command costs a fork in the container,
+bind-mounted control folder (`runner_channel.RunnerChannel`, the local backend's too). A command costs a fork in the container,
 not an engine round trip (~2 ms against ~55 ms). Images without python3 (or
 `exec_mode='engine'`) use the engine's exec API, with the same timeout, kill and truncation rules.
 """
@@ -29,12 +29,8 @@ from typing import ClassVar
 
 from orchard_cli.env import cgroups
 from orchard_cli.env.docker_files import HostTree
-from orchard_cli.env.docker_io import (
-    RawResult,
-    RunnerChannel,
-    engine_exec,
-    extract_workdir,
-)
+from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
+from orchard_cli.env.runner_channel import RunnerChannel
 from orchard_cli.env.images import docker_client, ensure_base_image
 from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
 from orchard_cli.env.models import (
@@ -185,6 +181,13 @@ class DockerSandbox:
         self.backend.destroy(self.info.sandbox_id)
 
 
+def _log_tail(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")[-600:].strip() or "no output"
+    except OSError:
+        return "no log"
+
+
 def _text(data: bytes, dropped: int) -> tuple[str, bool]:
     text = data.decode("utf-8", errors="replace")
     if dropped:
@@ -267,7 +270,8 @@ class DockerBackend:
         os.chmod(root / "ctl", 0o1777)  # the image's user may not be root
         shutil.copyfile(Path(__file__).with_name("local_runner.py"), root / "ctl" / "runner.py")
         (root / "ctl" / "start.sh").write_text(_START)
-        channel = RunnerChannel(root / "ctl")
+        channel = RunnerChannel(root / "ctl" / "ctl.sock", lambda: _log_tail(root / "ctl" / "runner.log"),
+                                socket_mode=0o666)  # the runner runs as the image's user
         forwarder = None
         env = dict(spec.env)
         config: dict = {}
@@ -378,7 +382,7 @@ class DockerBackend:
                                        hint=f"the image {spec.image} needs /bin/sh")
                 time.sleep(0.5)
         raise SandboxError(f"the sandbox runner did not start within {RUNNER_WAIT:.0f}s: "
-                           f"{channel.log_tail()}")
+                           f"{_log_tail(ctl / 'runner.log')}")
 
     # ---- list and destroy -----------------------------------------------------------------------
 

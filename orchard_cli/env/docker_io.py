@@ -1,7 +1,5 @@
 """Plumbing for the docker backend: the runner channel, engine exec, image archives.
 
-- `RunnerChannel`: frames to and JSON lines from the sandbox runner (`local_runner.py`, the same
-  one the local backend uses) over the one connection it makes to a socket in the control folder.
 - `engine_exec`: a command through the engine's exec API, used when the image has no python3 for
   the runner (or `exec_mode='engine'`), with the same timeout, kill and truncation rules.
 - `extract_workdir`: an image's files at the workdir, from the engine's tar stream, into a folder.
@@ -10,12 +8,8 @@
 from __future__ import annotations
 
 import io
-import json
-import marshal
 import os
-import select
 import shutil
-import socket
 import subprocess
 import tarfile
 import threading
@@ -24,7 +18,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchard_cli.env.local_channel import bind_unix
 from orchard_cli.errors import SandboxError
 
 
@@ -130,114 +123,6 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-# ---- the runner channel ----------------------------------------------------------------------
-
-
-class RunnerChannel:
-    """The host end of `local_runner.py` inside a container.
-
-    The runner connects back to `ctl.sock` in the control folder, which accepts exactly one
-    connection, made before any command exists in the sandbox, and then disappears; the runner
-    makes itself non-dumpable, so no process in the sandbox can reach the channel and forge a
-    result. Requests are length-prefixed marshal frames; replies are JSON lines matched by id."""
-
-    def __init__(self, ctl: Path) -> None:
-        self.path = ctl / "ctl.sock"
-        self.listener = bind_unix(self.path, backlog=1)
-        os.chmod(self.path, 0o666)  # the runner runs as the image's user
-        self.log = ctl / "runner.log"
-        self.hello: dict = {}
-        self.dead: str | None = None
-        self.conn: socket.socket | None = None
-        self._pending: dict[int, list] = {}
-        self._next = 0
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-
-    def accept(self, config: dict, timeout: float) -> bool:
-        """Take the runner's connection if it has come (False if not yet), then hand it its
-        config, read its hello and start reading replies."""
-        if not select.select([self.listener], [], [], timeout)[0]:
-            return False
-        self.conn, _ = self.listener.accept()
-        self._close_listener()
-        self.conn.settimeout(30)
-        self.send(config)
-        reader = self.conn.makefile("rb")
-        line = reader.readline()
-        self.conn.settimeout(None)
-        self.hello = json.loads(line) if line else {}
-        if not self.hello.get("ready"):
-            raise SandboxError(f"the sandbox runner did not say hello: {self.log_tail()}")
-        threading.Thread(target=self._read, args=(reader,), daemon=True,
-                         name=f"orchard-docker-{self.path.parent.parent.name}").start()
-        return True
-
-    def _close_listener(self) -> None:
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
-            _unlink(self.path)
-
-    def send(self, frame: dict) -> None:
-        data = marshal.dumps(frame, 2)
-        with self._write_lock:
-            self.conn.sendall(len(data).to_bytes(4, "big") + data)
-
-    def call(self, frame: dict, timeout: float) -> dict:
-        slot: list = [threading.Event(), None]
-        with self._lock:
-            if self.dead:
-                return {"error": self.dead}
-            self._next += 1
-            frame["id"] = self._next
-            self._pending[self._next] = slot
-        try:
-            self.send(frame)
-        except OSError as exc:
-            return {"error": f"sandbox runner is gone ({exc.strerror or exc})"}
-        if not slot[0].wait(timeout):
-            return {"error": f"sandbox runner did not answer within {timeout:.0f}s"}
-        return slot[1]
-
-    def _read(self, reader) -> None:
-        try:
-            for line in reader:
-                try:
-                    reply = json.loads(line)
-                except ValueError:
-                    continue
-                with self._lock:
-                    slot = self._pending.pop(reply.get("id"), None)
-                if slot:
-                    slot[1] = reply
-                    slot[0].set()
-        except (OSError, ValueError):
-            pass
-        with self._lock:
-            self.dead = self.dead or f"sandbox runner exited: {self.log_tail()}"
-            pending, self._pending = self._pending, {}
-        for slot in pending.values():
-            slot[1] = {"error": self.dead}
-            slot[0].set()
-
-    def log_tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-600:].strip() or "no output"
-        except OSError:
-            return "no log"
-
-    def close(self) -> None:
-        self.dead = self.dead or "sandbox destroyed"
-        self._close_listener()
-        if self.conn is not None:
-            for step in (lambda: self.conn.shutdown(socket.SHUT_RDWR), self.conn.close):
-                try:
-                    step()
-                except OSError:
-                    pass
 
 
 # ---- image files at the workdir --------------------------------------------------------------

@@ -40,7 +40,8 @@ from pathlib import Path
 
 from orchard_cli.env import cgroups
 from orchard_cli.env.base import CAPABILITIES
-from orchard_cli.env.local_channel import Channel, bind_unix, spawn
+from orchard_cli.env.local_spawn import OutputTail, spawn
+from orchard_cli.env.runner_channel import RunnerChannel
 from orchard_cli.env.local_bwrap import bwrap_argv, image_root, in_image, runner_python
 from orchard_cli.env.local_files import SandboxFiles
 from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
@@ -76,12 +77,14 @@ def _text(data: str, dropped: int) -> str:
 
 class LocalSandbox:
     def __init__(self, backend: "LocalBackend", info: SandboxInfo, folder: Path, shell: str,
-                 channel: Channel, cgroup_dirs: list[str], proxy: ProxyForwarder | None) -> None:
+                 channel: RunnerChannel, cgroup_dirs: list[str], proxy: ProxyForwarder | None,
+                 proc: subprocess.Popen) -> None:
         self.info = info
         self.folder = folder
         self._backend = backend
         self._shell = shell
         self._channel = channel
+        self._proc = proc
         self._cgroups = cgroup_dirs
         self._proxy = proxy
         self._files = SandboxFiles(info.spec, folder / "work", folder / "tmp")
@@ -136,7 +139,7 @@ class LocalSandbox:
         if self._destroyed:
             return
         self._destroyed = True
-        proc = self._channel.proc
+        proc = self._proc
         if self._isolated:
             proc.kill()     # the pid namespace dies with bwrap
         self._channel.close()   # unisolated: the runner kills its commands and exits
@@ -211,8 +214,8 @@ class LocalBackend:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]
         config: dict = {}
-        proxy = proc = channel = None
-        listener = bind_unix(folder / "run" / "ctl.sock", backlog=1)
+        proxy = proc = tail = None
+        channel = RunnerChannel(folder / "run" / "ctl.sock", lambda: tail.text() if tail else "no output")
         try:
             if spec.network == "proxy" and self.bwrap:
                 proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
@@ -220,15 +223,15 @@ class LocalBackend:
             proc = spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                          cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
-            channel = Channel(proc)
-            channel.connect(listener, config, READY_TIMEOUT)
+            tail = OutputTail(proc)
+            if not channel.accept(config, READY_TIMEOUT, alive=lambda: proc.poll() is None):
+                tail.wait(1)
+                raise SandboxError(f"local sandbox did not start: {tail.text()}")
         except BaseException:
-            listener.close()
             if proc is not None:
                 proc.kill()
                 proc.wait()
-            if channel is not None:
-                channel.close()
+            channel.close()
             if proxy:
                 proxy.close()
             raise
@@ -247,7 +250,7 @@ class LocalBackend:
                      "runner_pid": str(runner_pid), "bwrap_pid": str(proc.pid),
                      "cgroups": ",".join(dirs),
                      "runner_protected": str(bool(channel.hello.get("protected"))).lower()})
-        sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, proxy)
+        sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, proxy, proc)
         with self._lock:
             self._live[sandbox_id] = sandbox
         return sandbox

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchard_cli.env.local_channel import bind_unix
+from orchard_cli.env.runner_channel import bind_unix
 
 CHUNK = 65536
 

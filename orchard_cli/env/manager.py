@@ -8,6 +8,7 @@ of orphans. The HTTP service (`service.py`) is a thin skin over this class, and 
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 import uuid
@@ -17,6 +18,10 @@ from orchard_cli.env.backends import load_backend
 from orchard_cli.env.base import Sandbox, SandboxBackend
 from orchard_cli.env.models import (
     CLIENT_LABEL,
+    TIMEOUT_EXIT_CODE,
+    FileEntry,
+    FileList,
+    check_file_mode,
     ExecRequest,
     ExecResult,
     Job,
@@ -29,6 +34,13 @@ from orchard_cli.env.patch import apply_patch as _apply_patch
 from orchard_cli.env.paths import resolve_sandbox_path
 from orchard_cli.errors import InfraError, NotFoundError, OrchardError, UsageError
 
+LIST_SCRIPT = (  # tab-separated kind, size, mtime, name per entry; POSIX sh with GNU or busybox stat
+    '[ -e "$1" ] || exit 44; [ -d "$1" ] || exit 45; cd "$1" || exit 45; '
+    'for f in * .[!.]* ..?*; do [ -e "$f" ] || [ -L "$f" ] || continue; '
+    'stat -L -c "%F\t%s\t%Y\t%n" -- "$f" 2>/dev/null || printf "file\t0\t0\t%s\\n" "$f"; done')
+DEFAULT_HEARTBEAT_TIMEOUT = 180.0
+"""A sandbox that has sent a heartbeat and has no heartbeat_timeout of its own is reaped after
+this many seconds without another (the published server's rule); one that never sent any is not."""
 # Finished jobs are kept this long for GET /jobs/{id}, then forgotten.
 JOB_RETENTION_SECONDS = 3600
 
@@ -48,13 +60,39 @@ class _Entry:
         self.lock = threading.Lock()
 
 
+def login_shell_command(command: str | list[str]) -> list[str]:
+    """A command line run as the published API's `login_shell` runs it: bash as a login shell
+    that also reads ~/.bashrc (not interactive: no job-control noise on stderr)."""
+    line = command if isinstance(command, str) else shlex.join(command)
+    return ["bash", "--login", "-c", f"if [ -f ~/.bashrc ]; then . ~/.bashrc; fi; {line}"]
+
+
+def job_update(result: ExecResult, timeout: float) -> dict:
+    """A finished command as the job reports it (the published status words)."""
+    update = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
+              "stdout_truncated": result.stdout_truncated, "stderr_truncated": result.stderr_truncated,
+              "error": result.error, "oom_killed": result.oom_killed,
+              "leftover_processes": result.leftover_processes}
+    if result.error:
+        update.update(status="failed", exit_code=None)
+    elif result.timed_out:
+        update.update(status="failed", exit_code=TIMEOUT_EXIT_CODE, timed_out=True,
+                      error=f"Command timed out after {timeout:g}s",
+                      stderr=result.stderr + f"\nCommand timed out after {timeout:g}s and was killed")
+    else:
+        update["status"] = "succeeded" if result.exit_code == 0 else "failed"
+    return update
+
+
 class EnvManager:
     def __init__(self, backend: str | SandboxBackend = "local", *, max_workers: int = 64,
-                 reap_interval: float = 5.0, **backend_options) -> None:
+                 reap_interval: float = 5.0, heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+                 **backend_options) -> None:
         self.backend: SandboxBackend = (
             load_backend(backend, **backend_options) if isinstance(backend, str) else backend
         )
         self.owner = current_owner()
+        self.heartbeat_timeout = heartbeat_timeout
         self._sandboxes: dict[str, _Entry] = {}
         self._jobs: dict[str, Job] = {}
         self._job_done: dict[str, threading.Event] = {}
@@ -67,19 +105,23 @@ class EnvManager:
 
     # ---- sandboxes -------------------------------------------------------------------------
 
-    def create_sandbox(self, spec: SandboxSpec, *, wait: bool = True) -> SandboxInfo:
-        """Create a sandbox. With wait=False it returns at once in status 'creating'."""
-        sandbox_id = new_id("sb")
+    def create_sandbox(self, spec: SandboxSpec, *, wait: bool = True, sandbox_id: str | None = None) -> SandboxInfo:
+        """Create a sandbox. With wait=False it returns at once in status 'pending'. A client may
+        choose the id; asking again for an id that exists gives that sandbox (a retried request)."""
         now = time.time()
-        info = SandboxInfo(sandbox_id=sandbox_id, backend=self.backend.name, status="creating",
-                           spec=spec, created_at=now, expires_at=now + spec.timeout,
-                           last_heartbeat=now)
-        entry = _Entry(info)
         with self._lock:
+            existing = self._sandboxes.get(sandbox_id) if sandbox_id else None
+            if existing is not None:
+                return existing.info.model_copy()
+            sandbox_id = sandbox_id or new_id("sb")
+            info = SandboxInfo(sandbox_id=sandbox_id, backend=self.backend.name, status="pending",
+                               spec=spec, created_at=now, expires_at=now + spec.timeout,
+                               last_heartbeat=now)
+            entry = _Entry(info)
             self._sandboxes[sandbox_id] = entry
         if wait:
             self._build(entry)
-            if entry.info.status == "error":
+            if entry.info.status == "failed":
                 with self._lock:
                     self._sandboxes.pop(sandbox_id, None)
                 raise entry.error
@@ -94,7 +136,10 @@ class EnvManager:
         except Exception as exc:  # reported on the sandbox; re-raised for wait=True callers
             entry.error = exc if isinstance(exc, OrchardError) else InfraError(
                 f"backend {self.backend.name!r} could not create the sandbox: {exc}")
-            entry.info = info.model_copy(update={"status": "error", "error": str(exc)})
+            why = entry.error.message or f"{type(exc).__name__} (no message)"
+            if entry.error.hint:
+                why += f"; {entry.error.hint}"
+            entry.info = info.model_copy(update={"status": "failed", "error": why})
             try:
                 self.backend.destroy(info.sandbox_id)
             except Exception:
@@ -130,6 +175,7 @@ class EnvManager:
     def heartbeat(self, sandbox_id: str) -> SandboxInfo:
         entry = self._entry(sandbox_id)
         entry.info.last_heartbeat = time.time()
+        entry.info.heartbeats += 1
         return entry.info.model_copy()
 
     def delete_sandbox(self, sandbox_id: str) -> SandboxInfo:
@@ -158,6 +204,8 @@ class EnvManager:
         sandbox = self._ready(sandbox_id)
         if request.cwd is not None:
             request = request.model_copy(update={"cwd": self._path(sandbox, request.cwd, any_dir=True)})
+        if request.login_shell:
+            request = request.model_copy(update={"command": login_shell_command(request.command)})
         job = Job(job_id=new_id("job"), sandbox_id=sandbox_id, status="queued",
                   command=request.command)
         done = threading.Event()
@@ -178,14 +226,9 @@ class EnvManager:
         except Exception as exc:
             result = ExecResult(exit_code=None, error=f"{type(exc).__name__}: {exc}")
         finished = time.time()
-        status = "error" if result.error else "timeout" if result.timed_out else "completed"
         self._jobs[job.job_id] = job.model_copy(update={
-            "status": status, "exit_code": result.exit_code, "stdout": result.stdout,
-            "stderr": result.stderr, "stdout_truncated": result.stdout_truncated,
-            "stderr_truncated": result.stderr_truncated, "started_at": started,
-            "finished_at": finished, "duration_seconds": result.duration_seconds or finished - started,
-            "error": result.error, "oom_killed": result.oom_killed,
-            "leftover_processes": result.leftover_processes})
+            **job_update(result, request.timeout_seconds), "started_at": started, "finished_at": finished,
+            "duration_seconds": result.duration_seconds or finished - started})
         done.set()
 
     def get_job(self, job_id: str) -> Job:
@@ -207,6 +250,7 @@ class EnvManager:
         return resolve_sandbox_path(sandbox.info.spec.workdir, path)
 
     def write_file(self, sandbox_id: str, path: str, data: bytes, mode: int = 0o644) -> str:
+        check_file_mode(mode)
         sandbox = self._ready(sandbox_id)
         resolved = self._path(sandbox, path)
         sandbox.write_file(resolved, data, mode)
@@ -216,10 +260,34 @@ class EnvManager:
         sandbox = self._ready(sandbox_id)
         return sandbox.read_file(self._path(sandbox, path))
 
-    def apply_patch(self, sandbox_id: str, patch: str, cwd: str | None = None) -> PatchResult:
+    def list_files(self, sandbox_id: str, path: str | None = None) -> FileList:
+        """The entries of a folder in the sandbox (not recursive), sorted by name; read by a
+        command inside it, so any folder the sandbox sees can be listed."""
+        sandbox = self._ready(sandbox_id)
+        folder = self._path(sandbox, path or sandbox.info.spec.workdir, any_dir=True)
+        result = sandbox.exec(ExecRequest(command=["/bin/sh", "-c", LIST_SCRIPT, "orchard-ls", folder],
+                                          timeout_seconds=60, cwd="/"))
+        if result.error or result.timed_out:
+            raise InfraError(f"cannot list {folder}: {result.error or 'timed out'}")
+        if result.exit_code == 44:
+            raise NotFoundError(f"Path not found: {folder}")
+        if result.exit_code == 45:
+            raise UsageError(f"{folder} is not a folder")
+        entries = []
+        for line in result.stdout.splitlines():
+            kind, size, mtime, name = (line.split("\t", 3) + ["", "", "", ""])[:4]
+            if not name:
+                continue
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(mtime))) if mtime.isdigit() else None
+            entries.append(FileEntry(name=name, type="directory" if kind == "directory" else "file",
+                                     size=int(size) if size.isdigit() else 0, modified=stamp))
+        return FileList(path=folder, files=sorted(entries, key=lambda e: e.name))
+
+    def apply_patch(self, sandbox_id: str, patch: str, cwd: str | None = None,
+                    timeout: float | None = None) -> PatchResult:
         sandbox = self._ready(sandbox_id)
         where = self._path(sandbox, cwd or sandbox.info.spec.workdir)
-        return _apply_patch(sandbox, patch, where)
+        return _apply_patch(sandbox, patch, where, timeout)
 
     # ---- expiry, heartbeats, gc --------------------------------------------------------------
 
@@ -245,8 +313,9 @@ class EnvManager:
         now = time.time()
         doomed = []
         for info in self.list_sandboxes():
-            hb = info.spec.heartbeat_timeout
-            if info.status == "creating":
+            # its own heartbeat timeout; else, once it has sent one, the service's (published: 180 s)
+            hb = info.spec.heartbeat_timeout or (self.heartbeat_timeout if info.heartbeats else None)
+            if info.status == "pending":
                 continue
             if now > info.expires_at or (hb and now - info.last_heartbeat > hb):
                 doomed.append(info.sandbox_id)
@@ -264,7 +333,7 @@ class EnvManager:
         reaped = self.reap_expired()
         for info in self.list_sandboxes():
             client = info.spec.labels.get(CLIENT_LABEL)
-            if client and info.status != "creating" and not owner_alive(client):
+            if client and info.status != "pending" and not owner_alive(client):
                 try:
                     self.delete_sandbox(info.sandbox_id)
                     reaped.append(info.sandbox_id)

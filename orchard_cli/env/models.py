@@ -1,9 +1,16 @@
 """The Orchard Env API: one set of pydantic models for Python callers, the HTTP body and disk.
 
-Field names follow the published Orchard Env API (`sandbox_id`, `block_network`, `cpu`, `memory`,
-`timeout`; exec with `command`, `timeout_seconds`, `cwd`, `env`, `wait` and the job model), so its
-clients work against ours. Additions beyond it: `network` (none | proxy | full) with `proxy_url`,
-`pids`, `workdir`, `labels`, `heartbeat_timeout`.
+Field names and status words follow the published Orchard Env API (Microsoft's `orchard_env`
+SDK), so its clients work against ours unchanged: a sandbox is `pending`, `ready` or `failed`
+(and `stopped` once deleted), with `ready`, `status_message`, `image`, `block_network`, `cpu`,
+`memory` and `timeout` at the top level; exec takes `command`, `timeout_seconds`, `cwd`, `env`
+(null meaning the default), `login_shell` and `wait`; a job is `queued`, `running`, `succeeded`
+or `failed` (a command past its timeout is `failed` with exit code 124). Orchard's additions are
+optional fields: `network` (none | proxy | full) with `proxy_url`, `pids`, `workdir`, `labels`,
+`heartbeat_timeout`, `mounts`; a job's `timed_out`, `oom_killed` and `leftover_processes`.
+
+Schema 2 of SandboxInfo and Job brought the published status words; records of schema 1
+(`creating`/`error`, `completed`/`timeout`/`error`/`cancelled`) still read.
 """
 
 from __future__ import annotations
@@ -12,14 +19,18 @@ import re
 import time
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 NetworkMode = Literal["none", "proxy", "full"]
-SandboxStatus = Literal["creating", "ready", "stopped", "error"]
-JobStatus = Literal["queued", "running", "completed", "timeout", "error", "cancelled"]
-FINISHED_JOB_STATES = frozenset({"completed", "timeout", "error", "cancelled"})
+SandboxStatus = Literal["pending", "ready", "failed", "stopped"]
+JobStatus = Literal["queued", "running", "succeeded", "failed"]
+FINISHED_JOB_STATES = frozenset({"succeeded", "failed"})
+TIMEOUT_EXIT_CODE = 124
+"""The exit code of a command killed at its timeout, as the published API and `timeout(1)` give it."""
+_OLD_SANDBOX_STATUS = {"creating": "pending", "error": "failed"}
+NAMESPACE = "orchard"
 
 # Default ceiling on captured stdout / stderr per job; beyond it output is cut with a marker.
 DEFAULT_OUTPUT_LIMIT = 1 << 20
@@ -101,6 +112,18 @@ class SandboxSpec(_Model):
     """Host paths bound into the sandbox (harness binaries, prepared environments); read-only
     unless said otherwise. Backends that cannot mount list 'mounts' in `unsupported`."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _published_values(cls, data: object) -> object:
+        """The published API's spellings: cpu as a quantity string ('2', '2000m'), and null for
+        'the default' on any optional field."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if v is not None or k in ("network", "proxy_url",
+                                                                             "heartbeat_timeout")}
+            if "cpu" in data:
+                data["cpu"] = cpu_cores(data["cpu"])
+        return data
+
     @field_validator("memory")
     @classmethod
     def _memory(cls, value: str) -> str:
@@ -130,8 +153,31 @@ class SandboxSpec(_Model):
         return parse_memory(self.memory)
 
 
+def cpu_cores(value: object) -> object:
+    """'2', '2000m', 2 -> cores (the published API sends cpu as a Kubernetes quantity string)."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+        except ValueError:
+            return value  # pydantic says what is wrong with it
+    return value
+
+
+class CreateSandbox(SandboxSpec):
+    """Body of `POST /sandboxes`: a spec, and optionally the id the client chose (the published
+    SDK sends one when it has a prefix)."""
+
+    sandbox_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+    def spec(self) -> "SandboxSpec":
+        return SandboxSpec.model_validate(self.model_dump(exclude={"sandbox_id"}))
+
+
 class SandboxInfo(_Model):
-    """What the service says about one sandbox (`GET /sandboxes/{id}`)."""
+    """What the service says about one sandbox (`GET /sandboxes/{id}`). The published API's
+    fields (`ready`, `status_message`, `image`, `block_network`, `cpu`, `memory`, `timeout`,
+    `namespace`) are derived from the rest and written beside them."""
 
     schema_version: int = SCHEMA_VERSION
     sandbox_id: str
@@ -148,6 +194,62 @@ class SandboxInfo(_Model):
     error: str | None = None
     details: dict[str, str] = Field(default_factory=dict)
     """Backend-specific facts (container id, pod name, workspace path on the host)."""
+    heartbeats: int = 0
+    """Heartbeats received so far (a sandbox that never sent one is not reaped for silence)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _published(cls, data: object) -> object:
+        """Read what we write: drop the derived published fields; old status words updated."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in PUBLISHED_SANDBOX_FIELDS}
+            if data.get("status") in _OLD_SANDBOX_STATUS:
+                data["status"] = _OLD_SANDBOX_STATUS[data["status"]]
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status_message(self) -> str:
+        return self.error or ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def image(self) -> str:
+        return self.spec.image
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def block_network(self) -> bool:
+        return self.spec.block_network
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cpu(self) -> str:
+        return f"{self.spec.cpu:g}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def memory(self) -> str:
+        return self.spec.memory
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def timeout(self) -> int:
+        return self.spec.timeout
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def namespace(self) -> str:
+        return NAMESPACE
+
+
+PUBLISHED_SANDBOX_FIELDS = frozenset({"ready", "status_message", "image", "block_network", "cpu", "memory",
+                                      "timeout", "namespace", "pod_name"})
 
 
 class ExecRequest(_Model):
@@ -164,6 +266,8 @@ class ExecRequest(_Model):
     wait: bool = False
     """Orchard's job model: false returns {job_id, status} at once; true blocks for the result."""
     stdin: str | None = None
+    login_shell: bool = False
+    """Run a command line in a login shell that reads ~/.bashrc (the published API's option)."""
     keep_background: bool = False
     """Orchard's addition: let what the command starts in the background run on after it ends
     (counted in `leftover_processes`, not killed; it dies with the sandbox). By default it is
@@ -210,7 +314,9 @@ class ExecResult(_Model):
 
 
 class Job(_Model):
-    """One command in a sandbox (`GET /jobs/{job_id}`)."""
+    """One command in a sandbox (`GET /jobs/{job_id}`): `queued`, `running`, then `succeeded`
+    (exit code 0) or `failed` (any other exit code; a timeout, exit code 124 and `timed_out`; a
+    command that could not run at all, no exit code and `error`)."""
 
     schema_version: int = SCHEMA_VERSION
     job_id: str
@@ -227,10 +333,34 @@ class Job(_Model):
     finished_at: float | None = None
     duration_seconds: float | None = None
     error: str | None = None
+    timed_out: bool = False
+    """Killed at `timeout_seconds` (status `failed`, exit code 124)."""
     oom_killed: bool = False
     """Killed by the sandbox's memory limit (with exit code 137): it ran out of memory."""
     leftover_processes: int | None = None
     """Processes the command left running when it ended, killed then; None where unknown."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_words(cls, data: object) -> object:
+        """Jobs of schema 1: completed -> succeeded/failed by exit code, timeout and error -> failed."""
+        if isinstance(data, dict) and "completed_at" in data:
+            data = {k: v for k, v in data.items() if k != "completed_at"}
+        if isinstance(data, dict) and data.get("status") in ("completed", "timeout", "error", "cancelled"):
+            data = dict(data)
+            old = data["status"]
+            data["status"] = "succeeded" if old == "completed" and data.get("exit_code") == 0 else "failed"
+            if old == "timeout":
+                data["timed_out"], data["exit_code"] = True, data.get("exit_code") or TIMEOUT_EXIT_CODE
+            if old == "cancelled" and not data.get("error"):
+                data["error"] = "cancelled"
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completed_at(self) -> float | None:
+        """The published API's name for `finished_at`."""
+        return self.finished_at
 
     @property
     def finished(self) -> bool:
@@ -238,7 +368,12 @@ class Job(_Model):
 
     @property
     def ok(self) -> bool:
-        return self.status == "completed" and self.exit_code == 0
+        return self.status == "succeeded"
+
+    @property
+    def did_not_run(self) -> bool:
+        """The command could not be run at all (the sandbox or its runner failed): not its verdict."""
+        return self.status == "failed" and self.exit_code is None and not self.timed_out
 
 
 class FileWrite(_Model):
@@ -257,6 +392,8 @@ class FileContent(_Model):
     path: str
     content: str
     encoding: Literal["utf-8", "base64"] = "base64"
+    size: int | None = None
+    """Bytes in the file."""
 
 
 class PatchRequest(_Model):
@@ -265,13 +402,74 @@ class PatchRequest(_Model):
     patch: str
     cwd: str | None = None
     """The repository the patch applies to; default: the sandbox's workdir."""
+    timeout_seconds: float | None = Field(None, gt=0, le=MAX_EXEC_TIMEOUT, allow_inf_nan=False)
+    """Per strategy; null means 120."""
 
 
 class PatchResult(_Model):
+    """How a patch went: orchard's `applied`/`method`/`output`, and the published API's
+    `success`/`stdout`/`stderr`/`exit_code`/`error` beside them."""
+
     applied: bool
     method: str | None = None
     """Which strategy applied it: 'git apply', 'git apply --3way', 'patch --fuzz'."""
     output: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _published(cls, data: object) -> object:
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in ("success", "stdout", "stderr", "exit_code", "error")}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def success(self) -> bool:
+        return self.applied
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def stdout(self) -> str:
+        return self.output
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def stderr(self) -> str:
+        return ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.applied else 1
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def error(self) -> str | None:
+        return None if self.applied else "the patch applies with none of git apply, --3way, patch --fuzz"
+
+
+class FileUpload(_Model):
+    """Body of `POST /sandboxes/{id}/files` (the published API): base64 content."""
+
+    path: str
+    content: str
+    """The file's bytes, base64."""
+    mode: int = Field(0o644, ge=0, le=MAX_FILE_MODE)
+
+
+class FileEntry(_Model):
+    """One entry of `GET /sandboxes/{id}/files/list?path=DIR`."""
+
+    name: str
+    type: Literal["file", "directory"]
+    size: int
+    modified: str | None = None
+    """Modification time, ISO 8601 without a zone (the sandbox's clock, UTC)."""
+
+
+class FileList(_Model):
+    path: str
+    files: list[FileEntry]
 
 
 class Resource(_Model):

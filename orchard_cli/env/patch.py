@@ -20,12 +20,13 @@ STRATEGIES = (
 )
 
 
-def apply_patch(sandbox: Sandbox, patch: str, cwd: str, timeout: float = 120.0) -> PatchResult:
+def apply_patch(sandbox: Sandbox, patch: str, cwd: str, timeout: float | None = None) -> PatchResult:
     """Apply a unified diff in `cwd`; the first strategy that succeeds wins."""
     if not patch.strip():
         return PatchResult(applied=False, output="empty patch")
     if not patch.endswith("\n"):
         patch += "\n"
+    timeout = timeout or 120.0
     path = f"/tmp/orchard-patch-{uuid.uuid4().hex[:8]}.diff"
     sandbox.write_file(path, patch.encode())
     outputs = []

@@ -26,21 +26,25 @@ from orchard_cli import __version__
 from orchard_cli.env.auth import check_key, presented_key
 from orchard_cli.env.manager import EnvManager
 from orchard_cli.env.models import (
+    CreateSandbox,
     ExecRequest,
     FileContent,
+    FileList,
+    FileUpload,
     FileWrite,
     Job,
     PatchRequest,
     PatchResult,
     SandboxInfo,
-    SandboxSpec,
 )
-from orchard_cli.errors import AuthError, OrchardError, UsageError
+from orchard_cli.errors import AuthError, NotFoundError, OrchardError, OverloadedError, UsageError, WaitTimeout
 
 log = logging.getLogger("orchard.env.service")
 
 # Threads that may block in waits at once (anyio's default is 40).
 DEFAULT_THREADS = 1024
+# Sandboxes being created at once before creates are answered 503 + Retry-After.
+MAX_PENDING = int(os.environ.get("ORCHARD_ENV_MAX_PENDING", "256"))
 # The longest a single wait may block, in seconds; clients loop for longer waits.
 MAX_WAIT = 3600.0
 PUBLIC_PATHS = frozenset({"/health"})
@@ -81,6 +85,9 @@ def _validation_reason(exc: RequestValidationError) -> str:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OrchardError)
     async def _orchard(_: Request, exc: OrchardError) -> JSONResponse:
+        if isinstance(exc, OverloadedError):
+            return JSONResponse(error_body(exc), status_code=exc.status_code,
+                                headers={"Retry-After": f"{exc.retry_after:g}"})
         return JSONResponse(error_body(exc), status_code=exc.status_code)
 
     @app.exception_handler(RequestValidationError)
@@ -147,8 +154,11 @@ def _add_routes(app: FastAPI, m: EnvManager) -> None:
                 "sandboxes": len(m.list_sandboxes())}
 
     @app.post("/sandboxes", response_model=SandboxInfo)
-    def create_sandbox(spec: SandboxSpec, wait: bool = False) -> SandboxInfo:
-        return m.create_sandbox(spec, wait=wait)
+    def create_sandbox(body: CreateSandbox, wait: bool = False) -> SandboxInfo:
+        pending = sum(1 for s in m.list_sandboxes() if s.status == "pending")
+        if pending >= MAX_PENDING:
+            raise OverloadedError(f"{pending} sandboxes are being created; try again shortly", retry_after=1)
+        return m.create_sandbox(body.spec(), wait=wait, sandbox_id=body.sandbox_id)
 
     @app.get("/sandboxes", response_model=list[SandboxInfo])
     def list_sandboxes() -> list[SandboxInfo]:
@@ -160,11 +170,20 @@ def _add_routes(app: FastAPI, m: EnvManager) -> None:
 
     @app.get("/sandboxes/{sandbox_id}/wait", response_model=SandboxInfo)
     def wait_sandbox(sandbox_id: str, timeout: float | None = None) -> SandboxInfo:
-        return m.wait_sandbox(sandbox_id, _wait_seconds(timeout, 300.0))
+        """The sandbox once it is ready or failed; 408 when it is still pending after `timeout`."""
+        seconds = _wait_seconds(timeout, MAX_WAIT)
+        info = m.wait_sandbox(sandbox_id, seconds)
+        if info.status == "pending":
+            raise WaitTimeout(f"Sandbox {sandbox_id} did not become ready within {seconds:g}s")
+        return info
 
-    @app.delete("/sandboxes/{sandbox_id}", response_model=SandboxInfo)
-    def delete_sandbox(sandbox_id: str) -> SandboxInfo:
-        return m.delete_sandbox(sandbox_id)
+    @app.delete("/sandboxes/{sandbox_id}")
+    def delete_sandbox(sandbox_id: str) -> dict[str, Any]:
+        """Idempotent, as the published API: an id that is already gone is deleted too."""
+        try:
+            return m.delete_sandbox(sandbox_id).model_dump(mode="json")
+        except NotFoundError:
+            return {"status": "deleted", "sandbox_id": sandbox_id, "found": False}
 
     @app.post("/sandboxes/{sandbox_id}/heartbeat", response_model=SandboxInfo)
     def heartbeat(sandbox_id: str) -> SandboxInfo:
@@ -185,6 +204,19 @@ def _add_routes(app: FastAPI, m: EnvManager) -> None:
     def wait_job(job_id: str, timeout: float | None = None) -> Job:
         return m.wait_job(job_id, _wait_seconds(timeout, MAX_WAIT))
 
+    @app.post("/sandboxes/{sandbox_id}/files")
+    def upload_file(sandbox_id: str, body: FileUpload) -> dict[str, Any]:
+        try:
+            data = base64.b64decode(body.content, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise UsageError(f"content is not valid base64: {exc}") from exc
+        path = m.write_file(sandbox_id, body.path, data, body.mode)
+        return {"success": True, "path": path, "size": len(data)}
+
+    @app.get("/sandboxes/{sandbox_id}/files/list", response_model=FileList)
+    def list_files(sandbox_id: str, path: str | None = None) -> FileList:
+        return m.list_files(sandbox_id, path)
+
     @app.put("/sandboxes/{sandbox_id}/files")
     def write_file(sandbox_id: str, body: FileWrite) -> dict[str, Any]:
         if body.encoding == "base64":
@@ -195,16 +227,17 @@ def _add_routes(app: FastAPI, m: EnvManager) -> None:
         else:
             data = body.content.encode()
         path = m.write_file(sandbox_id, body.path, data, body.mode)
-        return {"path": path, "bytes": len(data)}
+        return {"success": True, "path": path, "bytes": len(data), "size": len(data)}
 
     @app.get("/sandboxes/{sandbox_id}/files", response_model=FileContent)
     def read_file(sandbox_id: str, path: str) -> FileContent:
         data = m.read_file(sandbox_id, path)
-        return FileContent(path=path, content=base64.b64encode(data).decode(), encoding="base64")
+        return FileContent(path=path, content=base64.b64encode(data).decode(), encoding="base64",
+                           size=len(data))
 
     @app.post("/sandboxes/{sandbox_id}/apply_patch", response_model=PatchResult)
     def apply_patch(sandbox_id: str, body: PatchRequest) -> PatchResult:
-        return m.apply_patch(sandbox_id, body.patch, body.cwd)
+        return m.apply_patch(sandbox_id, body.patch, body.cwd, body.timeout_seconds)
 
     @app.post("/gc")
     def gc() -> dict[str, list[str]]:

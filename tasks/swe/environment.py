@@ -392,8 +392,8 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
     finally:
         sandbox.destroy()
     (folder / "build.log").write_text(log)
-    if job.status != "completed" or job.exit_code != 0:
-        cause = "timed out" if job.status == "timeout" else f"exit {job.exit_code}"
+    if not job.ok:
+        cause = "timed out" if job.timed_out else f"exit {job.exit_code}"
         last = next((l for l in reversed(log.splitlines()) if l.strip() and not l.startswith("+")),
                     job.error or "no output")
         raise EnvironmentUnavailable(f"building the environment {key} failed ({cause}): {last.strip()[:300]}"

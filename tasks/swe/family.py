@@ -148,7 +148,7 @@ class SWEFamily(PatchFamily):
         job = sandbox.exec("bash /tmp/orchard-setup.sh > /tmp/orchard-setup.log 2>&1",
                            timeout=SETUP_TIMEOUT)
         head = sandbox.exec(["git", "-C", TESTBED, "rev-parse", "HEAD~1"], timeout=60)
-        if job.status != "completed" or not head.ok or head.stdout.strip() != task.record["base_commit"]:
+        if job.timed_out or job.did_not_run or not head.ok or head.stdout.strip() != task.record["base_commit"]:
             log = sandbox.read_file("/tmp/orchard-setup.log").decode(errors="replace")
             last = next((l for l in reversed(log.splitlines()) if l.strip() and not l.startswith("+")),
                         job.error or job.status)

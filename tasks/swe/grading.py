@@ -117,12 +117,12 @@ def run_and_grade(record: dict[str, Any], sandbox: SandboxHandle, patch: str, sc
     if job.oom_killed:
         return Outcome(resolved=False, category="env_error", log=clip(log),
                        error=f"out of memory (limit {sandbox.info.spec.memory}) while running the tests")
-    if job.status == "timeout":
+    if job.timed_out:
         resolved, report = verdict(record, log, parser_name)
         report["seconds"] = seconds
         return Outcome(resolved=False, category="timeout", tests=report, log=clip(log),
                        error=f"the tests ran past {timeout:g} s")
-    if job.status == "error":
+    if job.did_not_run:
         return Outcome(resolved=False, category="infra_error", log=clip(log),
                        error=f"the sandbox could not run the tests: {job.error}")
     resolved, report = verdict(record, log, parser_name)

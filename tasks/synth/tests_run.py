@@ -182,10 +182,10 @@ class Workbench:
         job = self.sandbox.exec(f"bash {EVAL_SCRIPT} > {EVAL_LOG} 2>&1", timeout=timeout)
         seconds = time.monotonic() - started
         log = self.sandbox.read_file(EVAL_LOG).decode(errors="replace")
-        if job.status == "error":
+        if job.did_not_run:
             raise OrchardError(f"the sandbox could not run the tests: {job.error}")
         statuses, valid = parse_log(self.task.record, log, "pytest")
-        return Run(statuses, seconds, timed_out=job.status == "timeout", valid=valid, log=log)
+        return Run(statuses, seconds, timed_out=job.timed_out, valid=valid, log=log)
 
     def baseline(self, timeout: float) -> tuple[Baseline, list[Run]]:
         runs = [self.run(timeout=timeout) for _ in range(2)]

@@ -39,8 +39,8 @@ def grade_unpatched(family: Any, task: Any, sandbox: SandboxHandle) -> tuple[boo
     sandbox.write_file(UNPATCHED_SCRIPT, script, 0o755)
     job = sandbox.exec(f"bash {UNPATCHED_SCRIPT} > {UNPATCHED_LOG} 2>&1", timeout=DEFAULT_TEST_TIMEOUT)
     log = sandbox.read_file(UNPATCHED_LOG).decode(errors="replace")
-    if job.status in ("timeout", "error"):
-        raise OrchardError(f"the unpatched tests did not finish ({job.status}: {job.error or ''})")
+    if job.timed_out or job.did_not_run:
+        raise OrchardError(f"the unpatched tests did not finish ({job.error or job.status})")
     return verdict(task.record, log, recipe.log_parser)
 
 

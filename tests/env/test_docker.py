@@ -161,12 +161,12 @@ def test_engine_exec_path(base):
         assert "4900 bytes dropped" in job.stdout
         started = time.monotonic()
         job = run(env, sid, "setsid sleep 300 & (sleep 301 &); sleep 302", timeout_seconds=1)
-        assert job.status == "timeout" and job.exit_code is None
+        assert job.status == "failed" and job.timed_out and job.exit_code == 124
         assert time.monotonic() - started < 10
         left = run(env, sid, "ps -eo args | grep -c '^sleep 30[012]'").stdout.strip()
         assert left == "0"
         job = run(env, sid, "true", cwd="/workspace/missing")
-        assert job.status == "error" and "does not exist" in job.error
+        assert job.status == "failed" and job.did_not_run and "does not exist" in job.error
 
 
 def test_proxy_network_reaches_only_the_proxy(env, base):

@@ -600,7 +600,7 @@ def test_real_cluster_sandbox_round_trip():
         job = env.exec(sid, ExecRequest(command="touch /etc/x", wait=True))
         assert job.exit_code not in (0, None)  # read-only root filesystem
         job = env.exec(sid, ExecRequest(command="sleep 61 & sleep 61", timeout_seconds=2, wait=True))
-        assert job.status == "timeout" and job.exit_code is None
+        assert job.status == "failed" and job.timed_out and job.exit_code == 124
         count = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'sleep 6[1]' || true"
         job = env.exec(sid, ExecRequest(command=count, wait=True))
         assert job.stdout.strip() == "0"  # the timed-out process tree is gone

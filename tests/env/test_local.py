@@ -111,7 +111,7 @@ def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
     runner = int(env.get_sandbox(sid).details["runner_pid"])
     os.kill(runner, 9)
     job = run(env, sid, "echo hi")
-    assert job.status == "error" and job.exit_code is None and "runner" in job.error, job
+    assert job.status == "failed" and job.did_not_run and job.exit_code is None and "runner" in job.error, job
 
 
 def test_commands_cannot_forge_replies_or_regain_privileges(env, sid):

@@ -63,7 +63,7 @@ def test_no_host_secret_is_readable_from_a_sandbox(backend, planted, monkeypatch
             try:
                 job = env.exec(info.sandbox_id, ExecRequest(command=command, wait=True, timeout_seconds=60))
                 job = env.wait_job(job.job_id, 120)
-                assert job.status == "completed", job
+                assert job.ok, job
                 shown = job.stdout + job.stderr
                 assert planted["token"] not in shown, f"{backend}/{network}: a planted secret was read"
                 assert planted["shadow"] not in shown, f"{backend}/{network}: the host's /etc/shadow was read"

@@ -202,14 +202,14 @@ PATCH = """\
 def test_round_trip_through_the_client(service):
     client = service.client()
     info = client.create_sandbox(SandboxSpec(memory="512Mi", timeout=600), wait=False)
-    assert info.status == "creating"
+    assert info.status == "pending"
     info = client.wait_sandbox(info.sandbox_id, timeout=120)
     assert info.status == "ready", info.error
     sid = info.sandbox_id
     assert [s.sandbox_id for s in client.list_sandboxes()] == [sid]
 
     job = client.exec(sid, ExecRequest(command="echo out; echo err >&2; exit 3", wait=True))
-    assert (job.status, job.exit_code, job.stdout, job.stderr) == ("completed", 3, "out\n", "err\n")
+    assert (job.status, job.exit_code, job.stdout, job.stderr) == ("failed", 3, "out\n", "err\n")
 
     queued = client.exec(sid, ExecRequest(command=["sh", "-c", "sleep 0.5; pwd"]))
     assert queued.status in ("queued", "running") and queued.stdout == ""
@@ -320,7 +320,7 @@ def test_a_hog_in_one_sandbox_does_not_stall_another(service):
         time.sleep(0.3)
     assert max(latencies) < 3.0, latencies
     memory_job = client.wait_job(memory.job_id, 60)
-    assert client.wait_job(spin.job_id, 60).status == "timeout"
+    assert client.wait_job(spin.job_id, 60).timed_out
     assert client.wait_job(forks.job_id, 60).finished
     if client.get_sandbox(hog).limits.startswith("cgroup"):
         assert not memory_job.ok, "768 MiB fit in a 128 MiB sandbox"

@@ -1,0 +1,54 @@
+"""Starting a local sandbox's bwrap process, and keeping the tail of what it prints.
+
+bwrap's `--die-with-parent` follows the *thread* that forked it, so every sandbox is spawned from
+one long-lived thread. bwrap's own pid 1 only ever holds /dev/null and the diagnostics pipe,
+drained here into a short tail (the reason a sandbox did not start).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+TAIL_BYTES = 4096
+_spawn_lock = threading.Lock()
+_spawner = None
+
+
+def spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    """Popen from one long-lived thread: --die-with-parent follows the *thread* that forked."""
+    global _spawner
+    with _spawn_lock:
+        if _spawner is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _spawner = ThreadPoolExecutor(1, thread_name_prefix="orchard-local-spawner")
+    return _spawner.submit(subprocess.Popen, argv, **kwargs).result()
+
+
+class OutputTail:
+    """The last few KB of a process's combined output, read on a thread so it never piles up."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self._tail = bytearray()
+        self._thread = threading.Thread(target=self._drain, daemon=True, name=f"orchard-local-diag-{proc.pid}")
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.proc.stdout.fileno(), 65536)
+            except (OSError, ValueError):
+                return
+            if not data:
+                return
+            self._tail += data
+            del self._tail[:-TAIL_BYTES]
+
+    def wait(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def text(self) -> str:
+        return self._tail.decode(errors="replace")[-600:].strip() or "no output"
