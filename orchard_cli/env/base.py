@@ -7,9 +7,9 @@ in `manager.py`, so each backend stays small. Implementations need not inherit f
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from orchard_cli.env.models import ExecRequest, ExecResult, Resource, SandboxInfo, SandboxSpec
+from orchard_cli.env.models import ExecRequest, ExecResult, PtyRequest, Resource, SandboxInfo, SandboxSpec
 
 # Capabilities the conformance suite checks; a backend lists what it cannot do in `unsupported`.
 CAPABILITIES = frozenset({
@@ -19,6 +19,7 @@ CAPABILITIES = frozenset({
     "pids_limit",      # a fork bomb is contained
     "readonly_root",   # writes outside the workdir and /tmp are refused
     "mounts",          # spec.mounts binds host paths into the sandbox
+    "pty",             # terminal sessions (the published API's exec/pty WebSocket)
 })
 
 
@@ -34,6 +35,11 @@ class Sandbox(Protocol):
 
     def read_file(self, path: str) -> bytes:
         """Read a file; raises NotFoundError when it does not exist."""
+
+    def open_pty(self, request: PtyRequest) -> Any:
+        """Start a process on a pseudo-terminal; returns a `runner_channel.Stream` whose first
+        event is {"ready", "pid"}, then {"out"}... and {"exit"} (or {"error"}). A backend that
+        has no terminals lists "pty" in `unsupported` and raises UsageError."""
 
     def destroy(self) -> None:
         """Stop everything in the sandbox and release its resources. Idempotent."""

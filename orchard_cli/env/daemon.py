@@ -9,6 +9,7 @@ while one runs reports the running one instead of starting a second.
 from __future__ import annotations
 
 import logging
+import re
 import os
 import signal
 import socket
@@ -170,8 +171,11 @@ def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = 
                 manager.close()
 
     app = create_app(manager, key, close_on_shutdown=False)
+    # keep-alive: pooled SDK clients idle between calls; pings every 5 s keep a quiet terminal
+    # session open for clients that time out a silent socket (websocket-client gives up at 10 s)
     config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, timeout_keep_alive=KEEP_ALIVE,
-                            access_log=log_level == "debug")
+                            ws_ping_interval=5.0, access_log=log_level == "debug")
+    _redact_uvicorn_logs()  # after uvicorn set its loggers up
     server = _server_class()(config)
     server.on_stop = close_once
     _write_state(state)
@@ -219,6 +223,27 @@ def _server_class():
                     signal.signal(sig, handler)
 
     return Server
+
+
+class _RedactKeys(logging.Filter):
+    """Never log an API key: the SDK's terminal sessions carry it in the URL (?api_key=...)."""
+
+    pattern = re.compile(r"(api_key=)[^&\s\"']+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.args = tuple(self.pattern.sub(r"\1[REDACTED]", a) if isinstance(a, str) else a
+                                for a in (record.args if isinstance(record.args, tuple) else (record.args,)))
+        if isinstance(record.msg, str):
+            record.msg = self.pattern.sub(r"\1[REDACTED]", record.msg)
+        return True
+
+
+def _redact_uvicorn_logs() -> None:
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactKeys) for f in logger.filters):
+            logger.addFilter(_RedactKeys())
 
 
 def _log_to_stderr(level: str) -> None:

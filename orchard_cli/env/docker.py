@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from orchard_cli.env import cgroups
 from orchard_cli.env.docker_files import HostTree
@@ -38,6 +38,7 @@ from orchard_cli.env.models import (
     TRUNCATION_MARKER,
     ExecRequest,
     ExecResult,
+    PtyRequest,
     Resource,
     SandboxInfo,
     SandboxSpec,
@@ -146,6 +147,16 @@ class DockerSandbox:
                          leftovers=reply.get("leftovers"),
                          duration=reply.get("duration") or time.monotonic() - started,
                          error=base64.b64decode(error).decode(errors="replace") if error else None)
+
+    def open_pty(self, request: PtyRequest) -> Any:
+        channel = self.channel
+        if channel is None or channel.dead:
+            raise UsageError(f"terminal sessions need the sandbox runner, which needs python3 in the image "
+                             f"{self.info.spec.image}")
+        return channel.open_stream({"op": "pty", "argv": list(request.cmd),
+                                    "cwd": request.cwd or self.info.spec.workdir,
+                                    "env": {**self.env, **request.env}, "rows": request.rows,
+                                    "cols": request.cols})
 
     # ---- files --------------------------------------------------------------------------------
 

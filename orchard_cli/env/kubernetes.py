@@ -193,6 +193,10 @@ class KubernetesSandbox:
                     return handle.read() if handle else b""
         raise SandboxError(f"could not read {path} in pod {self.pod}: not a regular file")
 
+    def open_pty(self, request: Any) -> Any:
+        raise UsageError("the kubernetes backend has no terminal sessions yet",
+                         hint="use exec, or the local or docker backend")
+
     def destroy(self) -> None:
         self.backend.destroy(self.info.sandbox_id)
 
@@ -205,7 +209,7 @@ class KubernetesBackend:
     """
 
     name: ClassVar[str] = "kubernetes"
-    unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts"})
+    unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts", "pty"})
 
     def __init__(self, namespace: str | None = None, *, kubeconfig: str | None = None,
                  context: str | None = None, in_cluster: bool | None = None,

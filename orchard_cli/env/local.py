@@ -37,6 +37,7 @@ import time
 import warnings
 import weakref
 from pathlib import Path
+from typing import Any
 
 from orchard_cli.env import cgroups
 from orchard_cli.env.base import CAPABILITIES
@@ -49,6 +50,7 @@ from orchard_cli.env.owner import process_start_time
 from orchard_cli.env.models import (
     TRUNCATION_MARKER,
     ExecRequest,
+    PtyRequest,
     ExecResult,
     Resource,
     SandboxInfo,
@@ -128,6 +130,14 @@ class LocalSandbox:
             timed_out=bool(reply.get("timed_out")),
             duration_seconds=reply.get("duration", 0.0),
             error=base64.b64decode(error).decode(errors="replace") if error else None)
+
+    def open_pty(self, request: PtyRequest) -> Any:
+        argv, cwd = list(request.cmd), request.cwd or self.info.spec.workdir
+        env = {**self._env, **request.env}
+        if not self._isolated:
+            cwd = str(self._files.host_path(cwd))
+        return self._channel.open_stream({"op": "pty", "argv": argv, "cwd": cwd, "env": env,
+                                          "rows": request.rows, "cols": request.cols})
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         self._files.write(path, data, mode)

@@ -32,15 +32,20 @@ _private: tuple[float, tuple[list[str], list[str]]] | None = None
 
 
 def image_root(image: str) -> Path:
+    """'host' is this machine's system folders; an absolute folder holding a root filesystem is
+    itself; an image name goes through `local_images.resolve` (an alias, or the docker engine's
+    copy of it)."""
     if image == "host":
         return Path("/")
     root = Path(image)
-    if root.is_absolute() and root.is_dir() and any((root / d).exists() for d in ("bin", "usr")):
-        return root
-    raise UsageError(
-        f"the local backend cannot use image {image!r}",
-        hint="use 'host' (this machine's tools, read-only) or the absolute path of a folder "
-             "holding a root filesystem; for container images use --backend docker")
+    if root.is_absolute():
+        if root.is_dir() and any((root / d).exists() for d in ("bin", "usr")):
+            return root
+        raise UsageError(f"the local backend cannot use image {image!r}: not a folder holding a root filesystem",
+                         hint="use 'host', a root filesystem folder, or an image name the docker engine has")
+    from orchard_cli.env.local_images import resolve
+
+    return image_root(resolve(image))
 
 
 def in_image(root: Path, path: str) -> bool:

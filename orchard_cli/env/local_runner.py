@@ -447,6 +447,123 @@ def kill_jobs(jobs):
             break
 
 
+class PtySession:
+    """A process on a pseudo-terminal, in a session of its own (op "pty"): its output goes back
+    as {"id", "out"} events, then {"id", "exit"} (minus the signal when one killed it); input,
+    resizes and signals come as "pty_in", "pty_resize" and "pty_signal" frames."""
+
+    def __init__(self, req, write):
+        import fcntl
+        import termios
+        self.fcntl, self.termios = fcntl, termios
+        self.id = req["id"]
+        self.write = write
+        self.status = None
+        self.eof = False
+        master, slave = os.openpty()
+        self._winsize(slave, req.get("rows") or 24, req.get("cols") or 80)
+        env = dict(req["env"])
+        env.setdefault("TERM", "xterm-256color")
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                os.setsid()
+                fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+                for target in (0, 1, 2):
+                    os.dup2(slave, target)
+                for fd in (master, slave):
+                    if fd > 2:
+                        os.close(fd)
+                for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGUSR1):
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.set_wakeup_fd(-1)
+                try:
+                    os.chdir(req["cwd"])
+                except OSError:
+                    os.chdir("/")
+                argv = req["argv"]
+                for path in which(argv[0], env):
+                    try:
+                        os.execve(path, argv, env)
+                    except OSError:
+                        pass
+                os.write(2, ("orchard: command not found: %s\r\n" % argv[0]).encode())
+                os._exit(127)
+            finally:
+                os._exit(127)
+        os.close(slave)
+        os.set_blocking(master, False)
+        self.master = master
+        write(dumps({"id": self.id, "ready": 1, "pid": self.pid}))
+
+    def _winsize(self, fd, rows, cols):
+        import struct
+        try:
+            self.fcntl.ioctl(fd, self.termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        except OSError:
+            pass
+
+    def on_ready(self):
+        """Output to send; at EOF (the terminal's last writer is gone) stop reading."""
+        while True:
+            try:
+                data = os.read(self.master, CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:     # EIO: the slave side has no process left
+                data = b""
+            if not data:
+                self.eof = True
+                return
+            self.write(dumps({"id": self.id, "out": data}))
+
+    def control(self, req):
+        op = req["op"]
+        try:
+            if op == "pty_in":
+                data = memoryview(req.get("data") or b"")
+                while data:
+                    try:
+                        data = data[os.write(self.master, data):]
+                    except BlockingIOError:
+                        time.sleep(0.001)
+            elif op == "pty_resize":
+                self._winsize(self.master, req.get("rows") or 24, req.get("cols") or 80)
+            elif op == "pty_signal":
+                os.killpg(self.pid, int(req.get("sig") or 15))
+            elif op == "pty_close":
+                os.killpg(self.pid, 9)
+        except OSError:
+            pass
+
+    def reap(self):
+        if self.status is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid:
+                self.status = status
+
+    def finished(self):
+        """Exited and its output drained: send the exit code (after every output event)."""
+        if self.status is None:
+            return False
+        self.on_ready()
+        deadline = time.monotonic() + 1.0
+        while not self.eof and time.monotonic() < deadline:
+            time.sleep(0.01)
+            self.on_ready()
+        code = -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
+        os.close(self.master)
+        try:
+            os.killpg(self.pid, 9)  # what it left on the terminal goes with it
+        except OSError:
+            pass
+        self.write(dumps({"id": self.id, "exit": code}))
+        return True
+
+
 class Relay:
     """One proxied connection: bytes both ways between a TCP client and the backend's socket."""
 
@@ -520,6 +637,7 @@ class Runner:
         self.config = None
         self.jobs = {}          # fd -> job
         self.active = []
+        self.ptys = {}          # session id -> PtySession
         self.started = []       # (pid, token) of recent jobs: their leftovers die with the runner
         self.relays = []
         self.draining = set()   # output pipes of finished commands, held by their children
@@ -545,6 +663,9 @@ class Runner:
             self.handle(frame)
         return True
 
+    def send(self, data):
+        write_all(self.fd, data)
+
     def handle(self, req):
         if self.config is None:
             _prctl()
@@ -560,6 +681,18 @@ class Runner:
             protected = protect()
             write_all(self.fd, dumps({"ready": 1, "pid": os.getpid(), "port": port,
                                       "protected": protected}))
+            return
+        op = req.get("op")
+        if op == "pty":
+            try:
+                self.ptys[req["id"]] = PtySession(req, self.send)
+            except OSError as exc:
+                self.send(dumps({"id": req["id"], "error": ("cannot start the terminal: %s" % exc).encode()}))
+            return
+        if op in ("pty_in", "pty_resize", "pty_signal", "pty_close"):
+            session = self.ptys.get(req.get("sid"))
+            if session is not None:
+                session.control(req)
             return
         try:
             job = Job(req)
@@ -606,6 +739,11 @@ class Runner:
                 poller.register(fd, select.POLLOUT if job.fds[fd] == 0 else select.POLLIN)
             for fd in self.draining:
                 poller.register(fd, select.POLLIN)
+            pty_of = {}
+            for session in self.ptys.values():
+                if not session.eof:
+                    pty_of[session.master] = session
+                    poller.register(session.master, select.POLLIN)
             relay_of = {}
             for relay in self.relays:
                 for fd, mask in relay.masks().items():
@@ -622,10 +760,14 @@ class Runner:
                         pass
                     for job in self.active:
                         job.reap()
+                    for session in self.ptys.values():
+                        session.reap()
                 elif self.listener is not None and fd == self.listener.fileno():
                     self.accept()
                 elif fd in relay_of:
                     relay_of[fd].on_ready(fd, events)
+                elif fd in pty_of:
+                    pty_of[fd].on_ready()
                 elif fd in self.draining:
                     if not os.read(fd, CHUNK):
                         self.draining.discard(fd)
@@ -638,6 +780,10 @@ class Runner:
             self.finish(time.monotonic())
 
     def finish(self, now):
+        for key, session in list(self.ptys.items()):
+            session.reap()
+            if session.finished():
+                del self.ptys[key]
         for relay in [r for r in self.relays if r.finished()]:
             relay.close()
             self.relays.remove(relay)

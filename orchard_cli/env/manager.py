@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from orchard_cli.env.backends import load_backend
 from orchard_cli.env.base import Sandbox, SandboxBackend
@@ -21,6 +22,7 @@ from orchard_cli.env.models import (
     TIMEOUT_EXIT_CODE,
     FileEntry,
     FileList,
+    PtyRequest,
     check_file_mode,
     ExecRequest,
     ExecResult,
@@ -259,6 +261,18 @@ class EnvManager:
     def read_file(self, sandbox_id: str, path: str) -> bytes:
         sandbox = self._ready(sandbox_id)
         return sandbox.read_file(self._path(sandbox, path))
+
+    def open_pty(self, sandbox_id: str, request: PtyRequest) -> Any:
+        """A process on a pseudo-terminal in the sandbox (`Sandbox.open_pty`'s stream). A login
+        shell runs the command as `bash --login -i` after ~/.bashrc, as the published API does."""
+        sandbox = self._ready(sandbox_id)
+        if request.cwd is not None:
+            request = request.model_copy(update={"cwd": self._path(sandbox, request.cwd, any_dir=True)})
+        if request.login_shell:
+            line = shlex.join(request.cmd)
+            request = request.model_copy(update={"cmd": [
+                "bash", "--login", "-i", "-c", f"if [ -f ~/.bashrc ]; then . ~/.bashrc; fi; {line}"]})
+        return sandbox.open_pty(request)
 
     def list_files(self, sandbox_id: str, path: str | None = None) -> FileList:
         """The entries of a folder in the sandbox (not recursive), sorted by name; read by a

@@ -293,6 +293,23 @@ class ExecRequest(_Model):
         return value
 
 
+class PtyRequest(_Model):
+    """The first frame of a terminal session (the published API's `init`): what to run on a
+    pseudo-terminal, in a session of its own."""
+
+    cmd: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    rows: int = Field(24, ge=1, le=1000)
+    cols: int = Field(80, ge=1, le=1000)
+    login_shell: bool = False
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _default_env(cls, value: object) -> object:
+        return {} if value is None else value
+
+
 class ExecResult(_Model):
     """What a backend returns for one finished command."""
 

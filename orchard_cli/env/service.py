@@ -16,8 +16,9 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qsl
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from orchard_cli import __version__
 from orchard_cli.env.auth import check_key, presented_key
 from orchard_cli.env.manager import EnvManager
+from orchard_cli.env.pty_socket import serve_pty
 from orchard_cli.env.models import (
     CreateSandbox,
     ExecRequest,
@@ -71,6 +73,14 @@ class _KeyMiddleware:
                                         headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return
+        elif scope["type"] == "websocket":  # the key in a header, or ?api_key= as browsers and the SDK send it
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            try:
+                check_key(presented_key(headers) or query.get("api_key"), self.key)
+            except AuthError:
+                await send({"type": "websocket.close", "code": 4401})
+                return
         await self.app(scope, receive, send)
 
 
@@ -111,7 +121,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def create_app(manager: EnvManager, key: str, *, gc_on_start: bool = True,
-               close_on_shutdown: bool = True, threads: int | None = None) -> FastAPI:
+               close_on_shutdown: bool = True, threads: int | None = None,
+               max_pending: int | None = None) -> FastAPI:
     """The service over `manager`. On start it reaps the backend's orphans (gc); on shutdown it
     destroys every sandbox it created (`manager.close()`)."""
     threads = threads or int(os.environ.get("ORCHARD_ENV_THREADS", DEFAULT_THREADS))
@@ -135,6 +146,7 @@ def create_app(manager: EnvManager, key: str, *, gc_on_start: bool = True,
     app.add_middleware(_KeyMiddleware, key=key)
     _install_error_handlers(app)
     app.state.manager = manager
+    app.state.max_pending = max_pending or MAX_PENDING
     _add_routes(app, manager)
     return app
 
@@ -156,7 +168,7 @@ def _add_routes(app: FastAPI, m: EnvManager) -> None:
     @app.post("/sandboxes", response_model=SandboxInfo)
     def create_sandbox(body: CreateSandbox, wait: bool = False) -> SandboxInfo:
         pending = sum(1 for s in m.list_sandboxes() if s.status == "pending")
-        if pending >= MAX_PENDING:
+        if pending >= app.state.max_pending:
             raise OverloadedError(f"{pending} sandboxes are being created; try again shortly", retry_after=1)
         return m.create_sandbox(body.spec(), wait=wait, sandbox_id=body.sandbox_id)
 
@@ -242,3 +254,7 @@ def _add_routes(app: FastAPI, m: EnvManager) -> None:
     @app.post("/gc")
     def gc() -> dict[str, list[str]]:
         return {"reaped": m.gc()}
+
+    @app.websocket("/sandboxes/{sandbox_id}/exec/pty")
+    async def pty(websocket: WebSocket, sandbox_id: str) -> None:
+        await serve_pty(websocket, m, sandbox_id)

@@ -229,10 +229,11 @@ def test_without_bwrap_it_refuses_unless_allowed(tmp_path, monkeypatch):
 
 
 def test_bad_images_and_mounts_fail_clearly_and_leave_nothing(env):
-    for image in ("orchard/base:bookworm", "relative/dir", "/no/such/dir"):
+    for image in ("orchard-test/no-such-image:404", "relative/dir", "/no/such/dir"):
         with pytest.raises(UsageError) as err:
             env.create_sandbox(SandboxSpec(image=image))
-        assert "'host'" in err.value.hint and "root filesystem" in err.value.hint
+        assert repr(image) in str(err.value) and "root filesystem" in str(err.value)
+        assert "host" in err.value.hint
     with pytest.raises(SandboxError, match="nonexistent-source"):
         env.create_sandbox(SandboxSpec(mounts=[Mount(source="/nonexistent-source", target="/x")]))
     assert not list(env.backend.root.iterdir())
@@ -348,21 +349,27 @@ def test_kill_9_of_the_owner_then_gc_leaves_nothing(env):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_root_filesystem_folder_as_image(env, tmp_path):
+def test_image_names_from_the_docker_engine_and_root_filesystem_folders(env, tmp_path, monkeypatch):
+    """A docker image name runs on the local backend from the engine's copy, exported once; the
+    exported folder is itself a usable image."""
     from orchard_cli.env.images import ensure_base_image
 
+    monkeypatch.setenv("ORCHARD_HOME", str(tmp_path / "home"))
     image = ensure_base_image()
-    rootfs = tmp_path / "rootfs"
-    rootfs.mkdir()
-    container = subprocess.run(["docker", "create", image, "true"], check=True,
-                               capture_output=True, text=True).stdout.strip()
-    try:
-        export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
-        subprocess.run(["tar", "-x", "-C", str(rootfs)], stdin=export.stdout, check=True)
-        assert export.wait() == 0
-    finally:
-        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
-    info = env.create_sandbox(SandboxSpec(image=str(rootfs), workdir="/home/agent/work"))
-    out = ok(env, info.sandbox_id, "cat /etc/debian_version; pwd; python3 -c 'print(1)'")
-    assert out.splitlines()[1:] == ["/home/agent/work", "1"], out
-    assert run(env, info.sandbox_id, "touch /etc/x").exit_code != 0
+    for _ in range(2):
+        info = env.create_sandbox(SandboxSpec(image=image, workdir="/home/agent/work"))
+        out = ok(env, info.sandbox_id, "cat /etc/debian_version; pwd; python3 -c 'print(1)'")
+        assert out.splitlines()[1:] == ["/home/agent/work", "1"], out
+        assert run(env, info.sandbox_id, "touch /etc/x").exit_code != 0
+    exported = list((tmp_path / "home").rglob("images/*/rootfs"))
+    assert len(exported) == 1, exported  # exported once, then reused
+    info = env.create_sandbox(SandboxSpec(image=str(exported[0])))
+    assert ok(env, info.sandbox_id, "test -f /etc/debian_version && echo yes") == "yes\n"
+
+
+def test_image_name_aliases(env, monkeypatch):
+    monkeypatch.setenv("ORCHARD_LOCAL_IMAGES", "python:3.11-slim=host, bad=")
+    info = env.create_sandbox(SandboxSpec(image="python:3.11-slim"))
+    assert ok(env, info.sandbox_id, "test -x /usr/bin/python3 && echo host") == "host\n"
+    with pytest.raises(UsageError, match="ORCHARD_LOCAL_IMAGES"):
+        env.create_sandbox(SandboxSpec(image="bad"))
