@@ -18,6 +18,7 @@ CAPABILITIES = frozenset({
     "memory_limit",    # memory beyond the limit is contained
     "pids_limit",      # a fork bomb is contained
     "readonly_root",   # writes outside the workdir and /tmp are refused
+    "writable_root",   # spec.writable_root lets a command change the image's files
     "mounts",          # spec.mounts binds host paths into the sandbox
     "pty",             # terminal sessions (the published API's exec/pty WebSocket)
 })

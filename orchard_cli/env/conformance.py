@@ -336,6 +336,15 @@ def check_readonly_root(env, spec_kwargs: dict) -> None:
         ok(env, sid, "echo x > in-workdir && echo x > /tmp/in-tmp")
 
 
+@check(needs="writable_root")
+def check_writable_root(env, spec_kwargs: dict) -> None:
+    with sandbox(env, spec_kwargs, writable_root=True) as info:
+        ok(env, info.sandbox_id, "echo x > /etc/orchard-probe && mkdir -p /usr/local/orchard-probe")
+        assert ok(env, info.sandbox_id, "cat /etc/orchard-probe") == "x\n"
+    with sandbox(env, spec_kwargs) as info:  # the changes died with the sandbox
+        assert run(env, info.sandbox_id, "test -e /etc/orchard-probe").exit_code == 1
+
+
 @check(needs="mounts")
 def check_mounts(env, spec_kwargs: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="orchard-mount-") as ro, \

@@ -302,7 +302,7 @@ class DockerBackend:
         name = f"orchard-{sandbox_id}"
         try:
             host_config = self.api.create_host_config(
-                init=True, read_only=True, mounts=mounts,
+                init=True, read_only=not spec.writable_root, mounts=mounts,
                 network_mode="bridge" if spec.network == "full" else "none",
                 nano_cpus=int(min(spec.cpu, self._cpus()) * 1e9),
                 mem_limit=spec.memory_bytes, memswap_limit=spec.memory_bytes,
@@ -325,6 +325,7 @@ class DockerBackend:
         details = {"container_id": cid[:12], "container": name, "image": image,
                    "host_dir": str(root),
                    "exec": "runner" if has_runner and self.exec_mode == "auto" else "engine",
+                   "root": "writable" if spec.writable_root else "read-only",
                    "runner_protected": str(bool(channel.hello.get("protected"))).lower()}
         info = SandboxInfo(sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
                            isolation="docker", limits="docker", expires_at=expires_at,

@@ -118,7 +118,7 @@ def pod_body(sandbox_id: str, spec: SandboxSpec, *, namespace: str, owner: str,
         # requests == limits: the Guaranteed QoS class, so a busy node evicts sandboxes last.
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "securityContext": {
-            "readOnlyRootFilesystem": True,
+            "readOnlyRootFilesystem": not spec.writable_root,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["NET_RAW"]},
             "seccompProfile": {"type": "RuntimeDefault"},

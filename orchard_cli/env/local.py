@@ -177,7 +177,7 @@ class LocalBackend:
         self.root.mkdir(parents=True, exist_ok=True)
         self.bwrap = shutil.which("bwrap")
         self.cgroups = cgroups.detect()
-        unsupported = set()
+        unsupported = {"writable_root"}  # bubblewrap binds the image read-only (see details['root'])
         if not self.bwrap:
             _warn_no_bwrap()
             unsupported |= CAPABILITIES
@@ -258,7 +258,7 @@ class LocalBackend:
             isolation=meta["isolation"], limits=self.cgroups.label, expires_at=expires_at,
             details={"workspace": str(folder / "work"), "folder": str(folder),
                      "runner_pid": str(runner_pid), "bwrap_pid": str(proc.pid),
-                     "cgroups": ",".join(dirs),
+                     "cgroups": ",".join(dirs), "root": "read-only",
                      "runner_protected": str(bool(channel.hello.get("protected"))).lower()})
         sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, proxy, proc)
         with self._lock:

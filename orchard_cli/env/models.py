@@ -111,6 +111,11 @@ class SandboxSpec(_Model):
     mounts: list[Mount] = Field(default_factory=list)
     """Host paths bound into the sandbox (harness binaries, prepared environments); read-only
     unless said otherwise. Backends that cannot mount list 'mounts' in `unsupported`."""
+    writable_root: bool = False
+    """The image's own files may be changed (`apt-get install`, `pip install` into the system),
+    the changes dying with the sandbox, as in the published API's containers; false keeps
+    everything but the workdir and /tmp read-only. docker and kubernetes; the local backend runs
+    images read-only and lists 'writable_root' in `unsupported`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +174,8 @@ class CreateSandbox(SandboxSpec):
     SDK sends one when it has a prefix)."""
 
     sandbox_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    writable_root: bool = True
+    """Absent from a published-API request: writable, as the published API's containers are."""
 
     def spec(self) -> "SandboxSpec":
         return SandboxSpec.model_validate(self.model_dump(exclude={"sandbox_id"}))

@@ -9,61 +9,21 @@ from __future__ import annotations
 import base64
 import os
 import stat
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
-import httpx
 import pytest
+from env_service import _start, _stop
 
 from orchard_cli.env.auth import client_key, key_path, service_key
 from orchard_cli.env.client import EnvClient
-from orchard_cli.env.daemon import _bind
 from orchard_cli.env.manager import EnvManager
 from orchard_cli.env.models import ExecRequest, SandboxSpec
-from orchard_cli.env.service import create_app
 from orchard_cli.errors import AuthError, InfraError, NotFoundError, PathEscapeError
 
 BACKEND = os.environ.get("ORCHARD_TEST_BACKEND", "local")
 needs_backend = {"local": pytest.mark.bwrap, "docker": pytest.mark.docker,
                  "kubernetes": pytest.mark.k8s}.get(BACKEND, lambda test: test)
-
-
-@dataclass
-class Service:
-    url: str
-    key: str
-    manager: EnvManager
-    server: object
-
-    def client(self, key: str | None = None) -> EnvClient:
-        return EnvClient(self.url, key=key or self.key)
-
-    def http(self, key: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"X-API-Key": key} if key else {}, timeout=30)
-
-
-def _start(manager: EnvManager) -> Service:
-    import uvicorn
-
-    key = service_key()
-    sock = _bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(manager, key), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the service did not start"
-        time.sleep(0.02)
-    service = Service(f"http://127.0.0.1:{sock.getsockname()[1]}", key, manager, server)
-    service.thread = thread
-    return service
-
-
-def _stop(service: Service) -> None:
-    service.server.should_exit = True
-    service.thread.join(60)
 
 
 @pytest.fixture
