@@ -30,6 +30,23 @@ def _docker_up() -> bool:
         return False
 
 
+def swe_real_data():
+    """The folder holding SWE-bench Verified and the pytest/sphinx mirrors, or None: ORCHARD_SWE_DATA,
+    else the checkout's ../shared/data, else the workplace's /work/shared/data (a CI clone may
+    live anywhere)."""
+    from pathlib import Path
+
+    given = os.environ.get("ORCHARD_SWE_DATA")
+    candidates = [Path(given)] if given else [Path(__file__).resolve().parents[2] / "shared" / "data",
+                                               Path("/work/shared/data")]
+    for folder in candidates:
+        mirrors = folder / "mirrors"
+        if (folder / "swe-bench-verified.parquet").is_file() and (mirrors / "pytest-dev").is_dir() \
+                and (mirrors / "sphinx-doc").is_dir():
+            return folder
+    return None
+
+
 # Prerequisites that CI installs: under ORCHARD_TEST_STRICT=1 (set by scripts/test.sh) their
 # absence fails the test instead of skipping it. Only a real cluster (k8s) and a ZeroClaw binary
 # (zeroclaw) may skip anywhere, since no machine of ours can have them.
@@ -46,6 +63,9 @@ def pytest_collection_modifyitems(config, items):
         "chromium": (shutil.which("chromium") is not None, "needs Chromium (apt-get install chromium)"),
         "zeroclaw": (shutil.which("zeroclaw") is not None,
                      "needs a zeroclaw binary on PATH (no registry reachable here ships one)"),
+        "swe_real": (swe_real_data() is not None,
+                     "needs real SWE-bench data: ../shared/data (or ORCHARD_SWE_DATA) with "
+                     "swe-bench-verified.parquet and mirrors/ of pytest and sphinx"),
     }
     for item in items:
         for kind, (ok, reason) in checks.items():

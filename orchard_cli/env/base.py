@@ -15,6 +15,7 @@ from orchard_cli.env.models import ExecRequest, ExecResult, PtyRequest, Resource
 CAPABILITIES = frozenset({
     "network_block",   # network='none' really blocks
     "network_proxy",   # network='proxy' reaches the proxy and nothing else
+    "network_drop",    # network='drop': nothing reachable, connects wait for their timeout
     "memory_limit",    # memory beyond the limit is contained
     "pids_limit",      # a fork bomb is contained
     "readonly_root",   # writes outside the workdir and /tmp are refused

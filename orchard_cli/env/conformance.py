@@ -377,6 +377,56 @@ def check_network_none(env, spec_kwargs: dict) -> None:
         assert not server.paths
 
 
+CONNECT_TIMEOUT = """import socket, sys, time
+started = time.monotonic()
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3]))
+    print("connected")
+except socket.timeout:
+    print("timeout", round(time.monotonic() - started, 1))
+except OSError as exc:
+    print("error", exc.errno)
+"""
+
+
+def _host_address() -> str | None:
+    """This host's address on its default route (a LAN address), if it has one."""
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("10.255.255.1", 9))  # no packet is sent: it only picks the route
+        return probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+
+
+@check(needs="network_drop")
+def check_network_drop(env, spec_kwargs: dict) -> None:
+    """network='drop': a connect to an unroutable address waits for its timeout (not
+    ENETUNREACH); the host's loopback and its LAN address stay out of reach."""
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), _Handler)
+    server.tag, server.paths = "lan", []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sandbox(env, spec_kwargs, network="drop") as info:
+            sid = info.sandbox_id
+            env.write_file(sid, "connect.py", CONNECT_TIMEOUT.encode())
+            out = ok(env, sid, "python3 connect.py 10.255.255.1 80 1.5").split()
+            assert out[0] == "timeout" and float(out[1]) >= 1.0, f"an unroutable connect gave {out}"
+            port = server.server_address[1]
+            assert ok(env, sid, f"python3 connect.py 127.0.0.1 {port} 1").split()[0] == "error"
+            lan = _host_address()
+            if lan:
+                assert ok(env, sid, f"python3 connect.py {lan} {port} 1").split()[0] != "connected"
+            assert not server.paths
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @check(needs="network_proxy")
 def check_network_proxy(env, spec_kwargs: dict) -> None:
     with loopback_server("proxy") as proxy, loopback_server("other") as other:

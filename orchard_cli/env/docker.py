@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchard_cli.env import cgroups
+from orchard_cli.env import cgroups, netdrop
 from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
 from orchard_cli.env.runner_channel import RunnerChannel
@@ -218,13 +218,14 @@ def _result(raw: RawResult, oom_killed: bool = False) -> ExecResult:
 
 class DockerBackend:
     name: ClassVar[str] = "docker"
-    unsupported: ClassVar[frozenset[str]] = frozenset()
+    unsupported: frozenset[str] = frozenset()
 
     def __init__(self, exec_mode: str = "auto", client=None) -> None:
         """exec_mode: 'auto' (the runner in the container when the image has python3) or
         'engine' (always the engine's exec API)."""
         if exec_mode not in ("auto", "engine"):
             raise UsageError(f"exec_mode must be 'auto' or 'engine', not {exec_mode!r}")
+        self.unsupported = frozenset({"network_drop"} if netdrop.available() else ())
         self.exec_mode = exec_mode
         self.options = {"exec_mode": exec_mode}  # how to make an equal backend in another process
         self._client = client
@@ -317,6 +318,8 @@ class DockerBackend:
             config_env = self.api.inspect_container(cid)["Config"]
         except docker.errors.APIError as exc:
             raise _usage_or_infra(exc, f"run a container from {image}") from None
+        if spec.network == "drop":
+            self._drop_traffic(cid, name)
         has_runner = self._wait_runner(cid, channel, root / "ctl", spec, config)
         if not has_runner:
             channel.close()
@@ -458,6 +461,19 @@ class DockerBackend:
                 thing.close()
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _drop_traffic(self, cid: str, name: str) -> None:
+        """network='drop' in the container's own namespace (netdrop.py), entered through its
+        init's pid: the engine must run on this host."""
+        pid = int(self.api.inspect_container(cid)["State"].get("Pid") or 0)
+        try:
+            if not pid or not os.path.exists(f"/proc/{pid}/ns/net"):
+                raise SandboxError("network='drop' needs the docker engine on this host "
+                                   f"(container {name} has no process here)")
+            netdrop.drop_traffic(pid)
+        except BaseException:
+            self.destroy(name.removeprefix("orchard-"))
+            raise
 
     def _scrub(self, name: str, workdir: str) -> None:
         """Not root: files the sandbox made as root can only be deleted from inside."""

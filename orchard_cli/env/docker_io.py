@@ -1,4 +1,4 @@
-"""Plumbing for the docker backend: the runner channel, engine exec, image archives.
+"""Plumbing for the docker backend: engine exec and image archives.
 
 - `engine_exec`: a command through the engine's exec API, used when the image has no python3 for
   the runner (or `exec_mode='engine'`), with the same timeout, kill and truncation rules.

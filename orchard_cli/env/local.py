@@ -39,7 +39,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.env import cgroups
+from orchard_cli.env import cgroups, netdrop
 from orchard_cli.env.base import CAPABILITIES
 from orchard_cli.env.local_spawn import OutputTail, spawn
 from orchard_cli.env.runner_channel import RunnerChannel
@@ -178,6 +178,8 @@ class LocalBackend:
         self.bwrap = shutil.which("bwrap")
         self.cgroups = cgroups.detect()
         unsupported = {"writable_root"}  # bubblewrap binds the image read-only (see details['root'])
+        if netdrop.available():
+            unsupported.add("network_drop")
         if not self.bwrap:
             _warn_no_bwrap()
             unsupported |= CAPABILITIES
@@ -250,6 +252,14 @@ class LocalBackend:
                 (folder / "run" / "ctl.sock").unlink()
         grand = _children(proc.pid)
         runner_pid = (_children(grand[0]) or [0])[0] if self.bwrap and grand else proc.pid
+        if spec.network == "drop" and self.bwrap:  # (without bwrap there is no namespace of its own)
+            try:
+                netdrop.drop_traffic(runner_pid)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                channel.close()
+                raise
         meta.update(bwrap_pid=proc.pid, bwrap_start=process_start_time(proc.pid), runner_pid=runner_pid)
         _write_meta(folder, meta)
         shell = "/bin/bash" if in_image(image, "/bin/bash") else "/bin/sh"

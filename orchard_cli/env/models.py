@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validat
 
 SCHEMA_VERSION = 2
 
-NetworkMode = Literal["none", "proxy", "full"]
+NetworkMode = Literal["none", "drop", "proxy", "full"]
 SandboxStatus = Literal["pending", "ready", "failed", "stopped"]
 JobStatus = Literal["queued", "running", "succeeded", "failed"]
 FINISHED_JOB_STATES = frozenset({"succeeded", "failed"})
@@ -88,7 +88,10 @@ class SandboxSpec(_Model):
     block_network: bool = True
     """Orchard's switch: true means no network. Ignored when `network` is given."""
     network: NetworkMode | None = None
-    """'none' (nothing reachable), 'proxy' (only `proxy_url`, nothing else), 'full'."""
+    """'none' (only loopback: a connect elsewhere fails at once), 'drop' (nothing reachable either,
+    but a connect elsewhere waits for its timeout, as on a machine whose packets go unanswered:
+    what test suites written for a networked machine expect; see env/netdrop.py), 'proxy' (only
+    `proxy_url`, nothing else), 'full'."""
     proxy_url: str | None = None
     """With network='proxy': the one http://host:port the sandbox may reach. Inside the sandbox
     it is reachable at the address in the sandbox's ORCHARD_PROXY_URL environment variable."""

@@ -16,6 +16,7 @@ same paths, so editable installs point at /testbed in every sandbox that uses th
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -134,7 +135,7 @@ def repository(repo: str, repo_mirror: str | None) -> Path:
     """A local git repository of `repo`: from the mirror folder, else cloned from GitHub once."""
     found = find_mirror(repo, repo_mirror)
     if found:
-        return found
+        return usable_repository(found, repo)
     if repo_mirror:
         raise EnvironmentUnavailable(
             f"the repository mirror {repo_mirror} has no {repo} (looked for {repo} and "
@@ -164,6 +165,60 @@ def repository(repo: str, repo_mirror: str | None) -> Path:
     return target
 
 
+def usable_repository(found: Path, repo: str) -> Path:
+    """`found` itself, or, for a repository git refuses because it lacks the (empty) `refs/`
+    folder an archive or a read-only copy may drop, a copy with that folder, made once under
+    ORCHARD_HOME/swe/repos (the mirror may be read-only)."""
+    git_dir = found / ".git" if (found / ".git").is_dir() else found
+    if (git_dir / "refs").is_dir() or not (git_dir / "objects").is_dir():
+        return found
+    target = state_dir("swe", "repos") / f"{repo.replace('/', '__')}.fixed.git"
+    if (target / git_dir.relative_to(found) / "refs").is_dir():
+        return target
+    tmp = target.with_name(private_name(target.name))
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(found, tmp, symlinks=True)
+    for folder in (tmp, *[p for p in tmp.rglob("*") if p.is_dir()]):
+        folder.chmod(0o755)  # the copy of a read-only tree must be writable to be replaced later
+    fixed = tmp / git_dir.relative_to(found)
+    (fixed / "refs" / "heads").mkdir(parents=True)
+    (fixed / "refs" / "tags").mkdir()
+    try:
+        tmp.replace(target)
+    except OSError:  # made meanwhile by another worker
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# The files a project declares its own dependencies in (its install line reads them).
+DEPENDENCY_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def build_commit(record: dict[str, Any], recipe: EnvironmentRecipe, repo_path: Path) -> tuple[str, str]:
+    """Where the environment's install lines run, and the suffix that keeps its key apart.
+
+    SWE-bench builds an environment at `environment_setup_commit` and installs the project again
+    at each instance's `base_commit`, with the network, into that instance's own image. orchard
+    shares one build among the instances of a repo/version, so an instance whose base commit
+    declares other dependencies than the setup commit (pytest 5.4's later commits add wcwidth)
+    gets a build of its own, installed at its base commit and keyed by those declarations;
+    instances declaring the same ones share it."""
+    base = record["base_commit"]
+    setup = record.get("environment_setup_commit") or base
+    if setup == base:
+        return setup, ""
+
+    def declared(commit: str) -> bytes:
+        names = (*DEPENDENCY_FILES, *recipe.requirements_files, *recipe.conda_files)
+        return b"".join(name.encode() + b"\0" + (git_show(repo_path, commit, name) or "\0none").encode() + b"\0"
+                        for name in names)
+
+    mine = declared(base)
+    if mine == declared(setup):
+        return setup, ""
+    return base, "-deps" + hashlib.sha256(mine).hexdigest()[:8]
+
+
 def git_show(repository_path: Path, commit: str, path: str) -> str | None:
     result = subprocess.run(["git", "-C", str(repository_path), "show", f"{commit}:{path}"],
                             capture_output=True, text=True, env={**os.environ, **GIT_ENV})
@@ -180,7 +235,16 @@ def checkout_script(commit: str) -> list[str]:
 
 # ---- the sandbox ---------------------------------------------------------------------------
 
-def local_spec(key: str, repo_path: Path, *, python: Path | None = None, network: str = "none",
+def grading_network(backend: str) -> str:
+    """The network of an instance's sandboxes: 'drop' where the backend can give it (nothing
+    reachable, but a connect waits for its timeout as on the networked machines the tests were
+    written for: requests' connect-timeout tests), else 'none'."""
+    from orchard_cli.env import netdrop
+
+    return "drop" if backend == "kubernetes" or netdrop.available() is None else "none"
+
+
+def local_spec(key: str, repo_path: Path, *, python: Path | None = None, network: str | None = None,
                writable_env: bool = False, timeout: int = 4 * 3600,
                labels: dict[str, str] | None = None) -> SandboxSpec:
     """A local sandbox for environment `key`. `python`: the pyenv prefix the environment's
@@ -194,7 +258,7 @@ def local_spec(key: str, repo_path: Path, *, python: Path | None = None, network
         mounts.append(Mount(source=str(python), target=str(python)))
     if writable_env:
         mounts.append(Mount(source=str(cache), target=CACHE_MOUNT, read_only=False))
-    return SandboxSpec(image="host", workdir=TESTBED, network=network, memory="8Gi", cpu=2.0,
+    return SandboxSpec(image="host", workdir=TESTBED, network=network or grading_network("local"), memory="8Gi", cpu=2.0,
                        pids=4096, timeout=timeout, env={**GIT_ENV, **ACTIVE_ENV}, mounts=mounts,
                        labels=labels or {})
 
@@ -279,29 +343,92 @@ def editable(line: str) -> str:
     return line
 
 
+PLAIN_EDITABLE = re.compile(r"^python -m pip install -e (\.(\[[^\]]*\])?)$")
+# Every installed distribution's name but the build tools, as uv options exempting it from the
+# era date (an sdist builds with the era's setuptools: setuptools_scm 3 needs its pkg_resources).
+INSTALLED_EXEMPT = ("$(python -m pip list --format=freeze 2>/dev/null | sed -e 's/==.*//' "
+                    "| grep -viE '^(pip|setuptools|wheel)$' "
+                    "| sed -e 's/.*/--exclude-newer-package &=2100-01-01T00:00:00Z/' | tr '\\n' ' ')")
+# The requirements of the project pip is about to install (its --dry-run --report), extras and
+# markers evaluated: what the project itself asks for, nothing resolved yet.
+PROJECT_REQUIREMENTS = """python - <<'EOF_ORCHARD'
+import json
+from pip._vendor.packaging.requirements import Requirement
+report = json.load(open("/tmp/orchard-report.json"))
+with open("/tmp/orchard-project.txt", "w") as out:
+    for item in report["install"]:
+        if not item.get("is_direct"):
+            continue
+        extras = set(item.get("requested_extras") or []) | {""}
+        for text in item["metadata"].get("requires_dist") or []:
+            req = Requirement(text)
+            if req.url is None and (req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras)):
+                out.write(req.name + ("[%s]" % ",".join(sorted(req.extras)) if req.extras else "")
+                          + str(req.specifier) + "\\n")
+EOF_ORCHARD"""
+
+
+def era_install(line: str, uv_install: str) -> list[str]:
+    """`pip install -e .[extras]`, with the project's own dependencies as of the instance's day.
+    pip alone takes today's (a docutils that no longer ships what sphinx 3.x imports), so pip
+    first says what the project requires (a dry run: its metadata, built as pip builds it), uv
+    installs those requirements with the era date (what is installed already stays when it
+    satisfies them: it is exempt from the date), then pip's own line installs the project, finding
+    them satisfied. Lines with options of their own run as written; without a pip that can
+    --report (22.2+) the line runs as written too."""
+    match = PLAIN_EDITABLE.match(line.strip())
+    if not match:
+        return [line]
+    target = shlex.quote(match.group(1))
+    return [f"if python -m pip install -q --dry-run --report /tmp/orchard-report.json -e {target}; then",
+            PROJECT_REQUIREMENTS,
+            f"test -s /tmp/orchard-project.txt && {uv_install} {INSTALLED_EXEMPT} -r /tmp/orchard-project.txt",
+            "fi", line]
+
+
 def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: str,
                  uv: str) -> str:
-    uv_install = (f"{shlex.quote(uv)} pip install --python {ENV_PREFIX}/bin/python "
-                  f"--exclude-newer {shlex.quote(date)}")
-    # An exact pin in the recipe wins over the era date (SWE-bench's specs pin some packages to
-    # releases newer than the instance, e.g. mpmath==1.3.0 for sympy 1.7).
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for name in sorted({m.group(1).lower() for d in deps if (m := PINNED.match(d))}):
-        uv_install += f" --exclude-newer-package {shlex.quote(name)}={now}"
+    """The build, in SWE-bench's order: checkout, pre_install, the requirements, the install
+    lines. Requirements install in two uv steps. Those without an exact pin resolve as of the era
+    date (`--exclude-newer`), so an unpinned `numpy` is the numpy of the instance's day. Exact pins
+    (`tox==4.16.0`: SWE-bench's specs pin some packages to releases newer than the instance) then
+    install with their dependency closure resolved as of the build, as the official images resolve
+    them when they are built: a pin's own dependencies may be newer than the era (tox 4.16 needs
+    cachetools>=5.3.3, released three years after a sphinx 3.5 instance)."""
+    uv_install = f"{shlex.quote(uv)} pip install --python {ENV_PREFIX}/bin/python"
+    pinned = [d for d in deps if PINNED.match(d)]
+    era = [d for d in deps if not PINNED.match(d)]
     lines = ["set -euxo pipefail",
-             f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_NATIVE_TLS=1",
+             f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_SYSTEM_CERTS=1",
              *checkout_script(commit), "source /opt/miniconda3/bin/activate", "conda activate testbed",
              "python -m pip --version || python -m ensurepip"]
     for line in recipe.pre_install:
         lines.append(f": orchard skipped a system-wide line: {shlex.quote(line)}"
                      if SYSTEM_LINE.search(line) else line)
-    if deps:
-        lines.append(f"cat > /tmp/orchard-requirements.txt <<'EOF_ORCHARD'\n" + "\n".join(deps)
-                     + "\nEOF_ORCHARD")
-        lines.append(f"{uv_install} -r /tmp/orchard-requirements.txt")
-    lines += [editable(line) for line in recipe.install]
+    for name, group, options in (("era", era, f" --exclude-newer {shlex.quote(date)}"), ("pinned", pinned, "")):
+        if group:
+            lines.append(f"cat > /tmp/orchard-{name}.txt <<'EOF_ORCHARD'\n" + "\n".join(group) + "\nEOF_ORCHARD")
+            lines.append(f"{uv_install}{options} -r /tmp/orchard-{name}.txt")
+    for line in recipe.install:
+        lines += era_install(editable(line), f"{uv_install} --exclude-newer {shlex.quote(date)}")
     lines.append(f"git ls-files --others -z | tar --null -T - -cf {ENVS_MOUNT}/artifacts.tar")
     return "\n".join(lines) + "\n"
+
+
+# Package-index settings a build takes from orchard's own environment (a company mirror).
+INDEX_SETTINGS = ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_INSECURE_HOST",
+                  "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST")
+
+
+def index_settings() -> dict[str, str]:
+    """The package-index settings set for orchard, for the build sandbox; one with credentials in
+    it (`user:token@`) stays out of the sandbox, which runs the project's own setup code."""
+    found = {}
+    for name in INDEX_SETTINGS:
+        value = os.environ.get(name)
+        if value and not re.search(r"://[^/\s]*@", value):
+            found[name] = value
+    return found
 
 
 def era_date(recipe: EnvironmentRecipe, created_at: str | None) -> str:
@@ -364,22 +491,24 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     source = interpreter(recipe.python)
     copy_prefix(source, prefix)
-    commit = record.get("environment_setup_commit") or record["base_commit"]
+    setup_commit = record.get("environment_setup_commit") or record["base_commit"]
+    commit, _ = build_commit(record, recipe, repo_path)
     deps = list(recipe.packages)
     for files, reader in ((recipe.requirements_files, requirement_lines),
                           (recipe.conda_files, conda_yml_requirements)):
         for name in files:
-            text = git_show(repo_path, commit, name)
+            text = git_show(repo_path, setup_commit, name)
             if text is not None:
                 deps += reader(text)
                 break
         else:
             if files:
-                raise EnvironmentUnavailable(f"{record['repo']}@{commit[:12]} has none of {', '.join(files)}")
+                raise EnvironmentUnavailable(f"{record['repo']}@{setup_commit[:12]} has none of {', '.join(files)}")
     date = era_date(recipe, record.get("created_at"))
     script = build_script(recipe, commit, deps, date, staged_uv())
     spec = local_spec(key, repo_path, python=source, network="full", writable_env=True,
                       timeout=int(BUILD_TIMEOUT) + 600, labels={"orchard.swe": "env-build"})
+    spec.env.update(index_settings())
     try:
         sandbox = SandboxHandle.create(env, spec)
     except Exception as exc:

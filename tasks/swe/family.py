@@ -13,6 +13,7 @@ from pathlib import Path
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.evidence import Evidence
+from orchard_cli.outcome import CategoryInfo
 from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
@@ -30,6 +31,8 @@ class SWEFamily(PatchFamily):
 
     name = "swe"
     environment_error = (EnvironmentUnavailable,)
+    categories = {**PatchFamily.categories,
+                  "needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0")}
     suites = (
         SuiteInfo("swe-verified", "swe", "princeton-nlp/SWE-bench_Verified",
                   "SWE-bench Verified: 500 human-validated Python issues (test split)",
@@ -50,6 +53,7 @@ class SWEFamily(PatchFamily):
         self.dataset_source: str | None = None
         self._recipes: dict[str, EnvironmentRecipe] = {}
         self._official: dict[str, bool] = {}  # task id -> its sandbox runs the official image
+        self._keys: dict[str, str] = {}  # task id -> its environment key (env_key)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         """Set by interrupt(): image builds started by this family give up."""
@@ -96,7 +100,19 @@ class SWEFamily(PatchFamily):
         }
 
     def env_key(self, task: Task) -> str:
-        return self.recipe(task).key(task.record["repo"], task.record.get("version", ""))
+        """The environment's cache key: the recipe's, and for an instance declaring other
+        dependencies than its environment's setup commit, their hash (`envs.build_commit`)."""
+        recipe = self.recipe(task)
+        key = recipe.key(task.record["repo"], task.record.get("version", ""))
+        if (task.record.get("environment_setup_commit") or task.record["base_commit"]) == task.record["base_commit"]:
+            return key
+        with self._lock:
+            known = self._keys.get(task.task_id)
+        if known is None:
+            known = key + envs.build_commit(task.record, recipe, self.repository(task))[1]
+            with self._lock:
+                self._keys[task.task_id] = known
+        return known
 
     # ---- sandboxes -------------------------------------------------------------------------
 
@@ -121,7 +137,7 @@ class SWEFamily(PatchFamily):
             with self._lock:
                 self._official[task.task_id] = official
             if official:
-                return SandboxSpec(image=image, workdir=TESTBED, network="none", memory="8Gi",
+                return SandboxSpec(image=image, workdir=TESTBED, network=envs.grading_network("docker"), memory="8Gi",
                                    cpu=2.0, pids=4096, timeout=4 * 3600, labels=labels)
             if backend == "docker":  # built locally, from the recipe the local backend uses
                 from orchard_cli.tasks.swe import docker_env

@@ -17,6 +17,7 @@ skipped FAIL_TO_PASS test drop out of the count, so orchard applies 5.x's strict
 
 from __future__ import annotations
 
+import re
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -85,6 +86,36 @@ def verdict(record: dict[str, Any], log: str, parser_name: str | None = None) ->
     return resolved, report
 
 
+# What a failed name lookup prints (getaddrinfo's EAI_AGAIN / EAI_NONAME, as Python and curl say
+# them): a test that needs the internet, which no grading sandbox has.
+NO_INTERNET = re.compile(r"Temporary failure in name resolution|Name or service not known|"
+                         r"nodename nor servname provided|Could not resolve host")
+
+
+def needs_internet(report: dict[str, Any], log: str) -> list[str]:
+    """The failing tests, when every one of them failed on a name lookup: the failure report of
+    each (unittest's `ERROR: name` / `FAIL: name` section, pytest's `____ name ____` one) shows a
+    lookup failure. Empty when any failed otherwise, or has no report to read: then the instance
+    is simply unresolved."""
+    failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in report[kind]["failure"]]
+    if not failing or not NO_INTERNET.search(log):
+        return []
+    headers = list(FAILURE_HEADER.finditer(log))
+    ends = [h.start() for h in headers[1:]] + [len(log)]
+    sections = [(h.group(1) or h.group(2), log[h.end():end]) for h, end in zip(headers, ends)]
+    for test in failing:
+        name = test.split("::")[-1].split(" (")[0].strip()
+        mine = [body for header, body in sections if name in header]
+        if not mine or not any(NO_INTERNET.search(body) for body in mine):
+            return []
+    return failing
+
+
+# The header of one test's failure report: unittest's `ERROR: test_x (mod.Class)`, pytest's
+# `____ Class.test_x[param] ____`.
+FAILURE_HEADER = re.compile(r"^(?:(?:ERROR|FAIL): (.+)|_{3,} (.+?) _{3,})$", re.MULTILINE)
+
+
 def clip(log: str) -> str:
     if len(log) <= LOG_KEEP:
         return log
@@ -129,7 +160,13 @@ def run_and_grade(record: dict[str, Any], sandbox: SandboxHandle, patch: str, sc
     report["seconds"] = seconds
     report["patch_method"] = applied.method
     error = None if report["log_valid"] else "the log has no valid test output (markers missing or a failure code)"
-    return Outcome(resolved=resolved, category="resolved" if resolved else "unresolved",
+    category = "resolved" if resolved else "unresolved"
+    offline = [] if resolved or not report["log_valid"] else needs_internet(report, log)
+    if offline:
+        category = "needs_network"
+        error = (f"{len(offline)} test(s) failed looking up internet hosts, which no grading sandbox "
+                 f"reaches: {', '.join(offline[:20])}{' ...' if len(offline) > 20 else ''}")
+    return Outcome(resolved=resolved, category=category,
                    reward=1.0 if resolved else 0.0, tests=report, log=clip(log), error=error)
 
 

@@ -135,23 +135,81 @@ def dataset_style_script(base: str, test_patch: str) -> str:
         f"git checkout {base} tests/test_calc.py", ""])
 
 
-def write_wheel(folder: Path) -> Path:
+def write_wheel(folder: Path, name: str = "calc-extras", version: str = "1.0",
+                code: str = "TWO = 2\n", requires: tuple[str, ...] = ()) -> Path:
     """A pure-Python wheel written by hand (no build tools, no network)."""
     import base64
     import hashlib
     import zipfile
 
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "calc_extras-1.0-py3-none-any.whl"
-    files = {"calc_extras.py": "TWO = 2\n",
-             "calc_extras-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: calc-extras\nVersion: 1.0\n",
-             "calc_extras-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    path = folder / f"{module}-{version}-py3-none-any.whl"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + \
+        "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {f"{module}.py": code, f"{info}/METADATA": meta,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = []
     with zipfile.ZipFile(path, "w") as wheel:
-        for name, text in files.items():
-            wheel.writestr(name, text)
+        for entry, text in files.items():
+            wheel.writestr(entry, text)
             digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(text.encode())}")
-        record.append("calc_extras-1.0.dist-info/RECORD,,")
-        wheel.writestr("calc_extras-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+            record.append(f"{entry},sha256={digest},{len(text.encode())}")
+        record.append(f"{info}/RECORD,,")
+        wheel.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
+
+
+class JsonIndex:
+    """A PEP 691 package index on loopback whose files carry upload times (PEP 700), as PyPI's
+    do: what `uv --exclude-newer` filters on. `add(wheel, uploaded)` publishes a wheel."""
+
+    def __init__(self, root: Path) -> None:
+        import http.server
+        import threading
+
+        self.root, self.files = root, {}
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):  # noqa: N802
+                self.do_GET(head=True)
+
+            def do_GET(self, head: bool = False):  # noqa: N802
+                import hashlib
+
+                parts = [p for p in self.path.split("/") if p]
+                if len(parts) == 2 and parts[0] == "simple" and parts[1] in index.files:
+                    files = [{"filename": w.name, "url": f"/files/{w.name}",
+                              "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
+                              "upload-time": uploaded} for w, uploaded in index.files[parts[1]]]
+                    body = json.dumps({"meta": {"api-version": "1.1"}, "name": parts[1], "files": files,
+                                       "versions": []}).encode()
+                    kind = "application/vnd.pypi.simple.v1+json"
+                elif len(parts) == 2 and parts[0] == "files" and (index.root / parts[1]).is_file():
+                    body, kind = (index.root / parts[1]).read_bytes(), "application/octet-stream"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def add(self, name: str, version: str, uploaded: str, requires: tuple[str, ...] = ()) -> None:
+        wheel = write_wheel(self.root, name, version, f"VERSION = {version!r}\n", requires)
+        self.files.setdefault(name, []).append((wheel, uploaded))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -138,3 +138,96 @@ def test_kubernetes_without_the_image_is_an_environment_error(world, home):
     task.record["image"] = "swebench/sweb.eval.x86_64.acme_1776_calc-1:latest"
     with pytest.raises(EnvironmentUnavailable, match="orchard/base"):
         family.sandbox_spec(task, "kubernetes")
+
+
+def test_a_bare_mirror_without_a_refs_folder_is_usable(world, home, tmp_path):
+    """A read-only bare mirror that lost its empty refs/ (an archive drops empty folders; git
+    then calls it 'not a git repository') is used through a fixed copy, as --repo-mirror's
+    pytest mirror here needs."""
+    import shutil
+    import subprocess
+
+    bare = tmp_path / "mirrors" / "acme" / "calc"
+    shutil.copytree(world["root"] / "mirror" / "acme" / "calc", bare, symlinks=True)
+    subprocess.run(["git", "-C", str(bare), "pack-refs", "--all"], check=True)
+    shutil.rmtree(bare / ".git" / "refs")
+    subprocess.run(["chmod", "-R", "a-w", str(bare)], check=True)
+    try:
+        assert subprocess.run(["git", "-C", str(bare), "log", "-1"], capture_output=True).returncode != 0
+        family, tasks = load(world)
+        family.repo_mirror = str(tmp_path / "mirrors")
+        task = tasks["acme__calc-1"]
+        assert grade(world, family, task, task.record["patch"]).category == "resolved"
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(bare)], check=True)
+
+
+NETWORK_TESTS = '''
+
+class NetworkTests(unittest.TestCase):
+    def test_connect_times_out(self):
+        import socket
+        with self.assertRaises(socket.timeout):
+            socket.create_connection(("10.255.255.1", 80), 0.5)
+
+    def test_lookup(self):
+        import socket
+        socket.getaddrinfo("pypi.org", 443)
+'''
+
+
+def _with_network_tests(world, task, p2p: list[str]):
+    """The task with NetworkTests appended by its test patch and `p2p` added to PASS_TO_PASS."""
+    import json
+
+    work = world["root"] / "mirror" / "acme" / "calc"
+    text = swe_repo.TESTS.replace("from calc import mul, sub", "from calc import add, mul, sub").replace(
+        "    def test_sub(self):", "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+                               "    def test_sub(self):") + NETWORK_TESTS
+    before = task.record["PASS_TO_PASS"]
+    before = before if isinstance(before, list) else json.loads(before)
+    record = {**task.record, "test_patch": swe_repo.diff_of(work, "tests/test_calc.py", text),
+              "PASS_TO_PASS": [*before, *p2p]}
+    return task.model_copy(update={"record": record})
+
+
+def test_grading_network_waits_like_a_networked_machine(world, home):
+    """requests' connect-timeout tests expect a connect to an unroutable address to time out; in a
+    sandbox with no route it fails at once. The grading sandbox drops such traffic instead: gold
+    resolves, and a test that needs the internet is reported as needs_network with its id."""
+    family, tasks = load(world)
+    task = _with_network_tests(world, tasks["acme__calc-2"],
+                               ["test_connect_times_out (tests.test_calc.NetworkTests)"])
+    assert family.sandbox_spec(task, "local").network == "drop"
+    outcome = grade(world, family, task, world["instances"]["gold"])
+    assert outcome.category == "resolved", outcome.log[-3000:]
+    lookup = "test_lookup (tests.test_calc.NetworkTests)"
+    task = _with_network_tests(world, tasks["acme__calc-2"], [lookup])
+    outcome = grade(world, family, task, world["instances"]["gold"])
+    assert outcome.category == "needs_network" and not outcome.resolved, outcome.log[-3000:]
+    assert lookup in outcome.error
+
+
+def test_an_exact_pin_brings_its_dependencies_as_of_the_build(world, home, monkeypatch, tmp_path):
+    """SWE-bench's specs pin some packages to releases newer than the instance (sphinx 3.5 pins
+    tox==4.16.0, which needs cachetools>=5.3.3, three years newer). The pin's own dependencies
+    must resolve as of the build, as the official images resolved them, not as of the instance's
+    day: here the pin needs dep>=2, and dep 2 was published after the instance."""
+    index = swe_repo.JsonIndex(tmp_path / "index")
+    try:
+        index.add("orchard-dep", "1.0", "2020-01-01T00:00:00Z")
+        index.add("orchard-dep", "2.0", "2025-06-01T00:00:00Z")
+        index.add("orchard-pin", "1.0", "2025-06-01T00:00:00Z", requires=("orchard-dep>=2",))
+        monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+        family, tasks = load(world)
+        task = tasks["acme__calc-2"]
+        recipe = {**task.record["environment"], "packages": [*task.record["environment"]["packages"],
+                                                             "orchard-pin==1.0"]}
+        task = task.model_copy(update={"task_id": "acme__calc-pinned", "record": {**task.record, "environment": recipe,
+                                                  "instance_id": "acme__calc-pinned"}})
+        with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
+            family.setup(task, sandbox)
+            out = sandbox.exec("python -c 'import orchard_pin, orchard_dep; print(orchard_dep.VERSION)'")
+        assert out.stdout.strip() == "2.0", out.stderr
+    finally:
+        index.close()

@@ -1,0 +1,169 @@
+"""Gold on real SWE-bench Verified instances, cold and warm: does every one resolve here?
+
+Runs `orchard eval swe-verified --predictions gold` on every Verified instance of the repositories
+the mirror folder holds (pytest and sphinx here: 63 instances), first on an empty ORCHARD_HOME
+(cold: every environment is built) and then again on the same home (warm: nothing is built), and
+prints one report: resolved/total for each run, every instance that did not resolve with its
+category and cause, build seconds per environment, grading seconds per instance (median, p90,
+max), and the wall time of both runs side by side. `--docker N` grades a sample of N instances
+(spread over the environments) on the docker backend as well and lists any verdict that differs.
+
+    .venv/bin/python bench/swe_real_bench.py --mirrors ../shared/data/mirrors \\
+        --dataset ../shared/data/swe-bench-verified.parquet [--workers 2] [--docker 6] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ORCHARD = str(Path(sys.executable).with_name("orchard"))
+
+
+def instances(dataset: Path, mirrors: Path, only: list[str]) -> list[dict]:
+    import pandas as pd
+
+    frame = pd.read_parquet(dataset)
+    held = {f"{o.name}/{r.name.removesuffix('.git')}" for o in mirrors.iterdir() if o.is_dir()
+            for r in o.iterdir() if r.is_dir()}
+    rows = frame[frame.repo.isin(held)]
+    if only:
+        rows = rows[rows.repo.isin(only)]
+    return rows[["instance_id", "repo", "version"]].to_dict("records")
+
+
+def run_eval(ids: list[str], args: argparse.Namespace, home: Path, out: Path, backend: str) -> float:
+    env = {**os.environ, "ORCHARD_HOME": str(home)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [ORCHARD, "eval", "swe-verified", "--dataset", str(args.dataset), "--instances", ",".join(ids),
+         "--predictions", "gold", "--repo-mirror", str(args.mirrors), "--workers", str(args.workers),
+         "--backend", backend, "--max-errors", str(len(ids)), "--out", str(out), "--format", "json"],
+        env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if not (out / "results.jsonl").is_file():
+        raise SystemExit(f"orchard eval failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
+    return seconds
+
+
+def rows_of(out: Path) -> dict[str, dict]:
+    rows = {}
+    for line in (out / "results.jsonl").read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[row["instance_id"]] = row
+    return rows
+
+
+def builds(home: Path) -> list[tuple[str, float]]:
+    found = []
+    for marker in sorted((home / "swe" / "envs").glob("*/env.json")):
+        data = json.loads(marker.read_text())
+        found.append((data["key"], float(data.get("build_seconds") or 0)))
+    return found
+
+
+def spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    p90 = ordered[max(0, int(len(ordered) * 0.9) - 1)]
+    return f"median {statistics.median(ordered):6.1f}s  p90 {p90:6.1f}s  max {ordered[-1]:6.1f}s"
+
+
+def cause(row: dict, out: Path) -> str:
+    if row.get("error"):
+        return str(row["error"]).splitlines()[0][:160]
+    tests = (row.get("tests") or {}).get("counts") or {}
+    outcome = out / row.get("log_dir", "") / "outcome.json"
+    failing = []
+    if outcome.is_file():
+        detail = json.loads(outcome.read_text()).get("tests") or {}
+        for kind in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            failing += [f"{kind}:{t}" for t in (detail.get(kind) or {}).get("failure", [])]
+    head = ", ".join(failing[:3]) + (f" (+{len(failing) - 3})" if len(failing) > 3 else "")
+    return f"{tests} {head}"[:220]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mirrors", type=Path, required=True)
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--repos", default="", help="comma-separated owner/name (default: every mirrored one)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--docker", type=int, default=0, help="also grade this many on docker")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--home", type=Path, help="ORCHARD_HOME for the runs (default: a fresh folder)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    chosen = instances(args.dataset, args.mirrors, [r for r in args.repos.split(",") if r])
+    if args.limit:
+        chosen = chosen[:args.limit]
+    if not chosen:
+        print("error: no Verified instance of a mirrored repository", file=sys.stderr)
+        return 2
+    ids = [c["instance_id"] for c in chosen]
+    home = args.home or Path(tempfile.mkdtemp(prefix="orchard-swe-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="orchard-swe-runs-"))
+    print(f"{len(ids)} instances, home {home}, runs under {work}", file=sys.stderr, flush=True)
+    cold_s = run_eval(ids, args, home, work / "cold", "local")
+    cold = rows_of(work / "cold")
+    built = builds(home)
+    warm_s = run_eval(ids, args, home, work / "warm", "local")
+    warm = rows_of(work / "warm")
+    lines = [f"gold on {len(ids)} real SWE-bench Verified instances ({', '.join(sorted({c['repo'] for c in chosen}))}), "
+             f"local backend, {args.workers} workers", ""]
+    lines.append(f"  {'run':<10}{'resolved':>12}{'wall':>12}")
+    for name, rows, seconds in (("cold", cold, cold_s), ("warm", warm, warm_s)):
+        resolved = sum(1 for r in rows.values() if r.get("resolved"))
+        lines.append(f"  {name:<10}{f'{resolved}/{len(ids)}':>12}{seconds:>11.0f}s")
+    lines += ["", "not resolved (cold run):"]
+    misses = [(i, cold[i]) for i in ids if not cold.get(i, {}).get("resolved")]
+    for instance_id, row in misses:
+        lines.append(f"  {instance_id:<32} {row.get('category', 'missing'):<14} {cause(row, work / 'cold')}")
+    if not misses:
+        lines.append("  none")
+    flips = [i for i in ids if bool(cold.get(i, {}).get("resolved")) != bool(warm.get(i, {}).get("resolved"))]
+    lines.append(f"cold/warm verdicts that differ: {', '.join(flips) or 'none'}")
+    by_category: dict[str, int] = {}
+    for row in cold.values():
+        by_category[row.get("category", "?")] = by_category.get(row.get("category", "?"), 0) + 1
+    lines.append("categories (cold): " + ", ".join(f"{k} {v}" for k, v in sorted(by_category.items())))
+    lines += ["", f"environment builds: {len(built)}, {spread([s for _, s in built])}"]
+    for key, seconds in built:
+        lines.append(f"  {key:<60} {seconds:7.1f}s")
+    for name, rows in (("cold", cold), ("warm", warm)):
+        graded = [float((r.get("tests") or {}).get("seconds") or 0) for r in rows.values() if r.get("tests")]
+        episode = [float(r.get("duration_seconds") or 0) for r in rows.values()]
+        lines.append(f"tests per instance ({name}): {spread(graded)}")
+        lines.append(f"episode per instance ({name}, setup + grading): {spread(episode)}")
+    result = {"instances": ids, "cold_seconds": cold_s, "warm_seconds": warm_s, "builds": built,
+              "cold": {i: r.get("category") for i, r in cold.items()},
+              "warm": {i: r.get("category") for i, r in warm.items()}}
+    if args.docker:
+        by_env: dict[str, list[str]] = {}
+        for c in chosen:
+            by_env.setdefault(f"{c['repo']}@{c['version']}", []).append(c["instance_id"])
+        sample = [group[0] for group in by_env.values()][:args.docker]
+        docker_s = run_eval(sample, args, home, work / "docker", "docker")
+        docker = rows_of(work / "docker")
+        differ = [i for i in sample if docker.get(i, {}).get("category") != cold.get(i, {}).get("category")]
+        resolved = sum(1 for i in sample if docker.get(i, {}).get("resolved"))
+        lines += ["", f"docker backend, {len(sample)} instances ({docker_s:.0f}s): resolved {resolved}/{len(sample)}; "
+                      f"verdicts differing from local: {', '.join(differ) or 'none'}"]
+        result["docker"] = {i: docker.get(i, {}).get("category") for i in sample}
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0 if not misses else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
