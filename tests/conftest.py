@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+from swe_data import swe_real_data
 
 # The embedded model's session fixtures (smollm2_home, smollm2_dir, smollm2): one GGUF read per run.
 pytest_plugins = ["model_fixtures"]
@@ -28,23 +29,6 @@ def _docker_up() -> bool:
         return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
     except Exception:
         return False
-
-
-def swe_real_data():
-    """The folder holding SWE-bench Verified and the pytest/sphinx mirrors, or None: ORCHARD_SWE_DATA,
-    else the checkout's ../shared/data, else the workplace's /work/shared/data (a CI clone may
-    live anywhere)."""
-    from pathlib import Path
-
-    given = os.environ.get("ORCHARD_SWE_DATA")
-    candidates = [Path(given)] if given else [Path(__file__).resolve().parents[2] / "shared" / "data",
-                                               Path("/work/shared/data")]
-    for folder in candidates:
-        mirrors = folder / "mirrors"
-        if (folder / "swe-bench-verified.parquet").is_file() and (mirrors / "pytest-dev").is_dir() \
-                and (mirrors / "sphinx-doc").is_dir():
-            return folder
-    return None
 
 
 # Prerequisites that CI installs: under ORCHARD_TEST_STRICT=1 (set by scripts/test.sh) their

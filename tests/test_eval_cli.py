@@ -115,6 +115,18 @@ def test_predictions_file_and_fail_under(world):
     assert data["b_only"] == ["acme__calc-1"] and data["a_only"] == [] and data["diff"] == 0.5
 
 
+def test_a_predictions_file_may_hold_more_of_the_suite_than_is_selected(world):
+    """As the official harness: --instances picks from the file, the other lines are left aside."""
+    out = world["root"] / "preds-one"
+    proc = orchard(world, "eval", "calc.jsonl", "--predictions", "preds.jsonl", "--instances",
+                   "acme__calc-2", "--out", str(out), "--format", "json", *common(world))
+    assert proc.returncode == 0, proc.stderr
+    card = json.loads(proc.stdout)
+    assert (card["total"], card["resolved"]) == (1, 1)
+    graded = [json.loads(line)["instance_id"] for line in (out / "results.jsonl").read_text().splitlines()]
+    assert graded == ["acme__calc-2"]
+
+
 def test_environment_errors_exit_3_unless_tolerated(world):
     out = world["root"] / "broken"
     proc = orchard(world, "eval", "broken.jsonl", "--predictions", "gold", "--out", str(out), *common(world))

@@ -8,7 +8,7 @@ as `factory(model=..., base_url=..., seed=...)` and returns an object with the m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from orchard_cli.errors import UsageError
 from orchard_cli.registry import Registry
@@ -22,8 +22,11 @@ solvers: Registry = Registry("harness", "orchard.solvers", {})
 
 def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
                 seed: int | None, family: "TaskFamily", tasks: list["Task"],
-                max_turns: int | None = None, agent_timeout: float | None = None) -> Solver:
-    """The solver a run asks for; every problem is a one-line UsageError."""
+                max_turns: int | None = None, agent_timeout: float | None = None,
+                suite_ids: Callable[[], set[str]] | None = None) -> Solver:
+    """The solver a run asks for; every problem is a one-line UsageError. A predictions file may
+    hold more of the suite than the selected tasks (`suite_ids()`, the whole suite's ids): those
+    lines are left aside, as the official harness does; an id the suite lacks is refused."""
     if predictions and (harness or model):
         raise UsageError("give either --predictions or --model/--harness, not both")
     if predictions == "gold":
@@ -38,7 +41,12 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
         if family.grading != "fresh":
             raise UsageError(f"--predictions FILE holds patches; the {family.name} family is not graded on a patch",
                              hint="use --predictions gold|empty, or an agent: --model/--harness")
-        return PredictionsSolver(predictions, load_predictions(predictions, {t.task_id for t in tasks}))
+        selected = {t.task_id for t in tasks}
+        chosen = load_predictions(predictions)
+        if set(chosen) - selected:
+            load_predictions(predictions, suite_ids() if suite_ids else selected)  # names a stranger
+            chosen = {k: v for k, v in chosen.items() if k in selected}
+        return PredictionsSolver(predictions, chosen)
     if harness or model:
         return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout)
     raise UsageError("nothing to evaluate: say where the answers come from",

@@ -276,12 +276,21 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
                          hint="check --instances / --repo / --limit / --slice")
     solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
                          base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
-                         max_turns=config.max_turns, agent_timeout=config.agent_timeout)
+                         max_turns=config.max_turns, agent_timeout=config.agent_timeout,
+                         suite_ids=lambda: _suite_ids(config.selection))
     updates: dict[str, Any] = {"source": solver.name}
     if config.predictions and config.predictions not in ("gold", "empty"):
         updates["predictions_sha256"] = sha256_file(config.predictions)
     config = config.model_copy(update=updates)
     return EvalRun(config, family, tasks, solver, Path(config.out), resume)
+
+
+def _suite_ids(selection: TaskSelection) -> set[str]:
+    """Every task id of the selection's suite, its filters aside."""
+    from orchard_cli.tasks.registry import load_suite
+
+    unfiltered = selection.model_copy(update={"instances": None, "repo": None, "limit": None, "slice": None})
+    return {t.task_id for t in load_suite(unfiltered)[1]}
 
 
 def verdict(card: Scorecard, *, fail_under: float | None, max_errors: int) -> tuple[int, str | None]:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import swe_real_data
+from swe_data import swe_real_data
 
 pytestmark = [pytest.mark.swe_real, pytest.mark.bwrap, pytest.mark.slow]
 
@@ -79,8 +79,12 @@ def test_gold_resolves_every_instance(gold, real):
     assert len(builds) == len(INSTANCES), builds  # one build per group, shared within it
 
 
-def test_a_patch_the_tests_do_not_see_resolves_none(gold, real):
-    noop = _eval(real, "noop", IDS, str(real["noop"]))
+@pytest.fixture(scope="session")
+def noop(gold, real):
+    return _eval(real, "noop", IDS, str(real["noop"]))
+
+
+def test_a_patch_the_tests_do_not_see_resolves_none(noop):
     assert all(r["category"] == "unresolved" for r in noop.values()), _why(noop)
     for row in noop.values():  # the tests ran, and failed where the fix is missing
         assert row["tests"]["log_valid"] and row["tests"]["counts"]["FAIL_TO_PASS_failure"] > 0
@@ -92,3 +96,29 @@ def test_docker_agrees_with_local(gold, real):
     assert rows[DOCKER_ID]["category"] == "resolved", _why(rows)
     noop = _eval(real, "docker-noop", [DOCKER_ID], str(real["noop"]), backend="docker")
     assert noop[DOCKER_ID]["category"] == "unresolved", _why(noop)
+
+
+def test_verdicts_on_these_real_logs_match_swebench5(gold, noop, real, swebench5):
+    """orchard's verdicts and per-test lists, against swebench 5.x's own grading of the same logs."""
+    import pandas as pd
+
+    frame = pd.read_parquet(real["data"] / "swe-bench-verified.parquet")
+    records = {r["instance_id"]: r for r in frame[frame.instance_id.isin(IDS)].to_dict("records")}
+    cases, ours = [], []
+    for name, rows in (("gold", gold), ("noop", noop)):
+        for instance_id, row in rows.items():
+            record = records[instance_id]
+            log = (real["root"] / name / row["log_dir"] / "test_output.txt").read_text()
+            cases.append({"instance_id": instance_id, "repo": record["repo"], "version": record["version"],
+                          "log_parser": record["log_parser"], "log": log,
+                          "FAIL_TO_PASS": json.loads(record["FAIL_TO_PASS"]),
+                          "PASS_TO_PASS": json.loads(record["PASS_TO_PASS"])})
+            ours.append(row)
+    theirs = swebench5(cases)
+    for case, row, official in zip(cases, ours, theirs):
+        assert row["resolved"] == official["resolved"], case["instance_id"]
+        counts = row["tests"]["counts"]
+        for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            for side in ("success", "failure"):
+                assert counts[f"{key}_{side}"] == len(official["tests_status"][key][side]), \
+                    f"{case['instance_id']} {key} {side}"
