@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchard_cli.errors import OrchardError, UsageError
 from orchard_cli.home import state_dir
 from orchard_cli.tasks.synth import records, source, statement, tests_run
+from orchard_cli.tasks.synth.ids import COLLECTIONS, IdCheck, test_file
 from orchard_cli.tasks.synth.mutate import KINDS, Mutation, find_mutations, is_source_file
 from orchard_cli.tasks.synth.search import Candidate, Evaluator
 from orchard_cli.tasks.synth.validate import validate
@@ -32,6 +33,8 @@ SCHEMA_VERSION = 1
 DEFAULT_MAX_FAILING = 10
 CANDIDATES_PER_TASK = 25
 BASELINE_TIMEOUT = 1200.0
+MAX_UNREADABLE = 0.5
+"""A package is refused when more than this share of its test ids cannot be read back."""
 
 Say = Callable[[str], None]
 
@@ -73,6 +76,12 @@ class PackageReport(BaseModel):
     tests: int = 0
     """Tests that passed on both clean runs."""
     flaky: int = 0
+    """Tests that passed on one clean run only."""
+    unstable: int = 0
+    """Passing tests left out: their file's test ids change from one process to the next
+    (parameters numbered in the order of a set, say), so the grader would not find them."""
+    unreadable: int = 0
+    """Collected tests left out: the SWE-bench pytest parser cannot read their ids back."""
     candidates: int = 0
     """Mutants enumerated in the package's non-test code."""
     tried: int = 0
@@ -166,7 +175,7 @@ class _Package:
         created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         clean_task = self.family.task(
             records.clean_record(self.name, self.version, src, environment, created_at), "synth")
-        self.say(f"{self.label}: building its environment and running its tests twice")
+        self.say(f"{self.label}: building its environment, collecting its tests and running them twice")
         mark = time.monotonic()
         try:
             bench = tests_run.Workbench(self.family, clean_task, self.env, self.config.backend)
@@ -179,7 +188,8 @@ class _Package:
         try:
             self.report.seconds["env"] = round(time.monotonic() - mark, 1)
             mark = time.monotonic()
-            base, runs = bench.baseline(BASELINE_TIMEOUT)
+            ids = self._check_ids(bench)
+            base, runs = bench.baseline(BASELINE_TIMEOUT, ids)
             self.report.seconds["baseline"] = round(time.monotonic() - mark, 1)
             self._check_baseline(base, runs)
             for _ in range(self.config.jobs - 1):
@@ -190,6 +200,26 @@ class _Package:
             for each in benches:
                 each.__exit__(None, None, None)
 
+    def _check_ids(self, bench: tests_run.Workbench) -> IdCheck:
+        """Collect the suite in fresh processes; refuse a package most of whose test ids the
+        grader cannot read back, else say how many are left out."""
+        found = bench.check_ids(COLLECTIONS, BASELINE_TIMEOUT)
+        if found.collected is None:
+            self.say(f"{self.label}: pytest gave no list of its test ids; judging them by two runs")
+            return found
+        self.report.unreadable = bad = found.unreadable_in_first()
+        total = len(found.collected)
+        if bad:
+            example = sorted(found.unreadable & set(found.collected))[0]
+            line = (f"{bad} of {total} test ids cannot be read back from a pytest log by the "
+                    f"SWE-bench parser (e.g. {example!r})")
+            if bad > MAX_UNREADABLE * total:
+                raise SynthError(f"{self.label}: {line}; too many to make tasks of",
+                                 hint="pick another package, or a release whose parametrized "
+                                      "test ids hold no spaces")
+            self.say(f"{self.label}: {line}; they are left out")
+        return found
+
     def _check_baseline(self, base: tests_run.Baseline, runs: list[tests_run.Run]) -> None:
         if any(r.timed_out for r in runs):
             raise SynthError(f"{self.label}: its test suite ran past {BASELINE_TIMEOUT:g} s")
@@ -198,14 +228,17 @@ class _Package:
             raise SynthError(f"{self.label}: its test suite ran no test ({last.strip()[:200]})")
         if base.broken:
             example = sorted(base.broken)[0]
-            total = len(base.broken) + len(base.reliable) + len(base.flaky)
-            raise SynthError(f"{self.label}: {len(base.broken)} of {total} tests fail before any "
-                             f"mutation (e.g. {example})",
+            raise SynthError(f"{self.label}: {len(base.broken)} of {base.tests} tests fail before "
+                             f"any mutation (e.g. {example})",
                              hint="pick another release, or one whose tests pass on Python "
                                   f"{self.config.python}")
-        self.report.tests, self.report.flaky = len(base.reliable), len(base.flaky)
+        report = self.report
+        report.tests, report.flaky, report.unstable = len(base.reliable), len(base.flaky), len(base.unstable)
+        moving = sorted({test_file(t) for t in base.unstable})
+        unstable = (f"{len(base.unstable)} left out as their ids move from run to run "
+                    f"({', '.join(moving[:3])}{' ...' if len(moving) > 3 else ''}), ") if moving else ""
         self.say(f"{self.label}: {len(base.reliable)} reliable tests, {len(base.flaky)} flaky, "
-                 f"{base.seconds:.1f} s per run")
+                 f"{unstable}{base.seconds:.1f} s per run")
 
     def _search(self, benches: list[tests_run.Workbench], base: tests_run.Baseline, scratch: Path,
                 src: source.SdistSource, environment: dict[str, Any],

@@ -5,7 +5,9 @@ The environment is the SWE family's own: a synthesized instance carries an `envi
 log parser), so the family builds it, sets a sandbox up from it and grades in it. `Workbench`
 holds one such sandbox at the clean commit and runs the eval script there, the whole suite or
 some test files, after writing a mutated module; results are read by the family's own grader
-functions (`grading.parse_log` / `verdict`), so the test ids we record are the ids it grades.
+functions (`grading.parse_log` / `verdict`), so the test ids we record are the ids it grades;
+before the baseline it collects the suite in several fresh processes, and only ids that are read
+back whole and stay put from process to process are FAIL_TO_PASS / PASS_TO_PASS (ids.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from orchard_cli.env import Env, SandboxHandle
 from orchard_cli.errors import OrchardError
 from orchard_cli.tasks.base import Task
+from orchard_cli.tasks.synth.ids import IdCheck, collect_command, test_file
 
 TEST_EXTRAS = ("test", "tests", "testing")
 # A fixed hash seed: parameter ids built from sets or dicts (isodate's, for one) are otherwise
@@ -114,23 +117,21 @@ class Run:
 @dataclass
 class Baseline:
     reliable: set[str]
-    """Passed in both runs on the clean tree: the only tests FAIL_TO_PASS / PASS_TO_PASS use."""
+    """Passed in both runs on the clean tree, with an id that is read back whole and does not
+    move (see ids.py): the only tests FAIL_TO_PASS / PASS_TO_PASS use."""
     flaky: set[str]
+    """Passed in one run only."""
     broken: set[str]
     """Did not pass in either run."""
     seconds: float
     files: dict[str, set[str]] = field(default_factory=dict)
     """Test file -> its reliable tests."""
-
-
-def whole_id(test_id: str) -> bool:
-    """False for ids the pytest log parser cut at a space ('test_x[a b]' -> 'test_x[a'): they can
-    collide, so they are never FAIL_TO_PASS or PASS_TO_PASS."""
-    return test_id.count("[") == test_id.count("]")
-
-
-def test_file(test_id: str) -> str:
-    return test_id.split("::", 1)[0]
+    unstable: set[str] = field(default_factory=set)
+    """Passed on the first run, in a file whose ids move from one process to the next."""
+    unreadable: set[str] = field(default_factory=set)
+    """Passed, as the parser reads the log, under an id that is not one collected test's."""
+    tests: int = 0
+    """Distinct ids the runs' logs gave."""
 
 
 class Workbench:
@@ -166,16 +167,12 @@ class Workbench:
         assert self.sandbox is not None
         self.sandbox.write_file(f"{self.workdir}/{path}", text)
 
-    def run(self, files: list[str] | None = None, timeout: float = 600.0) -> Run:
-        """The eval script with the test command limited to `files` (all tests when None)."""
-        from orchard_cli.tasks.swe.grading import parse_log
+    def _exec(self, test_cmd: str, timeout: float) -> tuple[Any, str, float]:
+        """The eval script with `test_cmd` as its test command: (job, log, seconds)."""
         from orchard_cli.tasks.swe.instance import eval_script
 
         assert self.sandbox is not None
-        recipe = self.family.recipe(self.task)
-        if files:
-            recipe = recipe.model_copy(update={
-                "test_cmd": f"{recipe.test_cmd} {' '.join(shlex.quote(f) for f in files)}"})
+        recipe = self.family.recipe(self.task).model_copy(update={"test_cmd": test_cmd})
         script = eval_script(self.task.record, recipe).replace("#!/bin/bash\n", PYC_HEADER, 1)
         self.sandbox.write_file(EVAL_SCRIPT, script, 0o755)
         started = time.monotonic()
@@ -184,26 +181,58 @@ class Workbench:
         log = self.sandbox.read_file(EVAL_LOG).decode(errors="replace")
         if job.did_not_run:
             raise OrchardError(f"the sandbox could not run the tests: {job.error}")
+        return job, log, seconds
+
+    def run(self, files: list[str] | None = None, timeout: float = 600.0) -> Run:
+        """The eval script with the test command limited to `files` (all tests when None)."""
+        from orchard_cli.tasks.swe.grading import parse_log
+
+        test_cmd = self.family.recipe(self.task).test_cmd
+        if files:
+            test_cmd = f"{test_cmd} {' '.join(shlex.quote(f) for f in files)}"
+        job, log, seconds = self._exec(test_cmd, timeout)
         statuses, valid = parse_log(self.task.record, log, "pytest")
         return Run(statuses, seconds, timed_out=job.timed_out, valid=valid, log=log)
 
-    def baseline(self, timeout: float) -> tuple[Baseline, list[Run]]:
+    def check_ids(self, times: int, timeout: float) -> IdCheck:
+        """The suite collected in `times` fresh processes, its ids judged (ids.py)."""
+        from orchard_cli.tasks.swe import official
+        from orchard_cli.tasks.synth import ids
+
+        assert self.sandbox is not None
+        recipe = self.family.recipe(self.task)
+        self.sandbox.write_file(f"{ids.PLUGIN_DIR}/{ids.PLUGIN_NAME}.py", ids.PLUGIN)
+        self._exec(collect_command(recipe.test_cmd, times), timeout)
+        lists = []
+        for i in range(times):
+            try:
+                lists.append(ids.read_ids(self.sandbox.read_file(ids.ids_file(i))))
+            except OrchardError:
+                lists.append(None)
+        return IdCheck.of(lists, official.log_parser(recipe.log_parser, self.task.record["repo"]))
+
+    def baseline(self, timeout: float, ids: IdCheck | None = None) -> tuple[Baseline, list[Run]]:
+        ids = ids or IdCheck(None)
         runs = [self.run(timeout=timeout) for _ in range(2)]
         passed = [{t for t, s in r.statuses.items() if s in PASSING} for r in runs]
         seen = set(runs[0].statuses) | set(runs[1].statuses)
         both = passed[0] & passed[1]
-        # a file whose test ids differ between the runs numbers them unstably (parameters from
+        # a file whose test ids differ between two looks numbers them unstably (parameters from
         # a set, say): none of its ids can be trusted to mean the same test at grading time
-        moving = {test_file(t) for t in set(runs[0].statuses) ^ set(runs[1].statuses)}
-        reliable = {t for t in both if whole_id(t) and test_file(t) not in moving}
-        flaky = (passed[0] | passed[1]) - reliable - {t for t in both if not whole_id(t)}
-        broken = {t for t in seen - both - flaky
+        moving = ids.moving | {test_file(t) for t in set(runs[0].statuses) ^ set(runs[1].statuses)}
+        unreadable = {t for t in passed[0] | passed[1] if not ids.readable(t)}
+        shifted = {t for t in passed[0] | passed[1] if test_file(t) in moving}
+        unstable = {t for t in passed[0] if test_file(t) in moving} - unreadable  # as run 1 numbered them
+        reliable = both - unreadable - shifted
+        flaky = (passed[0] | passed[1]) - both - unreadable - shifted
+        broken = {t for t in seen - passed[0] - passed[1]
                   if runs[0].statuses.get(t) not in ("SKIPPED", "XFAIL")
                   and runs[1].statuses.get(t) not in ("SKIPPED", "XFAIL")}
         files: dict[str, set[str]] = {}
         for test in sorted(reliable):
             files.setdefault(test_file(test), set()).add(test)
-        return Baseline(reliable, flaky, broken, max(r.seconds for r in runs), files), runs
+        return Baseline(reliable, flaky, broken, max(r.seconds for r in runs), files,
+                        unstable=unstable, unreadable=unreadable, tests=len(seen)), runs
 
 
 def relevant_files(files: dict[str, set[str]], texts: dict[str, str], names: list[str]) -> list[str]:
