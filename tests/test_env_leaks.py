@@ -74,6 +74,38 @@ def test_a_killed_eval_leaves_no_service_sandbox(service, tmp_path):
         client.close()
 
 
+@pytest.mark.parametrize("reaper", ["env gc", "eval --resume"])
+def test_a_dead_clients_sandbox_goes_at_once_with_gc_or_resume(service, tmp_path, reaper):
+    """A long heartbeat timeout (600 s): not the expiry, the dead client's pid reaps it."""
+    url = service["url"]
+    client = EnvClient(url)
+    run = ["eval", "calc", "--limit", "1", "--harness", "bash", "--model", "m", "--out", str(tmp_path / "run")]
+    env = {"ORCHARD_ENV_URL": url, "ORCHARD_ENV_HEARTBEAT_TIMEOUT": "600"}
+    try:
+        endpoint = ScriptedEndpoint([{"hang": True}, "nothing to do"], dialects=("chat",))
+        with endpoint as model:
+            proc = subprocess.Popen([sys.executable, "-m", "orchard_cli.main", *run, "--base-url", model.base_url],
+                                    env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                _wait(lambda: client.list_sandboxes() and endpoint.requests, 180,
+                      "the agent never held a sandbox and called the model")
+                (held,) = client.list_sandboxes()
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            if reaper == "env gc":
+                done = orchard("env", "gc", env=env)
+                assert done.returncode == 0 and held.sandbox_id in done.stdout.split(), done.stdout + done.stderr
+            else:
+                done = orchard(*run, "--base-url", model.base_url, "--resume", env=env, timeout=300)
+                assert done.returncode in (0, 1), done.stderr[-2000:]  # graded: resolved or not
+        assert held.sandbox_id not in [s.sandbox_id for s in client.list_sandboxes()]
+    finally:
+        client.close()
+
+
 def test_gc_after_the_service_was_killed_with_the_url_still_set(service, _orchard_home):
     url = service["url"]
     client = EnvClient(url)
@@ -112,3 +144,20 @@ def test_an_interrupted_eval_says_it_is_incomplete(tmp_path):
     markdown = (out / "scorecard.md").read_text()
     assert "**Run incomplete: 2 of 3 selected attempt(s) never ran.**" in markdown
     assert "Run incomplete" in (out / "scorecard.html").read_text()
+
+
+def test_a_grading_run_killed_for_memory_is_an_env_error(tmp_path):
+    """The tests ran out of the sandbox's memory: env_error 'out of memory (limit X)', not a
+    verdict on the patch (exit 137 read as a failing test)."""
+    task = {"instance_id": "acme__greedy-1", "problem_statement": "add subtracts",
+            "files": {"calc.py": "def add(a, b):\n    return a - b\n"},
+            "fixed": {"calc.py": "def add(a, b):\n    return a + b\n"},
+            "test_cmd": "python3 -c 'block = bytearray(2 << 30); print(len(block))'"}
+    data = tmp_path / "greedy.jsonl"
+    data.write_text(json.dumps(task) + "\n")
+    out = tmp_path / "run"
+    done = orchard("eval", "calc", "--dataset", str(data), "--predictions", "gold", "--out", str(out),
+                   "--max-errors", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert row["category"] == "env_error" and row["error"] == "out of memory (limit 512Mi)", row

@@ -160,3 +160,17 @@ def test_trajectories_of_schema_1_still_read(tmp_path):
     path.write_text(json.dumps(old) + "\n")
     (record,) = read_trajectories(path)
     assert record.schema_version == 1 and record.evidence is None and record.outcome.category == "empty_patch"
+
+
+def test_an_atomic_write_that_cannot_land_leaves_no_temp_file(tmp_path):
+    """The rename onto a folder fails: a one-line usage error, the folder as it was, no stray .tmp."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.records import write_text
+
+    target = tmp_path / "report.md"
+    target.mkdir()
+    (target / "mine.txt").write_text("kept")
+    with pytest.raises(UsageError, match="is a folder; name a file to write"):
+        write_text(target, "# report\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+    assert [p.name for p in target.iterdir()] == ["mine.txt"]

@@ -25,8 +25,9 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from orchard_cli.env.models import TIMEOUT_EXIT_CODE, ExecRequest, Job, Mount, SandboxInfo, SandboxSpec
-from orchard_cli.errors import NotFoundError, PathEscapeError
+from orchard_cli.env.models import (MAX_FILE_BYTES, TIMEOUT_EXIT_CODE, ExecRequest, Job, Mount, SandboxInfo,
+                                    SandboxSpec)
+from orchard_cli.errors import NotFoundError, PathEscapeError, TooLargeError, UsageError
 
 Check = Callable[..., None]
 CHECKS: dict[str, Check] = {}
@@ -291,6 +292,29 @@ def check_files(env, spec_kwargs: dict) -> None:
             pass
         else:
             raise AssertionError("reading a missing file did not raise NotFoundError")
+
+
+def _refused(call: Callable[[], object], error: type[Exception], what: str) -> None:
+    try:
+        call()
+    except error:
+        return
+    raise AssertionError(f"{what} was not refused with {error.__name__}")
+
+
+@check()
+def check_file_limits(env, spec_kwargs: dict) -> None:
+    """Modes are permission bits (no setuid, no negatives); no file past MAX_FILE_BYTES is held
+    whole in memory, either way (a sparse file the agent makes, say)."""
+    with sandbox(env, spec_kwargs) as info:
+        sid = info.sandbox_id
+        for mode in (-1, 0o4755, 0o1000):
+            _refused(lambda: env.write_file(sid, f"m{mode}.sh", b"x", mode=mode), UsageError, f"mode {mode:o}")
+        assert not [n for n in ok(env, sid, "ls -A").split() if n.startswith("m")]  # nothing written
+        ok(env, sid, f"truncate -s {MAX_FILE_BYTES + 1} big.bin")
+        _refused(lambda: env.read_file(sid, "big.bin"), TooLargeError, "reading a file over the limit")
+        _refused(lambda: env.write_file(sid, "too.bin", bytes(MAX_FILE_BYTES + 1)), TooLargeError,
+                 "writing a file over the limit")
 
 
 @check()

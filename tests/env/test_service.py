@@ -100,8 +100,11 @@ def test_malformed_bodies_are_422_with_a_reason(service):
         extra = http.post("/sandboxes", json={"imagee": "host"})
         not_json = http.post("/sandboxes", content=b"{nope", headers={"content-type": "application/json"})
         empty_cmd = http.post("/sandboxes/sb-x/exec", json={"command": ""})
+        timeouts = [http.post("/sandboxes/sb-x/exec", content=b'{"command": "true", "timeout_seconds": %s}' % t,
+                              headers={"content-type": "application/json"})
+                    for t in (b"1e300", b"Infinity", b"NaN", b"604801", b"0", b"-1")]
     for response, needle in ((bad_memory, "memory"), (extra, "imagee"), (not_json, "JSON"),
-                             (empty_cmd, "command")):
+                             (empty_cmd, "command"), *((t, "timeout_seconds") for t in timeouts)):
         assert response.status_code == 422, response.text
         body = response.json()
         assert body["error"] == "UsageError" and needle in body["detail"], body

@@ -178,3 +178,21 @@ def test_a_base_model_that_cannot_be_found(tmp_path, capsys, smollm2_home, monke
         code = main(["train", "-t", str(data), "--base-model", spec, "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err
         assert code == 2 and len(_error_lines(err)) == 1 and "no-such-model" in err, err
+
+
+def test_a_hub_id_without_a_hub_fails_at_once(tmp_path, capsys, monkeypatch):
+    """No hub answering: one probe and a one-line error, not the hub library's ~50 s of retries."""
+    import socket
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    out = tmp_path / "o"
+    code = main(["train", "-t", str(_data(tmp_path)), "--base-model", "acme/no-such-model", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(_error_lines(err)) == 1, err
+    assert f"'acme/no-such-model' is not 'smollm2' nor a folder, and there is no hub at http://127.0.0.1:{port}" in err
+    assert not out.exists()

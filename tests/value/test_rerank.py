@@ -183,7 +183,7 @@ def test_eval_attempts_rerank_in_one_go(graded, value_base, tmp_path, capsys) ->
     assert _cli(capsys, "rerank", "train", *runs, "--holdout", "0", "--max-tokens", TOKENS,
                 "--out", str(model), "--format", "json")[0] == 0
     ids = graded["ids"][:2]
-    preds = tmp_path / "two.jsonl"  # a predictions file may only name selected instances
+    preds = tmp_path / "two.jsonl"
     lines = (Path(graded["root"]) / "cands" / "candidates-1.jsonl").read_text().splitlines()
     preds.write_text("".join(l + "\n" for l in lines if json.loads(l)["instance_id"] in ids))
     with pytest.MonkeyPatch.context() as mp:
@@ -194,3 +194,24 @@ def test_eval_attempts_rerank_in_one_go(graded, value_base, tmp_path, capsys) ->
     assert code == 0, out
     assert out["attempts"] == 2 and out["rerank"]["tasks"] == 2 and out["rerank"]["candidates"] == 4
     assert (tmp_path / "run" / "rerank" / "scorecard.json").is_file()
+
+
+def test_one_outcome_is_refused_before_the_base_model_loads(graded, tmp_path, capsys, monkeypatch) -> None:
+    """Experience that is all resolved cannot train a value model: said at once, not after the
+    minutes of loading the base model."""
+    import orchard_cli.value.train as value_train
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the base model was loaded")
+
+    monkeypatch.setattr(value_train, "load_base", never)
+    monkeypatch.setenv("ORCHARD_HOME", str(graded["home"]))  # environments already built
+    run = tmp_path / "gold"
+    assert main(["eval", graded["suite"], "--instances", ",".join(graded["ids"][:2]), "--predictions", "gold",
+                 "--out", str(run), "--format", "json"]) == 0
+    capsys.readouterr()
+    assert main(["rerank", "train", "--runs", str(run), "--holdout", "0", "--out", str(tmp_path / "m")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == ["error: the training tasks hold 2 resolved and 0 unresolved episode(s): a value "
+                      "model needs both"], errors
+    assert not (tmp_path / "m").exists()
