@@ -23,6 +23,7 @@ local backend runs them from the engine's copy (ORCHARD_LOCAL_IMAGES overrides).
 
     .venv/bin/python bench/sdk_compat.py --sdk ~/src/Orchard/orchard_env [--backends local,docker]
         [--num 10] [--rounds 8] [--json out.json]
+    .venv/bin/python bench/sdk_compat.py --sdk ... --backends local --only-concurrent --num 1000
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def run_backend(backend: str, sdk: Path, python: str, args: argparse.Namespace, 
     home = Path(tempfile.mkdtemp(prefix=f"orchard-sdk-{backend}-"))
     with Service(backend, home) as service:
         say(f"[{backend}] service at {service.url}")
-        for name in EXAMPLES:
+        for name in [] if args.only_concurrent else EXAMPLES:
             passed, seconds = run_program(python, sdk, service, ["examples/getting_started.py", name],
                                           logs / f"{backend}-example-{name}.log")
             result["programs"][f"example {name}"] = (passed, seconds)
@@ -171,6 +172,9 @@ def run_backend(backend: str, sdk: Path, python: str, args: argparse.Namespace, 
         result["programs"][f"bench_concurrent --num {args.num}"] = (passed, seconds)
         result["concurrent"] = figures
         say(f"[{backend}] bench_concurrent: {'pass' if passed else 'FAIL'} ({seconds:.1f}s)")
+        if args.only_concurrent:
+            shutil.rmtree(home, ignore_errors=True)
+            return result
         passed, seconds = run_program(
             python, sdk, service,
             ["tests/integration/soak.py", "--mode", "both", "--rounds", str(args.rounds),
@@ -219,6 +223,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8, help="soak's commands per sandbox and client")
     parser.add_argument("--max-idle", type=float, default=12.0,
                         help="soak's longest idle gap (past uvicorn's default 5 s keep-alive)")
+    parser.add_argument("--only-concurrent", action="store_true",
+                        help="only bench_concurrent (the scale run: --num 200, --num 1000)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     sdk = args.sdk.expanduser().resolve()

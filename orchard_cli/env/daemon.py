@@ -158,6 +158,9 @@ def serve(backend: str = DEFAULT_BACKEND, host: str = DEFAULT_HOST, port: int = 
     import uvicorn
 
     _log_to_stderr(log_level)
+    said = manager.open_files.describe()
+    if said:
+        logging.getLogger("orchard.env.service").info("%s", said)
     closing = threading.Lock()
     closed: list[bool] = []
 

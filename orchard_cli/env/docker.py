@@ -231,6 +231,10 @@ class DockerBackend:
         self._client = client
         self._lock = threading.Lock()
         self._live: dict[str, tuple[RunnerChannel | None, ProxyForwarder | None]] = {}
+        self._made: dict[str, str] = {}
+        """Sandboxes made by this backend object -> their workdir: destroyed without asking the engine."""
+        self._empty: set[tuple[str, str]] = set()
+        """(image id, workdir) pairs where the image holds nothing to copy into the workspace."""
         self._ncpu: int | None = None
 
     @property
@@ -246,31 +250,31 @@ class DockerBackend:
 
     # ---- create -------------------------------------------------------------------------------
 
-    def _image(self, spec: SandboxSpec) -> str:
-        if spec.image == "host":
-            return ensure_base_image()
+    def _image(self, spec: SandboxSpec) -> tuple[str, dict]:
+        """The image's name and the engine's description of it (pulled when missing)."""
+        name = ensure_base_image() if spec.image == "host" else spec.image
         api = self.api  # first: a missing SDK or engine is reported as such
         import docker.errors
 
         try:
-            api.inspect_image(spec.image)
-            return spec.image
+            return name, api.inspect_image(name)
         except docker.errors.ImageNotFound:
-            pass
+            if spec.image == "host":
+                raise
         try:
             repo, _, tag = spec.image.rpartition(":") if ":" in spec.image.split("/")[-1] \
                 else (spec.image, "", "latest")
             self.api.pull(repo, tag=tag)
-            self.api.inspect_image(spec.image)
+            attrs = self.api.inspect_image(spec.image)
         except Exception as exc:
             reason = str(getattr(exc, "explanation", None) or exc).strip().splitlines()[0][:200]
             raise UsageError(f"image {spec.image} does not exist locally and could not be pulled: "
                              f"{reason}", hint="build it with `docker build`, FROM orchard's base image "
                              "(`python -m orchard_cli.env.images` makes that one)") from None
-        return spec.image
+        return spec.image, attrs
 
     def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> DockerSandbox:
-        image = self._image(spec)  # first: reports a missing SDK, engine or image
+        image, attrs = self._image(spec)  # first: reports a missing SDK, engine or image
         import docker.errors
         from docker.types import Mount
 
@@ -312,10 +316,13 @@ class DockerBackend:
                 image, entrypoint=["/bin/sh", f"{CTL}/start.sh"], name=name, labels=labels,
                 environment=env, working_dir=spec.workdir, host_config=host_config, detach=True)
             cid = container["Id"]
-            prepopulated = self._prepopulate(image, sandbox_id, labels, spec.workdir,
-                                             root / "workspace")
+            self._made[sandbox_id] = spec.workdir
+            empty = (attrs["Id"], spec.workdir)  # an image known to hold nothing there: no probe
+            prepopulated = empty not in self._empty and self._prepopulate(
+                image, sandbox_id, labels, spec.workdir, root / "workspace")
+            if not prepopulated:
+                self._empty.add(empty)
             self.api.start(cid)
-            config_env = self.api.inspect_container(cid)["Config"]
         except docker.errors.APIError as exc:
             raise _usage_or_infra(exc, f"run a container from {image}") from None
         if spec.network == "drop":
@@ -325,6 +332,7 @@ class DockerBackend:
             channel.close()
             self._live[sandbox_id] = (None, forwarder)
         shell = "/bin/bash" if (root / "ctl" / "has-bash").exists() else "/bin/sh"
+        config_env = _container_config(attrs.get("Config") or {}, env, cid)
         details = {"container_id": cid[:12], "container": name, "image": image,
                    "host_dir": str(root),
                    "exec": "runner" if has_runner and self.exec_mode == "auto" else "engine",
@@ -437,25 +445,30 @@ class DockerBackend:
         if "/" in sandbox_id or sandbox_id in ("", ".", ".."):
             raise UsageError(f"invalid sandbox id {sandbox_id!r}")
         channel, forwarder = self._live.pop(sandbox_id, (None, None))
+        workdir = self._made.pop(sandbox_id, None)
+        made_here = workdir is not None  # its probe is gone: removed when it was made
         name = f"orchard-{sandbox_id}"
         folders = {_host_dir(sandbox_id)}
         try:
-            labels = self.api.inspect_container(name)["Config"].get("Labels") or {}
-            other = Path(labels.get(f"{LABEL}.host_dir", ""))
-            if other.name == sandbox_id and other.parent.name == "docker":
-                folders.add(other)  # created under another ORCHARD_HOME
+            if workdir is None:  # not made here (gc, another process): its labels say where it lives
+                labels = self.api.inspect_container(name)["Config"].get("Labels") or {}
+                other = Path(labels.get(f"{LABEL}.host_dir", ""))
+                if other.name == sandbox_id and other.parent.name == "docker":
+                    folders.add(other)  # created under another ORCHARD_HOME
+                workdir = labels.get(f"{LABEL}.workdir", "/workspace")
             if os.geteuid() != 0:
-                self._scrub(name, labels.get(f"{LABEL}.workdir", "/workspace"))
+                self._scrub(name, workdir)
             self.api.remove_container(name, force=True, v=True)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise InfraError(f"docker could not remove {name}: {exc}") from exc
-        try:
-            self.api.remove_container(f"{name}-probe", force=True)
-        except docker.errors.APIError:
-            pass
+        if not made_here:  # a crash while it was made may have left its probe
+            try:
+                self.api.remove_container(f"{name}-probe", force=True)
+            except docker.errors.APIError:
+                pass
         for thing in (channel, forwarder):
             if thing is not None:
                 thing.close()
@@ -490,6 +503,15 @@ class DockerBackend:
             for thing in (channel, forwarder):
                 if thing is not None:
                     thing.close()
+
+
+def _container_config(image: dict, env: dict[str, str], cid: str) -> dict:
+    """What the engine's inspect of the new container would say of its Env, Hostname and User:
+    the image's environment with ours over it (as the engine merges them), the id's first 12
+    characters, the image's user. One round trip less per sandbox."""
+    merged = dict(item.split("=", 1) for item in image.get("Env") or [] if "=" in item)
+    merged.update(env)
+    return {"Env": [f"{k}={v}" for k, v in merged.items()], "Hostname": cid[:12], "User": image.get("User")}
 
 
 def _process_env(config: dict) -> dict[str, str]:

@@ -41,6 +41,7 @@ from typing import Any
 
 from orchard_cli.env import cgroups, netdrop
 from orchard_cli.env.base import CAPABILITIES
+from orchard_cli.env.io_loop import io_loop
 from orchard_cli.env.local_spawn import OutputTail, spawn
 from orchard_cli.env.runner_channel import RunnerChannel
 from orchard_cli.env.local_bwrap import bwrap_argv, image_root, in_image, runner_python
@@ -159,6 +160,7 @@ class LocalSandbox:
             proc.kill()
             proc.wait()
         with contextlib.suppress(OSError, ValueError):
+            io_loop().forget(proc.stdout.fileno())  # before its number can be reused
             proc.stdout.close()
         if self._proxy:
             self._proxy.close()

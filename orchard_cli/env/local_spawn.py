@@ -2,7 +2,7 @@
 
 bwrap's `--die-with-parent` follows the *thread* that forked it, so every sandbox is spawned from
 one long-lived thread. bwrap's own pid 1 only ever holds /dev/null and the diagnostics pipe,
-drained here into a short tail (the reason a sandbox did not start).
+drained by the process's IO loop into a short tail (the reason a sandbox did not start).
 """
 
 from __future__ import annotations
@@ -28,27 +28,24 @@ def spawn(argv: list[str], **kwargs) -> subprocess.Popen:
 
 
 class OutputTail:
-    """The last few KB of a process's combined output, read on a thread so it never piles up."""
+    """The last few KB of a process's combined output, read by the process's one IO loop
+    (io_loop.py) so it never piles up, and no thread per sandbox waits on it."""
 
     def __init__(self, proc: subprocess.Popen) -> None:
+        from orchard_cli.env.io_loop import io_loop
+
         self.proc = proc
         self._tail = bytearray()
-        self._thread = threading.Thread(target=self._drain, daemon=True, name=f"orchard-local-diag-{proc.pid}")
-        self._thread.start()
+        self._ended = threading.Event()
+        io_loop().watch(proc.stdout.fileno(), self._add, self._ended.set)
 
-    def _drain(self) -> None:
-        while True:
-            try:
-                data = os.read(self.proc.stdout.fileno(), 65536)
-            except (OSError, ValueError):
-                return
-            if not data:
-                return
-            self._tail += data
-            del self._tail[:-TAIL_BYTES]
+    def _add(self, data: bytes) -> None:
+        self._tail += data
+        del self._tail[:-TAIL_BYTES]
 
     def wait(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        """Until the output ended (the process and its children closed it), or `timeout`."""
+        self._ended.wait(timeout)
 
     def text(self) -> str:
         return self._tail.decode(errors="replace")[-600:].strip() or "no output"

@@ -17,6 +17,7 @@ from typing import Any
 
 from orchard_cli.env.backends import load_backend
 from orchard_cli.env.base import Sandbox, SandboxBackend
+from orchard_cli.env.limits import raise_open_files
 from orchard_cli.env.models import (
     CLIENT_LABEL,
     TIMEOUT_EXIT_CODE,
@@ -95,6 +96,7 @@ class EnvManager:
         )
         self.owner = current_owner()
         self.heartbeat_timeout = heartbeat_timeout
+        self.open_files = raise_open_files()  # the limit that binds first (limits.py)
         self._sandboxes: dict[str, _Entry] = {}
         self._jobs: dict[str, Job] = {}
         self._job_done: dict[str, threading.Event] = {}
@@ -185,11 +187,14 @@ class EnvManager:
         with self._lock:
             self._sandboxes.pop(sandbox_id, None)
         entry.ready.wait(600)
+        destroyed = False
         try:
             if entry.sandbox is not None:
                 entry.sandbox.destroy()
+                destroyed = True
         finally:
-            self.backend.destroy(sandbox_id)
+            if not destroyed:  # never made, or its own destroy failed: by id, from what is left
+                self.backend.destroy(sandbox_id)
         entry.info.status = "stopped"
         return entry.info.model_copy()
 

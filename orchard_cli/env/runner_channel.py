@@ -10,7 +10,8 @@ Requests are length-prefixed marshal frames; replies are JSON lines:
 - a stream (`open_stream`: a PTY session): one request, then any number of events with that id
   (`out`, then `exit` or `error`), while `send` carries its input (stdin, resize, signals).
 
-No `select()` anywhere: a sandbox count in the thousands means file descriptors above 1024.
+No `select()` anywhere: a sandbox count in the thousands means file descriptors above 1024; and no
+thread per sandbox: every channel's replies are read by the process's one IO loop (io_loop.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orchard_cli.env.io_loop import io_loop
 from orchard_cli.errors import SandboxError
 
 
@@ -82,6 +84,7 @@ class RunnerChannel:
         self._next = 0
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._buffer = bytearray()
 
     def accept(self, config: dict, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
         """Take the runner's connection (False if it has not come within `timeout` while `alive()`),
@@ -98,15 +101,30 @@ class RunnerChannel:
         self._close_listener()
         self.conn.settimeout(max(deadline - time.monotonic(), 5.0))
         self.send(config)
-        reader = self.conn.makefile("rb")
-        line = reader.readline()
+        line = self._hello_line()
         self.conn.settimeout(None)
         self.hello = json.loads(line) if line else {}
         if not self.hello.get("ready"):
             raise SandboxError(f"the sandbox runner did not say hello: {self.diagnostics()}")
-        threading.Thread(target=self._read, args=(reader,), daemon=True,
-                         name=f"orchard-runner-{self.path.parent.name}").start()
+        io_loop().watch(self.conn.fileno(), self._on_data, self._on_end)
+        if self._buffer:
+            self._on_data(b"")  # replies that came with the hello
         return True
+
+    def _hello_line(self) -> bytes:
+        """The runner's first line; what follows it stays in the buffer for the loop."""
+        assert self.conn is not None
+        while b"\n" not in self._buffer:
+            try:
+                data = self.conn.recv(65536)
+            except (OSError, TimeoutError):
+                return b""
+            if not data:
+                return b""
+            self._buffer += data
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return line
 
     def _close_listener(self) -> None:
         if self.listener is not None:
@@ -165,26 +183,35 @@ class RunnerChannel:
             raise SandboxError(f"sandbox runner is gone ({exc.strerror or exc})") from exc
         return stream
 
-    def _read(self, reader) -> None:
-        try:
-            for line in reader:
-                try:
-                    reply = json.loads(line)
-                except ValueError:
-                    continue
-                key = reply.get("id")
-                with self._lock:
-                    stream = self._streams.get(key)
-                    if stream is not None and ("exit" in reply or "error" in reply):
-                        self._streams.pop(key, None)
-                    slot = None if stream is not None else self._pending.pop(key, None)
-                if stream is not None:
-                    stream.events.put(reply)
-                elif slot:
-                    slot[1] = reply
-                    slot[0].set()
-        except (OSError, ValueError):
-            pass
+    def _on_data(self, data: bytes) -> None:
+        """Replies as the process's IO loop reads them (io_loop.py): whole lines are dispatched."""
+        self._buffer += data
+        if b"\n" not in data and data:
+            return
+        *lines, rest = bytes(self._buffer).split(b"\n")
+        self._buffer = bytearray(rest)
+        for line in lines:
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(reply, dict):
+                self._dispatch(reply)
+
+    def _dispatch(self, reply: dict) -> None:
+        key = reply.get("id")
+        with self._lock:
+            stream = self._streams.get(key)
+            if stream is not None and ("exit" in reply or "error" in reply):
+                self._streams.pop(key, None)
+            slot = None if stream is not None else self._pending.pop(key, None)
+        if stream is not None:
+            stream.events.put(reply)
+        elif slot:
+            slot[1] = reply
+            slot[0].set()
+
+    def _on_end(self) -> None:
         with self._lock:
             self.dead = self.dead or f"sandbox runner exited: {self.diagnostics()}"
             pending, self._pending = self._pending, {}
@@ -199,6 +226,7 @@ class RunnerChannel:
         self.dead = self.dead or "sandbox destroyed"
         self._close_listener()
         if self.conn is not None:
+            io_loop().forget(self.conn.fileno())
             for step in (lambda: self.conn.shutdown(socket.SHUT_RDWR), self.conn.close):
                 try:
                     step()
