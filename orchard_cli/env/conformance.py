@@ -529,6 +529,29 @@ def check_destroy(env, spec_kwargs: dict) -> None:
         assert sid not in [r.sandbox_id for r in backend.resources()], "resources left behind"
 
 
+@check()
+def check_destroy_ends_a_running_command(env, spec_kwargs: dict) -> None:
+    """A command waited on when its sandbox is destroyed (an interrupted run) ends at once with
+    an error, not at its timeout."""
+    info = env.create_sandbox(SandboxSpec(**spec_kwargs), wait=True)
+    done: list[Job | Exception] = []
+
+    def wait() -> None:
+        try:
+            done.append(run(env, info.sandbox_id, "sleep 600", timeout_seconds=900))
+        except Exception as exc:  # the sandbox is gone (a service answers 404): ended too
+            done.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    time.sleep(1.0)  # the command is running
+    env.delete_sandbox(info.sandbox_id)
+    waiter.join(60)
+    assert not waiter.is_alive(), "a command of a destroyed sandbox still waits"
+    ended = done[0] if done else None
+    assert isinstance(ended, Exception) or (ended is not None and ended.status == "failed"), done
+
+
 _ORPHAN = """
 import json, sys, time
 from orchard_cli.env.manager import EnvManager

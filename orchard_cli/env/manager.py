@@ -114,6 +114,8 @@ class EnvManager:
         choose the id; asking again for an id that exists gives that sandbox (a retried request)."""
         now = time.time()
         with self._lock:
+            if self._closed.is_set():  # close() destroys what it lists; nothing may come after
+                raise InfraError("this environment is closed: it makes no new sandboxes")
             existing = self._sandboxes.get(sandbox_id) if sandbox_id else None
             if existing is not None:
                 return existing.info.model_copy()

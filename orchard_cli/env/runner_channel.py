@@ -226,9 +226,10 @@ class RunnerChannel:
         self.dead = self.dead or "sandbox destroyed"
         self._close_listener()
         if self.conn is not None:
-            io_loop().forget(self.conn.fileno())
+            io_loop().forget(self.conn.fileno())  # so no end of file comes: the waiters are told here
             for step in (lambda: self.conn.shutdown(socket.SHUT_RDWR), self.conn.close):
                 try:
                     step()
                 except OSError:
                     pass
+        self._on_end()

@@ -205,8 +205,8 @@ def build_commit(record: dict[str, Any], recipe: EnvironmentRecipe, repo_path: P
     instances declaring the same ones share it."""
     base = record["base_commit"]
     setup = record.get("environment_setup_commit") or base
-    if setup == base:
-        return setup, ""
+    if setup == base or not has_commit(repo_path, base):
+        return setup, ""  # a base commit the mirror lacks is the instance's setup error, not the build's
 
     def declared(commit: str) -> bytes:
         names = (*DEPENDENCY_FILES, *recipe.requirements_files, *recipe.conda_files)
@@ -217,6 +217,12 @@ def build_commit(record: dict[str, Any], recipe: EnvironmentRecipe, repo_path: P
     if mine == declared(setup):
         return setup, ""
     return base, "-deps" + hashlib.sha256(mine).hexdigest()[:8]
+
+
+def has_commit(repository_path: Path, commit: str) -> bool:
+    result = subprocess.run(["git", "-C", str(repository_path), "cat-file", "-e", f"{commit}^{{commit}}"],
+                            capture_output=True, env={**os.environ, **GIT_ENV})
+    return result.returncode == 0
 
 
 def git_show(repository_path: Path, commit: str, path: str) -> str | None:

@@ -364,9 +364,7 @@ def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dic
 
 def write_suite(tasks: list[dict[str, Any]], out: Path) -> None:
     """One instance per line, written whole or not at all."""
+    from orchard_cli.records import write_text
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as handle:
-        for task in tasks:
-            handle.write(json.dumps(task, sort_keys=False) + "\n")
-    tmp.replace(out)
+    write_text(out, "".join(json.dumps(task, sort_keys=False) + "\n" for task in tasks))

@@ -88,6 +88,6 @@ def test_a_hanging_model_is_killed_at_the_time_limit(rig):
     harness = load_harness("bash")
     sandbox = rig.sandbox(harness)
     run = harness.run(sandbox, rig.context(sandbox, timeout_seconds=3))
-    assert run.timed_out and run.exit_code is None, run
+    assert run.timed_out and run.exit_code == 124, run  # a timeout is exit 124, as the published API says
     assert 2.5 < run.duration_seconds < 15
     assert "time limit" in (run.error or "")

@@ -61,7 +61,7 @@ def test_codex_hanging_on_its_model_is_killed_at_the_time_limit(rig, installed_h
     harness = load_harness("codex")
     sandbox = rig.sandbox(harness)
     run = harness.run(sandbox, rig.context(sandbox, timeout_seconds=6))
-    assert run.timed_out and run.exit_code is None and "time limit" in (run.error or ""), run
+    assert run.timed_out and run.exit_code == 124 and "time limit" in (run.error or ""), run  # the published job words
     assert 5.5 < run.duration_seconds < 20
     left = sandbox.exec(r"pgrep -f 'codex(\.js)? exec'", timeout=30)   # node's and the native binary's
     assert left.exit_code == 1, left.stdout                              # nothing of it is left running
