@@ -87,8 +87,9 @@ def _entries(path: Path, text: str) -> list[tuple[str, Any]]:
     return entries
 
 
-def load_predictions(path: str | Path, known_ids: set[str] | None = None) -> dict[str, Prediction]:
-    """Read and check a predictions file; `known_ids` (the suite's ids) rejects unknown ids."""
+def load_predictions(path: str | Path, known_ids: set[str] | None = None,
+                     known_as: str = "the selected tasks") -> dict[str, Prediction]:
+    """Read and check a predictions file; `known_ids` (named `known_as`) rejects other ids."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -117,7 +118,7 @@ def load_predictions(path: str | Path, known_ids: set[str] | None = None) -> dic
         if instance_id in out:
             raise UsageError(f"{path} {where}: instance {instance_id!r} appears twice")
         if known_ids is not None and instance_id not in known_ids:
-            raise UsageError(f"{path} {where}: unknown instance {instance_id!r} (not in the selected tasks)",
+            raise UsageError(f"{path} {where}: unknown instance {instance_id!r} (not in {known_as})",
                              hint="check the suite, --dataset and the --instances / --repo / --limit filters")
         name = item.get("model_name_or_path") or ""
         out[instance_id] = Prediction(instance_id=instance_id, model_name_or_path=str(name),

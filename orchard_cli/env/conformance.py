@@ -310,7 +310,8 @@ def check_file_limits(env, spec_kwargs: dict) -> None:
         sid = info.sandbox_id
         for mode in (-1, 0o4755, 0o1000):
             _refused(lambda: env.write_file(sid, f"m{mode}.sh", b"x", mode=mode), UsageError, f"mode {mode:o}")
-        assert not [n for n in ok(env, sid, "ls -A").split() if n.startswith("m")]  # nothing written
+        names = ok(env, sid, "ls -A").split()
+        assert not {f"m{mode}.sh" for mode in (-1, 0o4755, 0o1000)} & set(names), names  # nothing written
         ok(env, sid, f"truncate -s {MAX_FILE_BYTES + 1} big.bin")
         _refused(lambda: env.read_file(sid, "big.bin"), TooLargeError, "reading a file over the limit")
         _refused(lambda: env.write_file(sid, "too.bin", bytes(MAX_FILE_BYTES + 1)), TooLargeError,
@@ -538,13 +539,21 @@ def check_destroy_ends_a_running_command(env, spec_kwargs: dict) -> None:
 
     def wait() -> None:
         try:
-            done.append(run(env, info.sandbox_id, "sleep 600", timeout_seconds=900))
+            done.append(run(env, info.sandbox_id, "touch /tmp/started; sleep 600", timeout_seconds=900))
         except Exception as exc:  # the sandbox is gone (a service answers 404): ended too
             done.append(exc)
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
-    time.sleep(1.0)  # the command is running
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the command is surely running
+        try:
+            env.read_file(info.sandbox_id, "/tmp/started")
+            break
+        except NotFoundError:
+            time.sleep(0.1)
+    else:
+        raise AssertionError("the command never started")
     env.delete_sandbox(info.sandbox_id)
     waiter.join(60)
     assert not waiter.is_alive(), "a command of a destroyed sandbox still waits"

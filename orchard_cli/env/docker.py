@@ -316,12 +316,12 @@ class DockerBackend:
                 image, entrypoint=["/bin/sh", f"{CTL}/start.sh"], name=name, labels=labels,
                 environment=env, working_dir=spec.workdir, host_config=host_config, detach=True)
             cid = container["Id"]
-            self._made[sandbox_id] = spec.workdir
             empty = (attrs["Id"], spec.workdir)  # an image known to hold nothing there: no probe
             prepopulated = empty not in self._empty and self._prepopulate(
                 image, sandbox_id, labels, spec.workdir, root / "workspace")
             if not prepopulated:
                 self._empty.add(empty)
+            self._made[sandbox_id] = spec.workdir  # its probe is gone: destroy need not look for it
             self.api.start(cid)
         except docker.errors.APIError as exc:
             raise _usage_or_infra(exc, f"run a container from {image}") from None

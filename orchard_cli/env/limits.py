@@ -8,9 +8,10 @@ pinned by tests/env/test_scale.py):
           runner), one cgroup per controller (memory, pids, cpu) when cgroups are writable
   docker  1 file descriptor (the runner's socket), no thread, one container
 
-The soft open-files limit binds first (1,024 on many systems: ~500 sandboxes); the service and
+The soft open-files limit binds first (1,024 on many systems: ~380 sandboxes); the service and
 every EnvManager raise it to the hard limit at start (`raise_open_files`), and say so when the
-hard limit itself leaves room for fewer than CAPACITY_GOAL sandboxes.
+hard limit itself leaves room for fewer than CAPACITY_GOAL sandboxes. Commands in local
+sandboxes get the limit the process started with (the runner lowers it again).
 """
 
 from __future__ import annotations
@@ -45,11 +46,23 @@ class OpenFiles:
         return raised or None
 
 
+_started_with: int | None = None
+
+
+def started_with() -> int | None:
+    """The soft open-files limit this process had before `raise_open_files` (None before it ran):
+    what sandboxed commands get back, so the raise does not change their `ulimit -n`."""
+    return _started_with
+
+
 def raise_open_files() -> OpenFiles:
     """Raise this process's soft RLIMIT_NOFILE to its hard limit (idempotent)."""
     import resource
 
+    global _started_with
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if _started_with is None:
+        _started_with = soft if soft != resource.RLIM_INFINITY else None
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft != resource.RLIM_INFINITY and soft < target:
         try:

@@ -39,7 +39,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.env import cgroups, netdrop
+from orchard_cli.env import cgroups, limits, netdrop
 from orchard_cli.env.base import CAPABILITIES
 from orchard_cli.env.io_loop import io_loop
 from orchard_cli.env.local_spawn import OutputTail, spawn
@@ -150,6 +150,7 @@ class LocalSandbox:
         if self._destroyed:
             return
         self._destroyed = True
+        self._channel.dead = self._channel.dead or "sandbox destroyed"  # what waiting commands are told
         proc = self._proc
         if self._isolated:
             proc.kill()     # the pid namespace dies with bwrap
@@ -227,7 +228,7 @@ class LocalBackend:
         if self.bwrap:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]
-        config: dict = {}
+        config: dict = {"nofile": limits.started_with()}
         proxy = proc = tail = None
         channel = RunnerChannel(folder / "run" / "ctl.sock", lambda: tail.text() if tail else "no output")
         try:

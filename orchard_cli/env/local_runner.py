@@ -35,6 +35,7 @@ Keep this file importable by any python3 >= 3.6, with only built-in modules on t
 import binascii
 import marshal
 import posix as os
+import resource
 import select
 import sys
 import time
@@ -670,6 +671,13 @@ class Runner:
         if self.config is None:
             _prctl()
             self.config = req
+            if req.get("nofile"):  # commands get the open-files limit orchard itself started with
+                try:
+                    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                    soft = req["nofile"] if hard == resource.RLIM_INFINITY else min(req["nofile"], hard)
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+                except (ValueError, OSError):
+                    pass
             port = None
             if req.get("proxy_socket"):
                 self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

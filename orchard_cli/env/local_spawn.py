@@ -37,6 +37,7 @@ class OutputTail:
         self.proc = proc
         self._tail = bytearray()
         self._ended = threading.Event()
+        os.set_blocking(proc.stdout.fileno(), False)  # only the loop reads it, and it must not wait
         io_loop().watch(proc.stdout.fileno(), self._add, self._ended.set)
 
     def _add(self, data: bytes) -> None:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from orchard_cli.env.io_loop import io_loop
+from orchard_cli.env.io_loop import CHUNK, io_loop
 from orchard_cli.errors import SandboxError
 
 
@@ -106,9 +106,11 @@ class RunnerChannel:
         self.hello = json.loads(line) if line else {}
         if not self.hello.get("ready"):
             raise SandboxError(f"the sandbox runner did not say hello: {self.diagnostics()}")
-        io_loop().watch(self.conn.fileno(), self._on_data, self._on_end)
         if self._buffer:
-            self._on_data(b"")  # replies that came with the hello
+            self._on_data(b"")  # replies that came with the hello, before the loop reads more
+        conn = self.conn
+        io_loop().watch(conn.fileno(), self._on_data, self._on_end,
+                        read=lambda: conn.recv(CHUNK, socket.MSG_DONTWAIT))  # never blocks the loop
         return True
 
     def _hello_line(self) -> bytes:

@@ -44,7 +44,8 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
         selected = {t.task_id for t in tasks}
         chosen = load_predictions(predictions)
         if set(chosen) - selected:
-            load_predictions(predictions, suite_ids() if suite_ids else selected)  # names a stranger
+            load_predictions(predictions, suite_ids() if suite_ids else selected,  # names a stranger
+                             "the suite" if suite_ids else "the selected tasks")
             chosen = {k: v for k, v in chosen.items() if k in selected}
         return PredictionsSolver(predictions, chosen)
     if harness or model:

@@ -47,9 +47,9 @@ def ids_file(i: int) -> str:
 def collect_command(test_cmd: str, times: int) -> str:
     """The test command made to collect only, `times` times, each in a fresh interpreter."""
     runs = " ".join(str(i) for i in range(times))
-    return (f"for i in {runs}; do ORCHARD_SYNTH_IDS={PLUGIN_DIR}/ids-$i.json "
-            f"PYTHONPATH={PLUGIN_DIR}${{PYTHONPATH:+:$PYTHONPATH}} {test_cmd} --collect-only -q "
-            f"-p {PLUGIN_NAME}; done")
+    return (f"for i in {runs}; do (export ORCHARD_SYNTH_IDS={PLUGIN_DIR}/ids-$i.json "
+            f"PYTHONPATH={PLUGIN_DIR}${{PYTHONPATH:+:$PYTHONPATH}}; {test_cmd} --collect-only -q "
+            f"-p {PLUGIN_NAME}); done")
 
 
 def read_ids(data: bytes | None) -> list[str] | None:

@@ -36,13 +36,14 @@ SCRIPT = textwrap.dedent('''\
         jobs = list(pool.map(lambda i: env.exec(i.sandbox_id, ExecRequest(command="echo $((6*7))", wait=True)),
                              infos))
     alive = len(env.list_sandboxes())
+    nofile = env.exec(infos[0].sandbox_id, ExecRequest(command="ulimit -n", wait=True)).stdout.strip()
     env.close()
     folder = Path(os.environ["ORCHARD_HOME"]) / "env" / "local"
     ids = {f"orchard-{i.sandbox_id}" for i in infos}
     cgroups = [root for root, _, _ in os.walk("/sys/fs/cgroup") if os.path.basename(root) in ids]
     print(json.dumps({
         "soft_before": soft_before, "soft_after": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-        "max_fd": fds[-1], "threads": threads, "alive": alive,
+        "max_fd": fds[-1], "threads": threads, "alive": alive, "nofile": nofile,
         "ok": sum(1 for j in jobs if j.ok and j.stdout.strip() == "42"),
         "folders": sorted(p.name for p in folder.iterdir()) if folder.exists() else [],
         "cgroups": cgroups,
@@ -55,7 +56,8 @@ SCRIPT = textwrap.dedent('''\
 def test_1200_sandboxes_past_a_1024_soft_limit(_orchard_home):
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 2 * COUNT + 512:
-        pytest.fail(f"this machine's hard open-files limit ({hard}) cannot hold {COUNT} sandboxes")
+        why = f"this machine's hard open-files limit ({hard}) cannot hold {COUNT} sandboxes"
+        pytest.fail(why) if os.environ.get("ORCHARD_TEST_STRICT") == "1" else pytest.skip(why)
 
     def low_soft_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
@@ -66,6 +68,7 @@ def test_1200_sandboxes_past_a_1024_soft_limit(_orchard_home):
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["soft_before"] == 1024 and seen["soft_after"] > 2 * COUNT, seen
+    assert seen["nofile"] == "1024", seen  # commands keep the limit the process started with
     assert seen["max_fd"] > 1024, seen  # select() could not watch these
     assert seen["alive"] == COUNT and seen["ok"] == COUNT, seen
     assert seen["threads"] <= 4, seen  # no thread per sandbox: one IO loop (and the reaper's)
