@@ -109,7 +109,11 @@ class SWEFamily(PatchFamily):
         with self._lock:
             known = self._keys.get(task.task_id)
         if known is None:
-            known = key + envs.build_commit(task.record, recipe, self.repository(task))[1]
+            try:
+                repository = self.repository(task)
+            except Exception:  # no repository here (offline, no mirror): the setup says why, later
+                return key
+            known = key + envs.build_commit(task.record, recipe, repository)[1]
             with self._lock:
                 self._keys[task.task_id] = known
         return known
