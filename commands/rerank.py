@@ -40,7 +40,7 @@ def train(
     fold: Annotated[Optional[str], typer.Option("--fold", help="K/N: hold out the K-th of N folds of the tasks instead of --holdout (cross-validation).")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="L-BFGS iterations of the head.")] = 200,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=64, help="Token budget of the text the LM reads per episode.")] = 512,
-    precision: Annotated[str, typer.Option("--precision", help="bf16 (2-3x faster on CPUs with AMX) or fp32: how the base LM reads.")] = "bf16",
+    precision: Annotated[str, typer.Option("--precision", help="How the base LM reads: bf16 (2-3x faster on CPUs with AMX or AVX512-BF16, several times slower without), fp32, or auto (bf16 where the CPU has it).")] = "auto",
     pca: Annotated[int, typer.Option("--pca", min=0, help="Principal components of the hidden states the head reads (0: only the LM's log-probability features).")] = 0,
     l2: Annotated[float, typer.Option("--l2", min=0.0, help="L2 penalty of the head.")] = 0.1,
     neg_ratio: Annotated[float, typer.Option("--neg-ratio", min=0.05, help="Weight of all negatives over all positives (1 = balanced).")] = 1.0,
@@ -55,8 +55,8 @@ def train(
     from orchard_cli.value.model import HeadConfig
     from orchard_cli.value.train import TrainConfig, train_value_model
 
-    if precision not in ("bf16", "fp32"):
-        raise UsageError(f"--precision {precision!r} is not bf16 or fp32")
+    if precision not in ("bf16", "fp32", "auto"):
+        raise UsageError(f"--precision {precision!r} is not bf16, fp32 or auto")
     if objective not in ("pairwise", "pointwise"):
         raise UsageError(f"--objective {objective!r} is not pairwise or pointwise")
     if features not in ("compact", "all"):

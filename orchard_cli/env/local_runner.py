@@ -530,10 +530,12 @@ class PtySession:
                         time.sleep(0.001)
             elif op == "pty_resize":
                 self._winsize(self.master, req.get("rows") or 24, req.get("cols") or 80)
-            elif op == "pty_signal":
-                os.killpg(self.pid, int(req.get("sig") or 15))
-            elif op == "pty_close":
-                os.killpg(self.pid, 9)
+            elif op in ("pty_signal", "pty_close"):
+                sig = 9 if op == "pty_close" else int(req.get("sig") or 15)
+                try:
+                    os.killpg(self.pid, sig)
+                except ProcessLookupError:  # so early that the child has no group of its own yet
+                    os.kill(self.pid, sig)
         except OSError:
             pass
 

@@ -107,6 +107,18 @@ def _snippet(lines: list[tuple[str, bool]]) -> tuple[str, list[tuple[int, int]]]
     return text, spans
 
 
+def default_precision() -> str:
+    """bf16 where the CPU computes it natively (AMX, AVX512-BF16); elsewhere torch emulates it
+    and fp32 is several times faster (100 episodes of 256 tokens: 3.7 min fp32, over 10 min bf16,
+    on a 2-core machine without either)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            flags = set(next((line for line in handle if line.startswith("flags")), "").split())
+    except OSError:
+        return "fp32"
+    return "bf16" if flags & {"amx_bf16", "avx512_bf16"} else "fp32"
+
+
 class Featurizer:
     """Features of episodes with one frozen base LM (a `LocalModel`)."""
 

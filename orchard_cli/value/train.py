@@ -52,7 +52,8 @@ class TrainConfig(BaseModel):
     fold: tuple[int, int] | None = None
     """(k, n): hold out the k-th of n folds of the tasks instead (cross-validation)."""
     max_tokens: int = Field(512, ge=64)
-    precision: Literal["bf16", "fp32"] = "bf16"
+    precision: Literal["bf16", "fp32", "auto"] = "auto"
+    """auto: the earlier model's (--init-from), else bf16 where the CPU has it natively, else fp32."""
     """bf16: the base LM reads under bfloat16 autocast (2-3x faster on CPUs with AMX)."""
     head: HeadConfig = Field(default_factory=HeadConfig)
     shuffle_labels: bool = False
@@ -132,6 +133,10 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
             raise UsageError("--init-from and --out are the same folder", hint="write the continued model elsewhere")
         earlier = ValueModel.load(config.init_from)
         old = load_experience(Path(config.init_from))
+    if config.precision == "auto":
+        from orchard_cli.value.features import default_precision
+
+        config = config.model_copy(update={"precision": earlier.meta.precision if earlier else default_precision()})
     episodes, dropped = data.labelled(_read(config))
     if not episodes:
         raise UsageError(f"no graded episodes to learn from ({dropped} env/infra error(s) excluded)")
