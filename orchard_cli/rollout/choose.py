@@ -43,9 +43,11 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
                              hint="use --predictions gold|empty, or an agent: --model/--harness")
         selected = {t.task_id for t in tasks}
         chosen = load_predictions(predictions)
-        if set(chosen) - selected:
-            load_predictions(predictions, suite_ids() if suite_ids else selected,  # names a stranger
-                             "the suite" if suite_ids else "the selected tasks")
+        others = set(chosen) - selected
+        if others:
+            known = suite_ids() if suite_ids else selected
+            if others - known:  # read again only to name the stranger's line
+                load_predictions(predictions, known, "the suite" if suite_ids else "the selected tasks")
             chosen = {k: v for k, v in chosen.items() if k in selected}
         return PredictionsSolver(predictions, chosen)
     if harness or model:
