@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from orchard_cli.errors import UsageError
 from orchard_cli.commands._common import (
     BackendOpt,
     FormatOpt,
@@ -18,8 +19,9 @@ from orchard_cli.commands._common import (
 
 
 def synth_command(
-    package: Annotated[list[str], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages.")],
-    out: Annotated[Path, typer.Option("--out", "-o", dir_okay=False, help="The suite to write (SWE-bench instances, JSONL).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The suite to write: SWE-bench instances (JSONL), or a folder of claw task folders.")],
+    package: Annotated[Optional[list[str]], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages (swe).")] = None,
+    family: Annotated[str, typer.Option("--family", help="swe: bugs injected into real packages; claw: personal-assistant tasks.")] = "swe",
     n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same package: the same tasks.")] = 0,
     max_failing: Annotated[int, typer.Option("--max-failing", min=1, help="Keep a mutant when 1 to this many tests fail.")] = 10,
@@ -31,8 +33,14 @@ def synth_command(
     backend: BackendOpt = "local",
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Inject bugs into real packages' code and write validated SWE-bench tasks.
+    """Make validated tasks: SWE bugs in real packages, or claw tasks.
 
+    --family claw: personal-assistant tasks (mail, calendar, todos,
+    contacts, files, phishing), deterministic by --seed, each validated
+    three ways before it is kept (gold passes, null and near miss fail);
+    --out is a folder of task folders.
+
+    --family swe (default):
     Fetches each NAME==VERSION's sdist with pip, makes a deterministic
     git repository, builds its test environment in a sandbox, finds the
     tests that pass reliably, tries seeded AST mutations of non-test
@@ -40,6 +48,17 @@ def synth_command(
     task is checked before it is written: its gold patch resolves it,
     the bug alone does not.
     """
+    if family == "claw":
+        from orchard_cli.commands.claw_tasks import synth_claw
+
+        synth_claw(out, n, seed, backend, jobs or 1, fmt)
+        return
+    if family != "swe":
+        raise UsageError(f"--family {family!r}: synth makes swe or claw tasks")
+    if not package:
+        raise UsageError("--package NAME==VERSION is needed for SWE tasks (or --family claw)")
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a folder; SWE tasks go to a JSONL file")
     from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
 
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,

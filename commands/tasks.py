@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from orchard_cli.commands._common import DatasetOpt, FamilyOpt, FormatOpt, OutputFormat, emit_json, stdout_console
+from orchard_cli.commands.claw_tasks import validate_command
 from orchard_cli.commands.synth import synth_command
 
 app = typer.Typer(help="Task suites and families: what `orchard eval` and `orchard distill` can run.",
@@ -128,3 +129,4 @@ def show(
 
 
 app.command("synth")(synth_command)
+app.command("validate")(validate_command)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
+from orchard_cli.tools.spec import ToolAccess
 
 
 class HarnessRun(BaseModel):
@@ -48,6 +49,9 @@ class HarnessContext(BaseModel):
     """The episode's short-lived token (never the real upstream key)."""
     timeout_seconds: float = 1800.0
     max_turns: int = 50
+    tools: ToolAccess | None = None
+    """The task's tools (MCP over stdio, or `task_tool.py` for the bash agent); None when the
+    task declares none."""
 
 
 @runtime_checkable

@@ -65,6 +65,8 @@ class Evidence(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict)
     """Service-state snapshots by service name (a mailbox, a calendar), as JSON."""
     dispatches: list[Dispatch] = Field(default_factory=list)
+    logs: dict[str, str] = Field(default_factory=dict)
+    """Protocol logs by service (what clients did over IMAP, SMTP, CalDAV), for a person to read."""
 
     def is_empty(self) -> bool:
         """Nothing was produced: no patch, answer, files, commands, state or tool calls."""

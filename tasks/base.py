@@ -5,10 +5,14 @@ One episode, as the rollout core (`orchard_cli.rollout`) runs it:
     spec     = family.sandbox_spec(task, backend)        # then adapted by the solver (proxy, mounts)
     sandbox  = create(spec); family.setup(task, sandbox)
     baseline = family.baseline(task, sandbox)            # what the workspace was before the solver
+    tools    = family.tools(task, sandbox)               # the task's tools (a ToolSession), or None
     solution = solver.solve(...)                         # gold, a predictions file, an agent
     evidence = family.collect(task, sandbox, solution, baseline)   # before the sandbox goes
     outcome  = family.grade(task, evidence, sandbox)     # `grading = "in_place"`: this sandbox
                                                          # `grading = "fresh"`: a new one, set up
+    destroy(sandbox); family.release(task, spec)         # what sandbox_spec reserved (services)
+    ...
+    family.close()                                       # the run is over (services stop)
 `FamilyBase` gives every optional hook its default; a family inherits it and overrides what it
 needs (the reference family `orchard_cli.tasks.calc` fits in 40 lines). The core calls these
 methods directly, never `getattr`: `check_family` says at load time what a family lacks.
@@ -31,8 +35,9 @@ from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo,
 if TYPE_CHECKING:
     from orchard_cli.env import SandboxHandle
     from orchard_cli.env.models import SandboxSpec
+    from orchard_cli.tools import ToolSession
 
-__all__ = ["CORE_CATEGORIES", "ERROR_CATEGORIES", "CategoryInfo", "Evidence", "FamilyBase", "Gold",
+__all__ = ["CORE_CATEGORIES", "ERROR_CATEGORIES", "CategoryInfo", "Evidence", "FamilyBase", "Gold", "GoldCall",
            "Outcome", "SuiteInfo", "Task", "TaskFamily", "TaskSelection", "check_family"]
 
 Grading = Literal["fresh", "in_place"]
@@ -97,7 +102,21 @@ class Gold(BaseModel):
 
     patch: str | None = None
     commands: list[str] = Field(default_factory=list)
+    tool_calls: list["GoldCall"] = Field(default_factory=list)
+    """Calls of the task's tools, in order (through `TaskFamily.tools`, recorded as dispatches)."""
     answer: str | None = None
+
+
+class GoldCall(BaseModel):
+    """One tool call of a gold solution."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+Gold.model_rebuild()
 
 
 @runtime_checkable
@@ -167,6 +186,18 @@ class TaskFamily(Protocol):
     def interrupt(self) -> None:
         """The run is stopping: end builds in progress at once."""
 
+    def tools(self, task: Task, sandbox: "SandboxHandle") -> "ToolSession | None":
+        """After setup: the episode's tools (`orchard_cli.tools.ToolSession`, the same object on a
+        second call for the same sandbox), served to the agent through the proxy and called by a
+        gold solver; None for a task without tools."""
+
+    def release(self, task: Task, spec: "SandboxSpec") -> None:
+        """The sandbox made from `spec` is gone, or was never made: free what `sandbox_spec`
+        reserved for it (a set of services)."""
+
+    def close(self) -> None:
+        """The run is over: stop what the family started (services). Idempotent."""
+
 
 class FamilyBase:
     """Defaults for every optional hook of `TaskFamily`. Subclasses set `name` and implement
@@ -216,9 +247,19 @@ class FamilyBase:
     def interrupt(self) -> None:
         return None
 
+    def tools(self, task: Task, sandbox: "SandboxHandle") -> "ToolSession | None":
+        return None
+
+    def release(self, task: Task, spec: "SandboxSpec") -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
-         "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt")
+         "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt",
+         "tools", "release", "close")
 ATTRIBUTES = ("name", "categories", "grading", "environment_error", "suites")
 _CATEGORY_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 

@@ -22,11 +22,14 @@ from orchard_cli.tasks.base import SuiteInfo, Task, TaskFamily, TaskSelection, c
 families: Registry = Registry("task family", "orchard.tasks", {
     "swe": "orchard_cli.tasks.swe.family:SWEFamily",
     "calc": "orchard_cli.tasks.calc:CalcFamily",
+    "claw": "orchard_cli.tasks.claw.family:ClawFamily",
 })
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
 FILE_FAMILY = "swe"
 """The family of a data file given without --family: SWE-bench's instance format."""
+FOLDER_FAMILY = "claw"
+"""The family of a folder of task folders given without --family (claw's task.yaml format)."""
 
 
 def load_family(name: str) -> TaskFamily:
@@ -54,7 +57,8 @@ def find_suite(name: str) -> SuiteInfo | None:
 
 
 def is_file_suite(suite: str) -> bool:
-    return suite.endswith(FILE_SUFFIXES) or Path(suite).is_file()
+    """A data file, or a folder of task folders (claw: `--family claw`)."""
+    return suite.endswith(FILE_SUFFIXES) or Path(suite).exists()
 
 
 def resolve(selection: TaskSelection) -> tuple[TaskFamily, SuiteInfo]:
@@ -65,7 +69,8 @@ def resolve(selection: TaskSelection) -> tuple[TaskFamily, SuiteInfo]:
             valid = ", ".join(s.name for s in list_suites())
             raise UnknownNameError(f"unknown suite {selection.suite!r}; valid: {valid} "
                                    "(or a data file: .parquet/.jsonl/.json)")
-        info = SuiteInfo(name=Path(selection.suite).stem, family=selection.family or FILE_FAMILY,
+        family = selection.family or (FOLDER_FAMILY if Path(selection.suite).is_dir() else FILE_FAMILY)
+        info = SuiteInfo(name=Path(selection.suite).stem, family=family,
                          source=selection.suite, description=f"tasks of {selection.suite}")
     elif selection.family and selection.family != info.family:
         raise UsageError(f"suite {info.name!r} belongs to the {info.family} family, not {selection.family!r}")

@@ -16,6 +16,7 @@ CAPABILITIES = frozenset({
     "network_block",   # network='none' really blocks
     "network_proxy",   # network='proxy' reaches the proxy and nothing else
     "network_drop",    # network='drop': nothing reachable, connects wait for their timeout
+    "forwards",        # spec.forwards: fixed loopback ports inside reach their host:port, nothing else
     "memory_limit",    # memory beyond the limit is contained
     "pids_limit",      # a fork bomb is contained
     "readonly_root",   # writes outside the workdir and /tmp are refused

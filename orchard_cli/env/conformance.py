@@ -459,6 +459,78 @@ def check_network_proxy(env, spec_kwargs: dict) -> None:
             assert not other.paths
 
 
+GREETING = "* OK orchard-forward"
+
+
+@contextlib.contextmanager
+def line_server() -> Iterator[tuple[int, list[int]]]:
+    """A TCP server on the host's loopback that greets each connection with GREETING (as an
+    IMAP server would); yields its port and a list that grows by one per connection."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            seen.append(1)
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(f"{GREETING}\r\n".encode())
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield listener.getsockname()[1], seen
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+
+
+def _greeting(port: int) -> str:
+    """bash: connect to 127.0.0.1:<port> inside the sandbox and print the first line it sends."""
+    return f"timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && head -n 1 <&3'"
+
+
+def _refused_inside(env, sid: str, ports: list[int], what: str) -> None:
+    for port in ports:
+        job = run(env, sid, _connect("127.0.0.1", port))
+        assert job.exit_code not in (0, None), f"{what}: 127.0.0.1:{port} was reachable inside"
+
+
+@check(needs="forwards")
+def check_forwards_reach_only_their_target(env, spec_kwargs: dict) -> None:
+    """spec.forwards: 127.0.0.1:1143 inside reaches the host server it names, and nothing else
+    becomes reachable (not that server at its own port, not another host port); with network
+    'proxy' the proxy and the forward both work, side by side."""
+    with line_server() as (port, seen), loopback_server("other") as other:
+        forwards = [{"port": 1143, "target": f"127.0.0.1:{port}"}]
+        with sandbox(env, spec_kwargs, network="none", forwards=forwards) as info:
+            sid = info.sandbox_id
+            for _ in range(2):      # one connection after another
+                assert ok(env, sid, _greeting(1143)).strip() == GREETING
+            assert len(seen) == 2, seen
+            _refused_inside(env, sid, [port, other.server_address[1], 1144], "network='none' + forwards")
+            assert len(seen) == 2 and not other.paths
+        backend = getattr(env, "backend", None)
+        if "network_proxy" in getattr(backend, "unsupported", ()):
+            return
+        with loopback_server("proxy") as proxy:
+            url = f"http://127.0.0.1:{proxy.server_address[1]}/prefix"
+            with sandbox(env, spec_kwargs, network="proxy", proxy_url=url, forwards=forwards) as info:
+                sid = info.sandbox_id
+                out = ok(env, sid, HTTP_GET)
+                assert out.endswith("proxy /prefix/hello"), out
+                assert ok(env, sid, _greeting(1143)).strip() == GREETING
+                inside = int(ok(env, sid, 'echo "$ORCHARD_PROXY_URL"').split("/")[2].rsplit(":", 1)[1])
+                hosts = [p for p in (port, other.server_address[1], proxy.server_address[1]) if p != inside]
+                _refused_inside(env, sid, hosts, "network='proxy' + forwards")
+                assert len(seen) == 3 and not other.paths and proxy.paths == ["/prefix/hello"]
+
+
 FORKS = """import os, time
 n = 0
 for _ in range(100):

@@ -5,9 +5,10 @@ Each sandbox is a container named `orchard-<id>`, labelled with its id, owner an
 /tmp are host folders under `ORCHARD_HOME/env/docker/<id>/` bound into it, so files are read and
 written host-side; files the image already has at the workdir (a SWE repository at /testbed) are
 copied into the workspace folder at creation. Limits are the engine's (cpu, memory = memory+swap,
-pids). Network 'none' and 'proxy' have no interface but loopback; with 'proxy' the runner inside
-listens on 127.0.0.1:3128 and relays to a Unix socket whose host end (`local_proxy`) reaches the
-one proxy URL.
+pids). Networks 'none', 'drop' and 'proxy' have no interface but loopback; with 'proxy' the runner
+inside listens on 127.0.0.1:3128 and relays to a Unix socket in the control folder whose host end
+(`local_proxy`) reaches the one proxy URL. Each of spec.forwards is one more such listener, at its
+own port, relayed to its own host:port. Both need the runner (python3 in the image).
 
 Commands run through the sandbox runner the local backend uses too (`local_runner.py`), started
 with the container when the image has python3; it connects back once to a socket in the
@@ -32,9 +33,11 @@ from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
 from orchard_cli.env.runner_channel import RunnerChannel
 from orchard_cli.env.images import docker_client, ensure_base_image
-from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
+from orchard_cli.env.local_proxy import (ProxyForwarder, check_listening, close_relays, open_relays,
+                                          sandbox_proxy_url)
 from orchard_cli.env.models import (
     MAX_FILE_BYTES,
+    SANDBOX_PROXY_PORT,
     TRUNCATION_MARKER,
     ExecRequest,
     ExecResult,
@@ -49,7 +52,7 @@ from orchard_cli.errors import InfraError, NotFoundError, SandboxError, UsageErr
 from orchard_cli.home import orchard_home, state_dir
 
 CTL = "/run/orchard"          # the control folder inside the container
-PROXY_PORT = 3128             # where the sandbox reaches its proxy (its own loopback)
+PROXY_PORT = SANDBOX_PROXY_PORT  # where the sandbox reaches its proxy (its own loopback)
 LABEL = "orchard"
 RUNNER_WAIT = 30.0            # seconds the runner may take to come up
 # The container's main process (under docker-init): start the runner, which connects back to the
@@ -230,7 +233,8 @@ class DockerBackend:
         self.options = {"exec_mode": exec_mode}  # how to make an equal backend in another process
         self._client = client
         self._lock = threading.Lock()
-        self._live: dict[str, tuple[RunnerChannel | None, ProxyForwarder | None]] = {}
+        self._live: dict[str, tuple[RunnerChannel | None, list[ProxyForwarder]]] = {}
+        """Sandboxes made here -> their runner channel and the host ends of their relayed ports."""
         self._made: dict[str, str] = {}
         """Sandboxes made by this backend object -> their workdir: destroyed without asking the engine."""
         self._empty: set[tuple[str, str]] = set()
@@ -288,14 +292,12 @@ class DockerBackend:
         (root / "ctl" / "start.sh").write_text(_START)
         channel = RunnerChannel(root / "ctl" / "ctl.sock", lambda: _log_tail(root / "ctl" / "runner.log"),
                                 socket_mode=0o666)  # the runner runs as the image's user
-        forwarder = None
         env = dict(spec.env)
-        config: dict = {}
-        self._live[sandbox_id] = (channel, None)
+        self._live[sandbox_id] = (channel, [])  # closed by destroy if what follows fails
+        relays, listen = open_relays(spec, root / "ctl", CTL, PROXY_PORT)
+        self._live[sandbox_id] = (channel, relays)
+        config: dict = {"listen": listen} if listen else {}
         if spec.network == "proxy":
-            forwarder = ProxyForwarder(root / "ctl" / "proxy.sock", spec.proxy_url)
-            self._live[sandbox_id] = (channel, forwarder)
-            config = {"proxy_socket": f"{CTL}/proxy.sock", "proxy_port": PROXY_PORT}
             env["ORCHARD_PROXY_URL"] = sandbox_proxy_url(spec.proxy_url, PROXY_PORT)
         mounts = [Mount(spec.workdir, str(root / "workspace"), type="bind"),
                   Mount("/tmp", str(root / "tmp"), type="bind"),
@@ -330,7 +332,7 @@ class DockerBackend:
         has_runner = self._wait_runner(cid, channel, root / "ctl", spec, config)
         if not has_runner:
             channel.close()
-            self._live[sandbox_id] = (None, forwarder)
+            self._live[sandbox_id] = (None, relays)
         shell = "/bin/bash" if (root / "ctl" / "has-bash").exists() else "/bin/sh"
         config_env = _container_config(attrs.get("Config") or {}, env, cid)
         details = {"container_id": cid[:12], "container": name, "image": image,
@@ -391,10 +393,12 @@ class DockerBackend:
         started = time.monotonic()
         while time.monotonic() < started + RUNNER_WAIT:
             if channel.accept(config, 0.005):
+                check_listening(channel.hello)
                 return True
             if (ctl / "no-runner").exists():
-                if spec.network == "proxy":
-                    raise UsageError(f"network='proxy' needs python3 in the image {spec.image}")
+                if spec.network == "proxy" or spec.forwards:
+                    what = "network='proxy'" if spec.network == "proxy" else "spec.forwards"
+                    raise UsageError(f"{what} needs python3 in the image {spec.image}")
                 return False
             if time.monotonic() - started > 2:  # slow: is the container still there at all?
                 state = self.api.inspect_container(cid)["State"]
@@ -444,7 +448,7 @@ class DockerBackend:
 
         if "/" in sandbox_id or sandbox_id in ("", ".", ".."):
             raise UsageError(f"invalid sandbox id {sandbox_id!r}")
-        channel, forwarder = self._live.pop(sandbox_id, (None, None))
+        channel, relays = self._live.pop(sandbox_id, (None, []))
         workdir = self._made.pop(sandbox_id, None)
         made_here = workdir is not None  # its probe is gone: removed when it was made
         name = f"orchard-{sandbox_id}"
@@ -469,9 +473,9 @@ class DockerBackend:
                 self.api.remove_container(f"{name}-probe", force=True)
             except docker.errors.APIError:
                 pass
-        for thing in (channel, forwarder):
-            if thing is not None:
-                thing.close()
+        if channel is not None:
+            channel.close()
+        close_relays(relays)
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -499,10 +503,10 @@ class DockerBackend:
 
     def close(self) -> None:
         for sandbox_id in list(self._live):
-            channel, forwarder = self._live.pop(sandbox_id, (None, None))
-            for thing in (channel, forwarder):
-                if thing is not None:
-                    thing.close()
+            channel, relays = self._live.pop(sandbox_id, (None, []))
+            if channel is not None:
+                channel.close()
+            close_relays(relays)
 
 
 def _container_config(image: dict, env: dict[str, str], cid: str) -> dict:

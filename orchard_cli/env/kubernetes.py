@@ -14,8 +14,9 @@ group); the exit code comes from the exec error channel. Files travel as tar ove
 `timeout` a command past its limit is abandoned by the client but keeps running in the pod.
 
 Network enforcement depends on the cluster's CNI plugin (see `k8s_manifests`). Not supported:
-'pids_limit' (no Pod field; the kubelet's podPidsLimit is node-wide) and 'mounts' (host paths of
-the machine running orchard do not exist on the cluster's nodes).
+'pids_limit' (no Pod field; the kubelet's podPidsLimit is node-wide), 'mounts' (host paths of
+the machine running orchard do not exist on the cluster's nodes) and 'forwards' (no runner in the
+pod to relay a port to the orchard host).
 """
 
 from __future__ import annotations
@@ -209,7 +210,7 @@ class KubernetesBackend:
     """
 
     name: ClassVar[str] = "kubernetes"
-    unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts", "pty"})
+    unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts", "pty", "forwards"})
 
     def __init__(self, namespace: str | None = None, *, kubeconfig: str | None = None,
                  context: str | None = None, in_cluster: bool | None = None,
@@ -297,6 +298,9 @@ class KubernetesBackend:
         if spec.mounts:
             raise UsageError("the kubernetes backend cannot mount host paths (spec.mounts)",
                              hint="bake the files into the image, or write them with write_file")
+        if spec.forwards:
+            raise UsageError("the kubernetes backend cannot forward ports to the orchard host "
+                             "(spec.forwards)", hint="use the local or docker backend")
         image = self.default_image if spec.image == "host" else spec.image
         pod = m.pod_body(sandbox_id, spec, namespace=self.namespace, owner=owner,
                          expires_at=expires_at, image=image,

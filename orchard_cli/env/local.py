@@ -3,7 +3,7 @@
 Each sandbox is a folder `state_dir("env", "local")/<id>/` holding `meta.json` (id, owner, expiry,
 pids, cgroups: enough for `resources()` and `destroy()` to handle it from any process), `work/`
 (bound at the workdir), `tmp/` (bound at /tmp) and `run/` (the runner's control socket and the
-proxy socket, bound read-only at /.orchard). Bwrap drops every capability. Inside, the root is a
+relayed ports' sockets, bound read-only at /.orchard). Bwrap drops every capability. Inside, the root is a
 read-only copy of the image ('host' = this machine's system folders only, with what in them only
 root may read covered: see `local_bwrap.py`; or a directory holding a root filesystem), every
 namespace is unshared (network too, unless network='full'), ORCHARD_HOME is hidden, and only the
@@ -12,14 +12,16 @@ per sandbox spawns its commands, so an exec costs a fork rather than a bwrap sta
 (memory, pids, cpu) come from cgroups (`cgroups.py`), reported in `SandboxInfo.limits`.
 
 network='proxy': the runner listens on 127.0.0.1:<port> inside the sandbox's own network namespace
-and forwards each connection over a bound Unix socket to a thread here, which connects to
-proxy_url. Nothing else is reachable, not even the host's loopback.
+(a free port, ORCHARD_PROXY_URL says which) and forwards each connection over a bound Unix socket
+to a thread here, which connects to proxy_url. spec.forwards work the same way, each at its own
+fixed port relayed to its own host:port (`local_proxy.py`); the runner binds those first, so the
+proxy's free port is never one of them. Nothing else is reachable, not even the host's loopback.
 
 Without bwrap there is no isolation, and we never pretend otherwise: a warning is issued once,
 creating a sandbox raises SandboxError with the install hint, unless ORCHARD_ALLOW_NO_ISOLATION=1,
-in which case commands run on the host (isolation='none', every capability listed unsupported)
-with cwd under the workdir or /tmp mapped to the sandbox's host folders; absolute sandbox paths
-written inside commands are not rewritten.
+in which case commands run on the host (isolation='none', every capability listed unsupported,
+spec.forwards refused) with cwd under the workdir or /tmp mapped to the sandbox's host folders;
+absolute sandbox paths written inside commands are not rewritten.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from orchard_cli.env.local_spawn import OutputTail, spawn
 from orchard_cli.env.runner_channel import RunnerChannel
 from orchard_cli.env.local_bwrap import bwrap_argv, image_root, in_image, runner_python
 from orchard_cli.env.local_files import SandboxFiles
-from orchard_cli.env.local_proxy import ProxyForwarder, sandbox_proxy_url
+from orchard_cli.env.local_proxy import (ProxyForwarder, check_listening, close_relays, open_relays,
+                                          sandbox_proxy_url)
 from orchard_cli.env.owner import process_start_time
 from orchard_cli.env.models import (
     TRUNCATION_MARKER,
@@ -80,7 +83,7 @@ def _text(data: str, dropped: int) -> str:
 
 class LocalSandbox:
     def __init__(self, backend: "LocalBackend", info: SandboxInfo, folder: Path, shell: str,
-                 channel: RunnerChannel, cgroup_dirs: list[str], proxy: ProxyForwarder | None,
+                 channel: RunnerChannel, cgroup_dirs: list[str], relays: list[ProxyForwarder],
                  proc: subprocess.Popen) -> None:
         self.info = info
         self.folder = folder
@@ -89,7 +92,7 @@ class LocalSandbox:
         self._channel = channel
         self._proc = proc
         self._cgroups = cgroup_dirs
-        self._proxy = proxy
+        self._relays = relays
         self._files = SandboxFiles(info.spec, folder / "work", folder / "tmp")
         spec = info.spec
         self._isolated = info.isolation == "bwrap"
@@ -98,7 +101,7 @@ class LocalSandbox:
         if not self._isolated:
             self._env["TMPDIR"] = str(folder / "tmp")
         if spec.network == "proxy":
-            port = channel.hello.get("port")
+            port = (channel.hello.get("ports") or [None])[-1]  # the proxy's comes last
             self._env["ORCHARD_PROXY_URL"] = sandbox_proxy_url(spec.proxy_url, port) \
                 if self._isolated else spec.proxy_url
         self._destroyed = False
@@ -163,8 +166,7 @@ class LocalSandbox:
         with contextlib.suppress(OSError, ValueError):
             io_loop().forget(proc.stdout.fileno())  # before its number can be reused
             proc.stdout.close()
-        if self._proxy:
-            self._proxy.close()
+        close_relays(self._relays)
         self._backend._forget(self.info.sandbox_id)
         self._backend._remove(self.folder, self._cgroups)
 
@@ -205,6 +207,9 @@ class LocalBackend:
         image = image_root(spec.image)
         if not self.bwrap and spec.image != "host":
             raise UsageError("an image folder needs bubblewrap", hint="apt-get install bubblewrap")
+        if not self.bwrap and spec.forwards:
+            raise UsageError("spec.forwards need bubblewrap (a sandbox without it has no network "
+                             "of its own)", hint="apt-get install bubblewrap")
         python = runner_python(image)
         folder = self.root / sandbox_id
         folder.mkdir()
@@ -229,12 +234,12 @@ class LocalBackend:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]
         config: dict = {"nofile": limits.started_with()}
-        proxy = proc = tail = None
+        proc = tail = None
+        relays: list[ProxyForwarder] = []
         channel = RunnerChannel(folder / "run" / "ctl.sock", lambda: tail.text() if tail else "no output")
         try:
-            if spec.network == "proxy" and self.bwrap:
-                proxy = ProxyForwarder(folder / "run" / "proxy.sock", spec.proxy_url)
-                config["proxy_socket"] = "/.orchard/proxy.sock"
+            if self.bwrap:  # (without bwrap the sandbox shares the host's network: nothing to relay)
+                relays, config["listen"] = open_relays(spec, folder / "run", "/.orchard")
             proc = spawn([*cgroups.join_prefix(dirs), *argv], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                          cwd=str(folder / "work"), env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
@@ -242,13 +247,13 @@ class LocalBackend:
             if not channel.accept(config, READY_TIMEOUT, alive=lambda: proc.poll() is None):
                 tail.wait(1)
                 raise SandboxError(f"local sandbox did not start: {tail.text()}")
+            check_listening(channel.hello)
         except BaseException:
             if proc is not None:
                 proc.kill()
                 proc.wait()
             channel.close()
-            if proxy:
-                proxy.close()
+            close_relays(relays)
             raise
         finally:
             with contextlib.suppress(OSError):
@@ -262,6 +267,7 @@ class LocalBackend:
                 proc.kill()
                 proc.wait()
                 channel.close()
+                close_relays(relays)
                 raise
         meta.update(bwrap_pid=proc.pid, bwrap_start=process_start_time(proc.pid), runner_pid=runner_pid)
         _write_meta(folder, meta)
@@ -273,7 +279,7 @@ class LocalBackend:
                      "runner_pid": str(runner_pid), "bwrap_pid": str(proc.pid),
                      "cgroups": ",".join(dirs), "root": "read-only",
                      "runner_protected": str(bool(channel.hello.get("protected"))).lower()})
-        sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, proxy, proc)
+        sandbox = LocalSandbox(self, info, folder, shell, channel, dirs, relays, proc)
         with self._lock:
             self._live[sandbox_id] = sandbox
         return sandbox

@@ -26,8 +26,11 @@ rest and reports how many there were (`leftovers`); on a timeout the runner tell
 and the leftover count, over a status pipe. As a fallback (a keeper killed from inside), the
 process group and every process carrying the job's ORCHARD_JOB=<token> are SIGKILLed too. Output
 beyond `limit` bytes is read and dropped (the child never blocks), and counted.
-With a proxy socket in the config it also listens on 127.0.0.1 inside the sandbox's network
-namespace and forwards each connection to that Unix socket (the backend relays it to proxy_url).
+With `listen` in the config ([port, unix socket path] pairs: one per spec.forwards entry, then the
+proxy's, port 0 meaning any) it also listens on 127.0.0.1:<port> inside the sandbox's network
+namespace, once per pair, and forwards each connection to that pair's Unix socket (the backend
+relays it to the forward's host:port or to proxy_url). The hello says the ports it got
+(`ports`, in the same order), or why one could not be had (`listen_error`).
 
 Keep this file importable by any python3 >= 3.6, with only built-in modules on the hot path.
 """
@@ -73,6 +76,8 @@ def dumps(obj):
             text = "true" if value else "false"
         elif isinstance(value, (int, float)):
             text = repr(value)
+        elif isinstance(value, list):   # of ints
+            text = "[" + ",".join(repr(int(item)) for item in value) + "]"
         else:
             text = '"' + b64(value) + '"'
         parts.append('"%s":%s' % (key, text))
@@ -644,7 +649,7 @@ class Runner:
         self.started = []       # (pid, token) of recent jobs: their leftovers die with the runner
         self.relays = []
         self.draining = set()   # output pipes of finished commands, held by their children
-        self.listener = None
+        self.listeners = {}     # fd -> (listening socket, the Unix socket its connections go to)
         rd, self.wake_w = os.pipe()
         self.wake_r = rd
         os.set_blocking(self.wake_w, False)
@@ -680,17 +685,10 @@ class Runner:
                     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
                 except (ValueError, OSError):
                     pass
-            port = None
-            if req.get("proxy_socket"):
-                self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                self.listener.bind(("127.0.0.1", req.get("proxy_port", 0)))
-                self.listener.listen(128)
-                self.listener.setblocking(False)
-                port = self.listener.getsockname()[1]
+            ports, error = self.listen(req.get("listen") or [])
             protected = protect()
-            write_all(self.fd, dumps({"ready": 1, "pid": os.getpid(), "port": port,
-                                      "protected": protected}))
+            write_all(self.fd, dumps({"ready": 1, "pid": os.getpid(), "ports": ports,
+                                      "listen_error": error, "protected": protected}))
             return
         op = req.get("op")
         if op == "pty":
@@ -716,15 +714,34 @@ class Runner:
         for fd in job.fds:
             self.jobs[fd] = job
 
-    def accept(self):
+    def listen(self, pairs):
+        """Listen on 127.0.0.1:<port> for each [port, unix path], in order (a fixed port first,
+        so that port 0 never takes one of them); the ports got, and an error or None."""
+        ports = []
+        for port, path in pairs:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen(128)
+                sock.setblocking(False)
+            except OSError as exc:
+                sock.close()
+                return ports, ("cannot listen on 127.0.0.1:%d in the sandbox: %s"
+                               % (port, exc.strerror)).encode()
+            self.listeners[sock.fileno()] = (sock, path)
+            ports.append(sock.getsockname()[1])
+        return ports, None
+
+    def accept(self, listener, path):
         try:
-            fd, _ = self.listener._accept()
+            fd, _ = listener._accept()
             conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fd)
         except OSError:
             return
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            upstream.connect(self.config["proxy_socket"])
+            upstream.connect(path)
         except OSError:
             conn.close()
             upstream.close()
@@ -743,8 +760,8 @@ class Runner:
             poller = select.poll()
             poller.register(self.fd, select.POLLIN)
             poller.register(self.wake_r, select.POLLIN)
-            if self.listener is not None:
-                poller.register(self.listener.fileno(), select.POLLIN)
+            for fd in self.listeners:
+                poller.register(fd, select.POLLIN)
             for fd, job in self.jobs.items():
                 poller.register(fd, select.POLLOUT if job.fds[fd] == 0 else select.POLLIN)
             for fd in self.draining:
@@ -772,8 +789,8 @@ class Runner:
                         job.reap()
                     for session in self.ptys.values():
                         session.reap()
-                elif self.listener is not None and fd == self.listener.fileno():
-                    self.accept()
+                elif fd in self.listeners:
+                    self.accept(*self.listeners[fd])
                 elif fd in relay_of:
                     relay_of[fd].on_ready(fd, events)
                 elif fd in pty_of:

@@ -6,8 +6,9 @@ SDK), so its clients work against ours unchanged: a sandbox is `pending`, `ready
 `memory` and `timeout` at the top level; exec takes `command`, `timeout_seconds`, `cwd`, `env`
 (null meaning the default), `login_shell` and `wait`; a job is `queued`, `running`, `succeeded`
 or `failed` (a command past its timeout is `failed` with exit code 124). Orchard's additions are
-optional fields: `network` (none | proxy | full) with `proxy_url`, `pids`, `workdir`, `labels`,
-`heartbeat_timeout`, `mounts`; a job's `timed_out`, `oom_killed` and `leftover_processes`.
+optional fields: `network` (none | drop | proxy | full) with `proxy_url`, `forwards`, `pids`,
+`workdir`, `labels`, `heartbeat_timeout`, `mounts`; a job's `timed_out`, `oom_killed` and
+`leftover_processes`.
 
 Schema 2 of SandboxInfo and Job brought the published status words; records of schema 1
 (`creating`/`error`, `completed`/`timeout`/`error`/`cancelled`) still read.
@@ -31,6 +32,10 @@ TIMEOUT_EXIT_CODE = 124
 """The exit code of a command killed at its timeout, as the published API and `timeout(1)` give it."""
 _OLD_SANDBOX_STATUS = {"creating": "pending", "error": "failed"}
 NAMESPACE = "orchard"
+SANDBOX_PROXY_PORT = 3128
+"""Where a docker sandbox with network='proxy' reaches its proxy (its own loopback): no forward
+may take this port in such a sandbox."""
+_HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 # Default ceiling on captured stdout / stderr per job; beyond it output is cut with a marker.
 DEFAULT_OUTPUT_LIMIT = 1 << 20
@@ -79,6 +84,37 @@ class Mount(_Model):
     read_only: bool = True
 
 
+def host_port(value: str) -> tuple[str, int]:
+    """'127.0.0.1:40123', 'mail.internal:1143', '[::1]:8080' -> (host, port). Raises ValueError."""
+    match = _HOST_PORT_RE.match(value)
+    if not match or not 1 <= int(match.group(2)) <= 65535:
+        raise ValueError(f"target {value!r} is not 'host:port' (a port in 1..65535)")
+    return match.group(1).strip("[]"), int(match.group(2))
+
+
+class PortForward(_Model):
+    """One TCP port on the sandbox's own loopback that reaches one address on the host."""
+
+    port: int = Field(ge=1, le=65535)
+    """The port inside the sandbox: a connection to 127.0.0.1:<port> there is relayed to
+    `target`. Ports below 1024 need a sandbox user allowed to bind them (root in a docker image),
+    so pick one above (1143 for IMAP, 1025 for SMTP, 5232 for CalDAV)."""
+    target: str
+    """'host:port' as seen from the machine running the backend (the orchard host), for example
+    '127.0.0.1:40123'; IPv6 in brackets, '[::1]:40123'."""
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        host_port(value)
+        return value
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """`target` as (host, port)."""
+        return host_port(self.target)
+
+
 class SandboxSpec(_Model):
     """Body of `POST /sandboxes`: what sandbox to create."""
 
@@ -91,10 +127,17 @@ class SandboxSpec(_Model):
     """'none' (only loopback: a connect elsewhere fails at once), 'drop' (nothing reachable either,
     but a connect elsewhere waits for its timeout, as on a machine whose packets go unanswered:
     what test suites written for a networked machine expect; see env/netdrop.py), 'proxy' (only
-    `proxy_url`, nothing else), 'full'."""
+    `proxy_url`, nothing else), 'full'. The first three also reach their `forwards`."""
     proxy_url: str | None = None
     """With network='proxy': the one http://host:port the sandbox may reach. Inside the sandbox
     it is reachable at the address in the sandbox's ORCHARD_PROXY_URL environment variable."""
+    forwards: list[PortForward] = Field(default_factory=list)
+    """TCP ports on the sandbox's own loopback, each relayed to one host:port on the orchard host
+    (per-episode IMAP / SMTP / CalDAV servers on random host ports, reached inside at fixed
+    ports), and nothing else becomes reachable. Only with an isolated network ('none', 'drop',
+    'proxy'): with 'full' the host's ports are reachable anyway, and forwards are refused. Ports
+    are unique, and with 'proxy' not SANDBOX_PROXY_PORT (3128). Backends that cannot forward list
+    'forwards' in `unsupported`."""
     cpu: float = Field(1.0, gt=0)
     """CPU cores the sandbox may use."""
     memory: str = "2Gi"
@@ -154,7 +197,21 @@ class SandboxSpec(_Model):
             raise ValueError("network='proxy' needs proxy_url")
         if self.proxy_url and not re.match(r"^https?://[^/\s]+(/.*)?$", self.proxy_url):
             raise ValueError(f"proxy_url {self.proxy_url!r} is not an http(s) URL")
+        if self.forwards:
+            self._check_forwards()
         return self
+
+    def _check_forwards(self) -> None:
+        if self.network == "full":
+            raise ValueError("forwards need an isolated network ('none', 'drop' or 'proxy'); "
+                             "with network='full' the sandbox reaches the host's ports directly")
+        ports = [f.port for f in self.forwards]
+        twice = sorted({p for p in ports if ports.count(p) > 1})
+        if twice:
+            raise ValueError(f"forwards name port {twice[0]} more than once")
+        if self.network == "proxy" and SANDBOX_PROXY_PORT in ports:
+            raise ValueError(f"port {SANDBOX_PROXY_PORT} is where a sandbox with network='proxy' "
+                             "reaches its proxy: forward another port")
 
     @property
     def memory_bytes(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchard_cli.proxy.records import CallRecord, EpisodeSummary
 
@@ -22,10 +22,13 @@ class Episode:
     """State shared by the proxy's loop (writes) and the run's thread (reads)."""
 
     def __init__(self, episode_id: str, root_url: str, *, token: str | None = None,
-                 max_calls: int | None = None, max_tokens: int | None = None, keep: bool = True) -> None:
+                 max_calls: int | None = None, max_tokens: int | None = None, keep: bool = True,
+                 tools: Any = None) -> None:
         self.id = episode_id
         self.token = token or f"orch-ep-{secrets.token_urlsafe(24)}"
         self.base_url = f"{root_url}/e/{self.token}/v1"
+        self.tools = tools
+        """The episode's `ToolSession` (served at `<root>/e/<token>/tools`), or None."""
         self.max_calls, self.max_tokens = max_calls, max_tokens
         self.capped: str | None = None
         self.keep = keep

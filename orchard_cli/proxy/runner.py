@@ -46,11 +46,12 @@ class ProxyHandle:
         return f"{self.url}/v1"
 
     def open_episode(self, episode_id: str | None = None, *, max_calls: int | None = None,
-                     max_tokens: int | None = None) -> Episode:
-        """A new episode with its own token and route; caps default to the proxy's."""
+                     max_tokens: int | None = None, tools: Any = None) -> Episode:
+        """A new episode with its own token and route; caps default to the proxy's. `tools` (a
+        `orchard_cli.tools.ToolSession`) is served to the episode at `<episode>/tools`."""
         self._count += 1
         return self._server.open_episode(episode_id or f"ep-{self._count:05d}",
-                                         max_calls=max_calls, max_tokens=max_tokens)
+                                         max_calls=max_calls, max_tokens=max_tokens, tools=tools)
 
     @property
     def episodes(self) -> list[Episode]:

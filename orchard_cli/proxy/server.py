@@ -98,6 +98,8 @@ class ProxyServer:
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_post(f"{prefix}/responses", self._responses)
             app.router.add_get(f"{prefix}/models", self._models)
+        app.router.add_get("/e/{token}/tools", self._tools)
+        app.router.add_post("/e/{token}/tools/{name}", self._tool_call)
         return app
 
     async def _startup(self, app: web.Application) -> None:
@@ -114,12 +116,12 @@ class ProxyServer:
             self.writer.close()
 
     def open_episode(self, episode_id: str, *, token: str | None = None, max_calls: int | None = None,
-                     max_tokens: int | None = None) -> Episode:
+                     max_tokens: int | None = None, tools: Any = None) -> Episode:
         root = (self.config.advertise_url or self.root_url).rstrip("/")
         episode = Episode(episode_id, root, token=token,
                           max_calls=max_calls if max_calls is not None else self.config.max_calls,
                           max_tokens=max_tokens if max_tokens is not None else self.config.max_tokens,
-                          keep=self.config.keep_records)
+                          keep=self.config.keep_records, tools=tools)
         episode._registry = self.episodes
         self.episodes[episode.token] = episode
         return episode
@@ -159,6 +161,42 @@ class ProxyServer:
         except UPSTREAM_ERRORS as exc:
             return await _send(request, 502, error_body(f"upstream unreachable: {exc!r}",
                                                         "upstream_error", "orchard_upstream_unreachable"))
+
+    # -- the tool gateway (orchard_cli.tools): the episode's task tools, each call a dispatch ------
+    def _tool_episode(self, request: web.Request) -> Episode | None:
+        episode = self._episode(request)
+        auth = request.headers.get("Authorization", "")
+        if episode is None or episode.tools is None or auth != f"Bearer {episode.token}":
+            return None
+        return episode
+
+    async def _tools(self, request: web.Request) -> web.StreamResponse:
+        episode = self._tool_episode(request)
+        if episode is None:
+            return await _send(request, 401, error_body("unknown or closed episode token, or an episode "
+                                                        "without tools", "authentication_error", "invalid_api_key"))
+        return await _send(request, 200, json.dumps({"tools": episode.tools.public()}).encode())
+
+    async def _tool_call(self, request: web.Request) -> web.StreamResponse:
+        episode = self._tool_episode(request)
+        if episode is None:
+            return await _send(request, 401, error_body("unknown or closed episode token, or an episode "
+                                                        "without tools", "authentication_error", "invalid_api_key"))
+        name = request.match_info["name"]
+        if name not in episode.tools.specs:
+            episode.tools.call(name, {})  # recorded: the agent asked for a tool that is not there
+            return await _send(request, 404, error_body(f"no tool named {name!r}", "invalid_request_error",
+                                                        "orchard_unknown_tool"))
+        try:
+            arguments = json.loads(await request.read() or b"{}")
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            reply = episode.tools.call(name, arguments)  # recorded as a 400
+            return await _send(request, 400, reply.model_dump_json().encode())
+        loop = asyncio.get_running_loop()
+        reply = await loop.run_in_executor(None, episode.tools.call, name, arguments)
+        return await _send(request, 200, reply.model_dump_json().encode())
 
     async def _handle(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         t0, started_at = time.perf_counter(), time.time()

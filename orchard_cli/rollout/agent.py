@@ -278,6 +278,17 @@ def run_harness(harness: Harness, sandbox: SandboxHandle, context: HarnessContex
                       error=f"the harness did not return within {context.timeout_seconds:g} s")
 
 
+def tool_access(session: Any, base_url: str, token: str) -> Any:
+    """How the harness reaches the episode's tools from inside the sandbox (None without tools):
+    the gateway beside the episode's model route (`.../e/<token>/tools`)."""
+    if session is None:
+        return None
+    from orchard_cli.tools import ToolAccess
+
+    root = base_url[:-len("/v1")] if base_url.endswith("/v1") else base_url
+    return ToolAccess(specs=session.public(), url=f"{root}/tools", token=token)
+
+
 def final_answer(records: list[CallRecord]) -> str | None:
     """The agent's last words: the text of the last successful call's reply."""
     from orchard_cli.conversation import conversation
@@ -324,15 +335,18 @@ class AgentSolver:
         sandbox = context.sandbox
         assert sandbox is not None, "the agent works in a sandbox"
         options = self.options
+        session = context.family.tools(context.task, sandbox)
         episode = self.proxy().open_episode(context.episode_id, max_calls=options.max_calls,
-                                            max_tokens=options.max_tokens)
+                                            max_tokens=options.max_tokens, tools=session)
         started = time.time()
         agent = AgentResult(run=HarnessRun(exit_code=None), started_at=started)
         try:
+            base_url = sandbox_base_url(sandbox, episode.base_url)
             harness_context = HarnessContext(
                 prompt=context.family.prompt(context.task, sandbox.workdir), model=self.model,
-                base_url=sandbox_base_url(sandbox, episode.base_url), api_key=episode.api_key,
-                timeout_seconds=options.timeout_seconds, max_turns=options.max_turns)
+                base_url=base_url, api_key=episode.api_key,
+                timeout_seconds=options.timeout_seconds, max_turns=options.max_turns,
+                tools=tool_access(session, base_url, episode.api_key))
         except Exception as exc:
             agent.run = HarnessRun(exit_code=None, error=f"preparing the workspace failed: {exc}")
             agent.errors.append(agent.run.error or "")

@@ -94,25 +94,36 @@ class _Run:
                 spec = solver.adapt(task, spec)
         if self.stopping.is_set():
             raise EpisodeFailure("infra_error", "the run was interrupted")
-        with phase("infra_error", "creating the sandbox", self.env_errors):
-            sandbox = SandboxHandle.create(self.env, spec)
+        try:
+            with phase("infra_error", "creating the sandbox", self.env_errors):
+                sandbox = SandboxHandle.create(self.env, spec)
+        except BaseException:
+            self.release(task, spec)
+            raise
         self.live.add(sandbox)
         if self.stopping.is_set():  # created while the run was being stopped
-            self.destroy(sandbox)
+            self.destroy(task, sandbox)
             raise EpisodeFailure("infra_error", "the run was interrupted")
         try:
             with phase("env_error", "setting up the environment", self.env_errors):
                 self.family.setup(task, sandbox)
         except BaseException:
-            self.destroy(sandbox)
+            self.destroy(task, sandbox)
             raise
         return sandbox
 
-    def destroy(self, sandbox: SandboxHandle) -> None:
+    def destroy(self, task: "Task", sandbox: SandboxHandle) -> None:
         self.live.remove(sandbox)
         try:
             sandbox.destroy()
         except Exception:  # reaped later by `orchard env gc`; the verdict stands
+            pass
+        self.release(task, sandbox.info.spec)
+
+    def release(self, task: "Task", spec: Any) -> None:
+        try:
+            self.family.release(task, spec)
+        except Exception:  # the family's own housekeeping; the verdict stands
             pass
 
     def grade(self, task: "Task", evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
@@ -129,7 +140,7 @@ class _Run:
             with phase("infra_error", "grading", self.env_errors):
                 return self.family.grade(task, evidence, sandbox)
         finally:
-            self.destroy(sandbox)
+            self.destroy(task, sandbox)
 
 
 def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: str,
@@ -158,7 +169,7 @@ def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: st
                 if family.grading == "in_place":
                     outcome = run.grade(task, evidence, sandbox)
             finally:
-                run.destroy(sandbox)
+                run.destroy(task, sandbox)
         else:
             with phase("infra_error", f"{solver.name} attempt", run.env_errors):
                 solution = solver.solve(context)

@@ -62,6 +62,14 @@ def reap_orphans(env: Any) -> list[str]:
         return []
 
 
+def close_family(family: "TaskFamily") -> None:
+    """The run is over: the family stops what it started (its services)."""
+    try:
+        family.close()
+    except Exception:  # housekeeping; never masks the run's own outcome
+        pass
+
+
 class _Heartbeat:
     """A thread that heartbeats every live sandbox until stopped."""
 
@@ -143,6 +151,8 @@ class Pool:
             except BaseException:
                 self.stop(executor, futures)
                 raise
+            finally:
+                close_family(self.family)
             executor.shutdown(wait=True)
 
     def stop(self, executor: ThreadPoolExecutor, futures: dict[Any, Episode]) -> None:

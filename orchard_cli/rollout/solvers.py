@@ -111,8 +111,12 @@ class GoldSolver(SolverBase):
     def __init__(self, family: "TaskFamily") -> None:
         self.family = family
 
+    def reference(self, task: "Task") -> Any:
+        """The solution to replay (a `Gold`): the family's reference one."""
+        return self.family.gold_solution(task)
+
     def solve(self, context: SolveContext) -> Solution:
-        gold = self.family.gold_solution(context.task)
+        gold = self.reference(context.task)
         if gold is None:
             raise UsageError(f"task {context.task.task_id} has no gold solution")
         if context.sandbox is not None:
@@ -120,7 +124,13 @@ class GoldSolver(SolverBase):
                 job = context.sandbox.exec(command, timeout=600)
                 if not job.ok:
                     raise RuntimeError(f"gold command {command!r} failed: {(job.stderr or job.error or '').strip()[-300:]}")
-        return Solution(evidence=Evidence(patch=gold.patch), answer=gold.answer, model="gold")
+            if gold.tool_calls:
+                session = self.family.tools(context.task, context.sandbox)
+                if session is None:
+                    raise UsageError(f"task {context.task.task_id}: its gold solution calls tools, but it has none")
+                for call in gold.tool_calls:
+                    session.call(call.tool, call.arguments)
+        return Solution(evidence=Evidence(patch=gold.patch), answer=gold.answer, model=self.model)
 
 
 class EmptySolver(SolverBase):

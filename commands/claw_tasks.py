@@ -1,0 +1,84 @@
+"""`orchard tasks validate PATH` and `orchard tasks synth --family claw`: claw task folders,
+checked three ways (registered in commands/tasks.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
+
+
+def validate_command(
+    path: Annotated[str, typer.Argument(help="A task folder, a folder of task folders, or a suite name (claw-mini).")],
+    instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated task ids.")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Episodes at once.")] = 1,
+    backend: BackendOpt = "local",
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Check tasks three ways: the gold solution passes, a null run fails, a near miss fails.
+
+    Exit 0 when every task is valid, 1 when one is not (each named with why)."""
+    from orchard_cli.errors import EXIT_BELOW_BAR
+    from orchard_cli.tasks.claw.validate import validate_tasks
+    from orchard_cli.tasks.registry import load_suite
+
+    ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
+    family, tasks = load_suite(path, family="claw" if Path(path).exists() else None, instances=ids)
+    if not hasattr(family, "parsed"):
+        from orchard_cli.errors import UsageError
+
+        raise UsageError(f"{path}: `tasks validate` checks claw tasks; this is a {family.name} suite",
+                         hint="SWE suites: orchard eval SUITE --predictions gold")
+    console = stderr_console()
+    say = (lambda v: console.print(f"{'valid' if v.valid else 'INVALID':>8}  {v.task_id}"
+                                   + ("" if v.valid else f"  {v.reason()}"), markup=False))
+    results = validate_tasks(family, tasks, backend=backend, workers=workers,
+                             on_task=None if fmt == OutputFormat.json else say)
+    bad = [r for r in results if not r.valid]
+    if fmt == OutputFormat.json:
+        emit_json({"tasks": len(results), "valid": len(results) - len(bad),
+                   "results": [r.model_dump() for r in results]})
+    else:
+        console.print(f"{len(results) - len(bad)}/{len(results)} tasks valid", markup=False)
+    if bad:
+        raise typer.Exit(EXIT_BELOW_BAR)
+
+
+def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: OutputFormat) -> None:
+    """Synthesise n claw tasks into folders under `out`, keeping those valid three ways."""
+    import shutil
+    import tempfile
+
+    from orchard_cli.tasks.claw.synth import plan, synthesize
+    from orchard_cli.tasks.claw.taskfile import TaskFile, dump_task
+    from orchard_cli.tasks.claw.validate import validate_tasks
+    from orchard_cli.tasks.registry import load_suite
+
+    console = stderr_console()
+    staging = Path(tempfile.mkdtemp(prefix=".claw-synth-", dir=out.parent if out.parent.exists() else None))
+    try:
+        for kind, task_seed in plan(n, seed):
+            task = TaskFile.model_validate(synthesize(kind, task_seed))
+            dump_task(task, staging / task.id)
+        family, tasks = load_suite(str(staging), family="claw")
+        results = validate_tasks(family, tasks, backend=backend, workers=workers)
+        out.mkdir(parents=True, exist_ok=True)
+        kept = []
+        for result in results:
+            if result.valid:
+                target = out / result.task_id
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(staging / result.task_id, target)
+                kept.append(result.task_id)
+            else:
+                console.print(f"dropped {result.task_id}: {result.reason()}", markup=False)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report: dict[str, Any] = {"family": "claw", "out": str(out), "asked": n, "kept": len(kept), "tasks": kept}
+    if fmt == OutputFormat.json:
+        emit_json(report)
+    else:
+        console.print(f"kept {len(kept)}/{n} tasks in {out}", markup=False)

@@ -1,0 +1,89 @@
+"""A `ToolSession`: one episode's tools, the backend that performs them, and the dispatch log."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Protocol, runtime_checkable
+
+from orchard_cli.evidence import Dispatch
+from orchard_cli.tools.spec import ToolReply, ToolSpec
+
+RESULT_LIMIT = 20000
+"""A result longer than this (as JSON text) is cut in the dispatch log, never in the reply."""
+
+
+@runtime_checkable
+class ToolBackend(Protocol):
+    def call(self, service: str, action: str, arguments: dict[str, Any]) -> ToolReply:
+        """Perform one call against the episode's services; never raises for a bad argument
+        (a 400 reply) or a missing item (404). Raises only when the service itself is gone."""
+
+
+class ToolSession:
+    """Thread-safe: the proxy's gateway and a gold solver call it from any thread."""
+
+    def __init__(self, specs: list[ToolSpec], backend: ToolBackend) -> None:
+        self.specs = {s.name: s for s in specs}
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._dispatches: list[Dispatch] = []
+        self.failure: str | None = None
+        """Set when a service failed under a call (the episode is an infra_error, not the agent's)."""
+
+    def public(self) -> list[dict[str, Any]]:
+        return [s.public() for s in self.specs.values()]
+
+    def call(self, name: str, arguments: Any) -> ToolReply:
+        """Validate, perform and record one call. An unknown tool or bad arguments is a recorded
+        400/404 reply (the agent's mistake); a service that is gone is a 503 reply and sets
+        `failure`."""
+        spec = self.specs.get(name)
+        if spec is None:
+            reply = ToolReply(ok=False, status=404, error=f"no tool named {name!r}")
+        elif not isinstance(arguments, dict):
+            reply = ToolReply(ok=False, status=400, error="arguments must be a JSON object")
+        else:
+            problem = schema_problem(spec.input_schema, arguments)
+            if problem:
+                reply = ToolReply(ok=False, status=400, error=problem)
+            else:
+                try:
+                    reply = self.backend.call(spec.service, spec.action, arguments)
+                except Exception as exc:  # noqa: BLE001 - the service is gone: infra, recorded
+                    reply = ToolReply(ok=False, status=503, error=f"{spec.service} failed: {type(exc).__name__}: {exc}")
+                    self.failure = self.failure or reply.error
+        self._record(name, arguments if isinstance(arguments, dict) else {"_raw": arguments}, reply)
+        return reply
+
+    def _record(self, name: str, arguments: dict[str, Any], reply: ToolReply) -> None:
+        result = reply.result if reply.ok else {"error": reply.error}
+        with self._lock:
+            self._dispatches.append(Dispatch(seq=len(self._dispatches), tool=name, arguments=arguments,
+                                             status=reply.status, result=_cut(result), at=time.time()))
+
+    @property
+    def dispatches(self) -> list[Dispatch]:
+        with self._lock:
+            return list(self._dispatches)
+
+
+def _cut(value: Any) -> Any:
+    import json
+
+    text = json.dumps(value, default=str)
+    return value if len(text) <= RESULT_LIMIT else {"truncated": text[:RESULT_LIMIT]}
+
+
+def schema_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+    """Why `arguments` do not fit `schema` (one line), or None. Uses jsonschema when installed."""
+    try:
+        import jsonschema
+    except ImportError:
+        missing = [k for k in schema.get("required", []) if k not in arguments]
+        return f"missing required argument(s): {', '.join(missing)}" if missing else None
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"invalid arguments{' at ' + where if where else ''}: {error.message}"

@@ -1,0 +1,104 @@
+"""`orchard tasks validate PATH`: a claw task checked three ways, as a real run would grade it.
+
+    gold       the task's gold solution replayed (tool calls, commands, answer)   must pass
+    null       nothing done (the empty solver)                                   must fail
+    near miss  the task's `near_miss`, or the gold with its last tool call left    must fail
+               out (a task whose gold has no tool call: its answer cut in half)
+
+Each runs as an episode of the rollout core on the chosen backend: the services are reset, not
+restarted, between attempts. An episode that errors (infra_error, env_error) makes the task
+invalid too: a check that cannot run proves nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchard_cli.rollout.solvers import EmptySolver, GoldSolver
+from orchard_cli.tasks.base import Gold, Task
+
+WAYS = ("gold", "null", "near_miss")
+
+
+class NearMissSolver(GoldSolver):
+    """The task's near miss, or a mutated gold."""
+
+    name = harness = model = "near_miss"
+
+    def reference(self, task: Task) -> Gold:
+        return near_miss(self.family, task)
+
+
+def near_miss(family: Any, task: Task) -> Gold:
+    parsed = family.parsed(task)
+    if parsed.near_miss is not None:
+        miss = parsed.near_miss
+        return Gold(tool_calls=miss.tool_calls, commands=miss.commands, answer=miss.answer)
+    gold = parsed.gold
+    if gold.tool_calls:
+        return Gold(tool_calls=gold.tool_calls[:-1], commands=gold.commands, answer=gold.answer)
+    answer = gold.answer or ""
+    return Gold(commands=gold.commands[:-1], answer=answer[: len(answer) // 2])
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    way: str
+    category: str
+    resolved: bool
+    expected: str
+    ok: bool
+    checks: str = ""
+    error: str | None = None
+
+
+class TaskValidation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    valid: bool
+    verdicts: list[Verdict] = Field(default_factory=list)
+
+    def reason(self) -> str:
+        bad = [v for v in self.verdicts if not v.ok]
+        return "; ".join(f"{v.way} {v.category} (expected {v.expected}){': ' + v.error if v.error else ''}"
+                         for v in bad)
+
+
+def validate_tasks(family: Any, tasks: list[Task], *, backend: str = "local", workers: int = 1,
+                   on_task: Callable[[TaskValidation], None] | None = None) -> list[TaskValidation]:
+    """Run the three ways for every task (workers episodes at once); one result per task."""
+    from orchard_cli.env import connect
+    from orchard_cli.rollout.episode import Episode
+    from orchard_cli.rollout.pool import Pool
+
+    solvers = {"gold": GoldSolver(family), "null": EmptySolver(), "near_miss": NearMissSolver(family)}
+    episodes = [Episode(task=t, attempt=1, solver=solvers[way], episode_id=f"validate-{way}-{t.task_id}")
+                for t in tasks for way in WAYS]
+    found: dict[str, dict[str, Verdict]] = {t.task_id: {} for t in tasks}
+    results: dict[str, TaskValidation] = {}
+
+    def on_result(result: Any) -> None:
+        way = result.solver.name if result.solver.name in WAYS else "null"
+        outcome = result.outcome
+        expected = "resolved" if way == "gold" else "not resolved"
+        ok = not outcome.is_error and outcome.resolved == (way == "gold")
+        found[result.task.task_id][way] = Verdict(
+            way=way, category=outcome.category, resolved=outcome.resolved, expected=expected, ok=ok,
+            checks=str(outcome.tests.get("summary", "")), error=outcome.error)
+        if len(found[result.task.task_id]) == len(WAYS):
+            verdicts = [found[result.task.task_id][w] for w in WAYS]
+            done = TaskValidation(task_id=result.task.task_id, valid=all(v.ok for v in verdicts), verdicts=verdicts)
+            results[done.task_id] = done
+            if on_task is not None:
+                on_task(done)
+
+    env = connect(backend)
+    try:
+        Pool(env, family, backend=backend, workers=workers).run(episodes, on_result)
+    finally:
+        env.close()
+    return [results[t.task_id] for t in tasks if t.task_id in results]
