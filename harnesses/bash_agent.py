@@ -1,5 +1,6 @@
 """`bash`: orchard's own minimal agent, one bash tool (see bash_agent_main.py, which is what runs
-inside the sandbox). It needs only a python3 in the sandbox's image, so it has nothing to mount."""
+inside the sandbox). It needs only a python3 in the sandbox's image; what it mounts is orchard's
+task-tool programs, through which it calls a task's tools from the shell (`task_tool.py`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
-from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, run_command
+from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, run_command, tools_env, tools_mounts
 
 AGENT_DIR = "/tmp/orchard-bash-agent"
 SCRIPT = Path(__file__).with_name("bash_agent_main.py")
@@ -33,7 +34,7 @@ class BashAgent:
         return f"orchard-bash-agent {__version__}"
 
     def mounts(self) -> list[Mount]:
-        return []
+        return tools_mounts(mcp=False)
 
     def command(self, context: HarnessContext, workdir: str) -> str:
         """The shell line run in the sandbox: the first python3 found, isolated (-I)."""
@@ -41,6 +42,8 @@ class BashAgent:
                 "--prompt-file", f"{AGENT_DIR}/prompt.txt", "--workdir", workdir,
                 "--max-turns", str(context.max_turns), "--command-timeout", f"{self.command_timeout:g}",
                 "--output-limit", str(self.output_limit)]
+        if context.tools is not None:
+            argv += ["--tools-file", f"{AGENT_DIR}/tools.json"]
         pythons = " ".join(PYTHONS)
         return (f'PY=; for p in {pythons}; do [ -x "$p" ] && {{ PY=$p; break; }}; done; '
                 f'[ -n "$PY" ] || PY=$(command -v python3) || {{ echo "{MISSING_MARK} no python3 in the '
@@ -50,9 +53,13 @@ class BashAgent:
         try:
             sandbox.write_file(f"{AGENT_DIR}/agent.py", SCRIPT.read_bytes())
             sandbox.write_file(f"{AGENT_DIR}/prompt.txt", context.prompt)
+            if context.tools is not None:
+                sandbox.write_file(f"{AGENT_DIR}/tools.json", json.dumps(context.tools.specs))
         except Exception as exc:  # noqa: BLE001 - a harness failure is returned, never raised
             return HarnessRun(exit_code=None, error=f"could not set up the agent in the sandbox: {exc}")
         env = {"ORCHARD_API_KEY": context.api_key, "HOME": AGENT_DIR}
+        if context.tools is not None:
+            env.update(tools_env(context.tools))
         return run_command(sandbox, self.command(context, sandbox.workdir), timeout=context.timeout_seconds,
                            env=env, inspect=_summary)
 

@@ -9,6 +9,11 @@ markup, run the same way, its output sent back as a user message. A malformed ca
 unknown tool, no command, several blocks) goes back to the model as an error. The run ends when
 the model answers with neither, when a command prints the done marker first, or after max_turns.
 The last stdout line is a JSON summary.
+
+A task's own tools (`--tools-file`, a JSON list of name, description, input_schema) are not native
+tools here: the system prompt lists them and says how to call one from the shell, with orchard's
+`task_tool.py` (bound into the sandbox; ORCHARD_TOOLS_URL and ORCHARD_TOOLS_TOKEN in the
+environment reach the episode's tool gateway).
 """
 
 import argparse
@@ -34,8 +39,29 @@ BASH_TOOL = {"type": "function", "function": {
     "name": "bash", "description": "Run a bash command in the repository and return its output.",
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
                    "required": ["command"]}}}
+TASK_TOOL = "/opt/orchard/tools/task_tool.py"
+TOOLS_SECTION = (
+    "\n\n## Task tools\n"
+    "This task also gives you the tools below. Call one from the shell, its arguments as one JSON "
+    "object:\n"
+    "    python3 {task_tool} NAME '{{\"argument\": \"value\"}}'\n"
+    "It prints the tool's result as JSON (exit code 0), or the error on stderr (exit code 1). "
+    "`python3 {task_tool} NAME -` reads the arguments from stdin (for long or quote-heavy "
+    "values); `python3 {task_tool} --list` lists the tools again."
+)
 FENCE = re.compile(r"```(?:bash|sh|shell)[ \t]*\n(.*?)```", re.DOTALL)
 OPEN_FENCE = re.compile(r"```(?:bash|sh|shell)\b")
+
+
+def tools_section(tools, task_tool=TASK_TOOL):
+    """The system prompt's section on the task's tools: how to call them, then each tool's name,
+    description and input schema."""
+    lines = [TOOLS_SECTION.format(task_tool=task_tool)]
+    for tool in tools:
+        schema = json.dumps(tool.get("input_schema") or {"type": "object", "properties": {}}, sort_keys=True)
+        lines.append(f"\n### {tool['name']}\n{(tool.get('description') or '').strip()}\n"
+                     f"Arguments (JSON schema): {schema}")
+    return "\n".join(lines)
 
 
 def log(message):
@@ -119,12 +145,16 @@ def main(argv=None):
     parser.add_argument("--command-timeout", type=float, default=120.0)
     parser.add_argument("--request-timeout", type=float, default=600.0)
     parser.add_argument("--output-limit", type=int, default=10000)
+    parser.add_argument("--tools-file", help="the task's tools (JSON list), called through task_tool.py")
     args = parser.parse_args(argv)
     key = os.environ.get("ORCHARD_API_KEY", "none")
     with open(args.prompt_file, encoding="utf-8") as fh:
         prompt = fh.read()
-    messages = [{"role": "system", "content": SYSTEM.format(workdir=args.workdir)},
-                {"role": "user", "content": prompt}]
+    system = SYSTEM.format(workdir=args.workdir)
+    if args.tools_file:
+        with open(args.tools_file, encoding="utf-8") as fh:
+            system += tools_section(json.load(fh))
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     summary = {"turns": 0, "tool_calls": 0, "fenced_blocks": 0, "format_errors": 0, "finish": "max_turns"}
     code = 0
     try:

@@ -8,6 +8,10 @@ lands in the workspace but the agent's own changes.
 Codex has one silent failure: a Responses stream whose output items lack
 `response.output_item.done` makes it exit 0 having done nothing. `run()` reads its `--json` events
 and reports a run that ended without a single item (no command, no message) as an error.
+
+A task's tools come in as an MCP server (`mcp_servers.<server_name>`, stdio, orchard's
+mcp_server.mjs on orchard's Node), its tools approved without asking; Codex shows them to the
+model as `mcp__<server_name>__<tool>`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import shlex
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
-from orchard_cli.harnesses.common import headless, not_ready, run_command
+from orchard_cli.harnesses.common import check_tools, headless, mcp_launch, not_ready, run_command, tools_mounts
 from orchard_cli.harnesses.install import CODEX, NODE, missing, package_mounts
 
 HOME = "/tmp/codex-home"
@@ -26,6 +30,8 @@ KEY_VAR = "ORCHARD_API_KEY"
 PROVIDER = "orchard"
 ARGV_PROMPT_LIMIT = 100_000
 """Longer prompts go through stdin (one argv string may not exceed 128 KiB on Linux)."""
+MCP_STARTUP_SECONDS = 60
+MCP_TOOL_SECONDS = 300
 ACTION_ITEMS = {"command_execution", "agent_message", "file_change", "reasoning", "mcp_tool_call",
                 "todo_list", "web_search"}
 SILENT_NOOP = ("codex exited 0 without a tool call or a message: the model's answer never reached "
@@ -34,6 +40,22 @@ SILENT_NOOP = ("codex exited 0 without a tool call or a message: the model's ans
 
 def _toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string of printable text is a TOML basic string
+
+
+def _toml_strings(values: list[str]) -> str:
+    return "[" + ",".join(_toml_string(v) for v in values) + "]"
+
+
+def mcp_overrides(context: HarnessContext) -> list[str]:
+    """The `-c` overrides that load the task's tools (none without tools)."""
+    if context.tools is None:
+        return []
+    launch, key = mcp_launch(context.tools), f"mcp_servers.{context.tools.server_name}"
+    env = "{" + ",".join(f"{name}={_toml_string(value)}" for name, value in launch.env.items()) + "}"
+    overrides = [f"command={_toml_string(launch.command)}", f"args={_toml_strings(launch.args)}", f"env={env}",
+                 "required=true", f"startup_timeout_sec={MCP_STARTUP_SECONDS}",
+                 f"tool_timeout_sec={MCP_TOOL_SECONDS}", 'default_tools_approval_mode="approve"']
+    return [arg for override in overrides for arg in ("-c", f"{key}.{override}")]
 
 
 class Codex:
@@ -46,7 +68,8 @@ class Codex:
         return CODEX.installed_version()
 
     def mounts(self) -> list[Mount]:
-        return package_mounts(NODE, CODEX)
+        harness = package_mounts(NODE, CODEX)
+        return harness + tools_mounts(mcp=True) if harness else []   # nothing to run, nothing to bind
 
     def argv(self, context: HarnessContext, workdir: str, *, prompt_on_stdin: bool = False) -> list[str]:
         provider = (f"{{name={_toml_string(PROVIDER)},base_url={_toml_string(context.base_url)},"
@@ -57,7 +80,7 @@ class Codex:
                 "-c", f"model_provider={_toml_string(PROVIDER)}",
                 "-c", f"model_providers.{PROVIDER}={provider}",
                 "--disable", "multi_agent", "--disable", "goals", "-c", 'web_search="disabled"',
-                *(["-"] if prompt_on_stdin else ["--", context.prompt])]
+                *mcp_overrides(context), *(["-"] if prompt_on_stdin else ["--", context.prompt])]
 
     def command(self, context: HarnessContext, workdir: str) -> str:
         needs = [NODE.sandbox_entry(), CODEX.sandbox_entry()]
@@ -67,7 +90,7 @@ class Codex:
         return line.removesuffix("</dev/null") + f"<{shlex.quote(HOME + '/prompt.txt')}"
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
-        problems = self.check()
+        problems = self.check() + check_tools(context)
         if problems:
             return not_ready(problems)
         if len(context.prompt.encode()) > ARGV_PROMPT_LIMIT:
@@ -103,7 +126,8 @@ def inspect_events(run: HarnessRun, stdout: str) -> None:
             failure = (event.get("error") or {}).get("message") or "turn failed"
         elif kind == "error":  # also retries ("Reconnecting... 1/5"): fatal only if the run fails
             last_error = event.get("message") or "error"
-    run.info.update({"tool_calls": str(counts.get("command_execution", 0)),
+    run.info.update({"tool_calls": str(counts.get("command_execution", 0) + counts.get("mcp_tool_call", 0)),
+                     "mcp_tool_calls": str(counts.get("mcp_tool_call", 0)),
                      "messages": str(counts.get("agent_message", 0)), "turns": str(turns)})
     if last_message:
         run.info["last_message"] = last_message[-2000:]

@@ -1,19 +1,28 @@
 """What the harness adapters share: running one headless command in the sandbox and turning the
-job into a `HarnessRun`, and finding the proxy's address as the sandbox sees it."""
+job into a `HarnessRun`, finding the proxy's address as the sandbox sees it, and how a harness
+reaches a task's tools (the programs in orchard_cli/tools/sandbox, bound at SANDBOX_TOOLS_DIR)."""
 
 from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import Mount
 from orchard_cli.errors import OrchardError
-from orchard_cli.harnesses.base import HarnessRun
+from orchard_cli.harnesses.base import HarnessContext, HarnessRun
+from orchard_cli.harnesses.install import MCP_SDK, NODE, SANDBOX_ROOT, missing, package_mounts
+from orchard_cli.tools.spec import HOST_TOOLS_DIR, SANDBOX_TOOLS_DIR, ToolAccess
 
 TAIL_CHARS = 8000
 MISSING_EXIT = 127
 MISSING_MARK = "orchard-harness-missing:"
+MCP_SERVER = f"{SANDBOX_TOOLS_DIR}/mcp_server.mjs"
+TASK_TOOL = f"{SANDBOX_TOOLS_DIR}/task_tool.py"
+MCP_SDK_DIR = f"{SANDBOX_ROOT}/{MCP_SDK.folder}/node_modules/{MCP_SDK.package}"
+"""The MCP SDK inside the sandbox (mcp_server.mjs imports it from ORCHARD_MCP_SDK)."""
 
 
 def tail(text: str, limit: int = TAIL_CHARS) -> str:
@@ -80,3 +89,39 @@ def sandbox_base_url(sandbox: SandboxHandle) -> str | None:
         return None
     value = job.stdout.strip() if job.exit_code == 0 else ""
     return value or None
+
+
+# -- the task's tools -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class McpLaunch:
+    """How a harness starts the task-tool MCP server (stdio), in its own config's terms."""
+
+    command: str
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def tools_mounts(*, mcp: bool) -> list[Mount]:
+    """The task-tool programs, read-only at SANDBOX_TOOLS_DIR, and (for a harness that loads them
+    over MCP) the MCP SDK the server runs on, when it is installed (`check_tools` names it if not)."""
+    mounts = [Mount(source=str(HOST_TOOLS_DIR), target=SANDBOX_TOOLS_DIR, read_only=True)]
+    return mounts + (package_mounts(MCP_SDK) if mcp else [])
+
+
+def tools_env(access: ToolAccess) -> dict[str, str]:
+    """What task_tool.py and mcp_server.mjs read: the episode's tool gateway and its token."""
+    return {"ORCHARD_TOOLS_URL": access.url.rstrip("/"), "ORCHARD_TOOLS_TOKEN": access.token}
+
+
+def mcp_launch(access: ToolAccess) -> McpLaunch:
+    """`node mcp_server.mjs` on orchard's Node, with the gateway and the SDK in its environment."""
+    return McpLaunch(command=NODE.sandbox_entry(), args=[MCP_SERVER],
+                     env={**tools_env(access), "ORCHARD_MCP_SDK": MCP_SDK_DIR})
+
+
+def check_tools(context: HarnessContext, *, node: bool = False) -> list[str]:
+    """What an MCP harness lacks to load `context.tools`: the MCP SDK, and orchard's Node when the
+    harness does not run on it anyway (`node=True`); [] without tools."""
+    if context.tools is None:
+        return []
+    return missing(*((NODE, MCP_SDK) if node else (MCP_SDK,)))

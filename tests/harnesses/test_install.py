@@ -69,7 +69,7 @@ def test_script_is_idempotent_and_doctor_reports_the_harnesses(installed_harness
     start = time.monotonic()
     proc = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count("already in") == 3 and time.monotonic() - start < 30
+    assert proc.stderr.count("already in") == 4 and time.monotonic() - start < 30
     checks = {c.name: c for c in run_doctor().checks}
     assert checks["codex"].ok and checks["codex"].version == "0.171.0"
     assert checks["openclaw"].ok and checks["openclaw"].version == "2026.9.6"

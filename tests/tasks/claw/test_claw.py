@@ -1,0 +1,182 @@
+"""The claw family end to end on real services and real sandboxes (local backend, bubblewrap)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.rollout.solvers import GoldSolver
+from orchard_cli.tasks.claw.family import PORTS
+from orchard_cli.tasks.claw.validate import validate_tasks
+from orchard_cli.tasks.registry import load_suite
+
+pytestmark = pytest.mark.bwrap
+
+
+def test_claw_mini_is_valid_three_ways_on_reset_services():
+    """CI's check of the whole bundled suite: gold passes, null and near miss fail, for every task;
+    the services are started once per worker and reset between attempts."""
+    family, tasks = load_suite("claw-mini")
+    assert len(tasks) >= 40
+    categories = {family.groups(t)["category"] for t in tasks}
+    assert {"mail", "calendar", "contacts", "todo", "files", "cross", "safety"} <= categories
+    results = validate_tasks(family, tasks, workers=2)
+    bad = [f"{r.task_id}: {r.reason()}" for r in results if not r.valid]
+    assert not bad, bad
+    assert len(results) == len(tasks)
+    assert 1 <= family.pool.started <= 2, "services are reset between attempts, not restarted"
+    assert family.pool._free == [] and family.pool._leased == {}, "the run's end stops every set"
+
+
+def _one(family, task, attempt, solver=None, env=None):
+    own = env is None
+    env = env or connect("local")
+    try:
+        return run_episode(Episode(task=task, attempt=attempt, solver=solver or GoldSolver(family),
+                                   episode_id=f"t-{task.task_id}-{attempt}"), family=family, env=env, backend="local")
+    finally:
+        if own:
+            env.close()
+
+
+def test_each_attempt_starts_from_its_fixture():
+    family, tasks = load_suite("claw-mini", instances=None)
+    task = next(t for t in tasks if t.task_id.startswith("mail-reply"))
+    env = connect("local")
+    try:
+        first = _one(family, task, 1, env=env)
+        second = _one(family, task, 2, env=env)
+    finally:
+        env.close()
+        family.close()
+    for result in (first, second):
+        assert result.outcome.category == "resolved", result.outcome
+        assert len(result.evidence.state["mail"]["sent"]) == 1, "attempt 1's mail must not be in attempt 2"
+        assert [d.tool for d in result.evidence.dispatches] == ["search_messages", "read_message", "send_message"]
+        assert all(d.status == 200 for d in result.evidence.dispatches)
+        assert result.outcome.tests["summary"].endswith("checks")
+    assert family.pool.started == 1
+
+
+class _Killer(GoldSolver):
+    """Gold, with the IMAP server killed mid-episode."""
+
+    def solve(self, context):
+        _, services = self.family._services(context.sandbox)
+        os.kill(services._procs["imap"].pid, signal.SIGKILL)
+        services._procs["imap"].wait()
+        return super().solve(context)
+
+
+def test_a_service_that_dies_mid_episode_is_an_infra_error():
+    family, tasks = load_suite("claw-mini")
+    task = next(t for t in tasks if t.task_id.startswith("mail-triage"))
+    try:
+        result = _one(family, task, 1, solver=_Killer(family))
+        assert result.outcome.category == "infra_error", result.outcome
+        assert "imap" in (result.outcome.error or "")
+        again = _one(family, task, 2)  # the dead set is not handed out again
+        assert again.outcome.category == "resolved", again.outcome
+        assert family.pool.started == 2
+    finally:
+        family.close()
+
+
+def _serve_line(line: bytes) -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def loop():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(line)
+            conn.close()
+    threading.Thread(target=loop, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+PROBE = r"""
+import json, os, socket, sys
+out = {}
+for name, port in json.loads(sys.argv[1]).items():
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        if "caldav" in name:
+            s.sendall(b"OPTIONS / HTTP/1.0\r\n\r\n")
+        out[name] = s.recv(16).decode(errors="replace")
+        s.close()
+    except OSError as exc:
+        out[name] = "refused:" + type(exc).__name__
+out["state_folder"] = os.path.exists(sys.argv[2])
+print(json.dumps(out))
+"""
+
+
+def test_the_agent_reaches_the_protocol_ports_and_nothing_else():
+    family, tasks = load_suite("claw-mini")
+    task = next(t for t in tasks if t.task_id.startswith("meeting-request"))
+    assert family.exposes_protocols(task)
+    host_server, host_port = _serve_line(b"host secret\n")
+    env = connect("local")
+    spec = family.sandbox_spec(task, "local")
+    sandbox = SandboxHandle.create(env, spec)
+    try:
+        family.setup(task, sandbox)
+        _, services = family._services(sandbox)
+        real = services.ports()
+        probes = {**{f"fwd_{k}": v for k, v in PORTS.items()}, **{f"real_{k}": v for k, v in real.items()},
+                  "host_other": host_port}
+        job = sandbox.exec(["python3", "-c", PROBE, json.dumps(probes), str(services.root)], timeout=60)
+        assert job.exit_code == 0, job.stderr + (job.error or "")
+        seen = json.loads(job.stdout)
+        assert seen["fwd_imap"].startswith("* OK") and seen["fwd_smtp"].startswith("220"), seen
+        assert seen["fwd_caldav"].startswith("HTTP/"), seen
+        for name in ("real_imap", "real_smtp", "real_caldav", "host_other"):
+            assert seen[name].startswith("refused"), (name, seen)
+        assert seen["state_folder"] is False, "the services' state folder must not be visible inside"
+        creds = sandbox.exec('printf %s "$ORCHARD_SERVICE_USER"').stdout
+        assert creds == services.credentials()["user"]
+    finally:
+        sandbox.destroy()
+        family.release(task, spec)
+        family.close()
+        host_server.close()
+        env.close()
+
+
+def test_tools_only_tasks_forward_no_protocol_ports():
+    family, tasks = load_suite("claw-mini")
+    task = next(t for t in tasks if t.task_id.startswith("mail-search"))
+    assert not family.exposes_protocols(task)
+    spec = family.sandbox_spec(task, "local")
+    try:
+        assert spec.forwards == [] and "ORCHARD_SERVICE_USER" not in spec.env
+    finally:
+        family.release(task, spec)
+        family.close()
+
+
+def test_cli_eval_claw_mini_gold_scorecard(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "orchard_cli.main", "eval", "claw-mini", "--predictions", "gold",
+                           "--limit", "3", "--attempts", "2", "--out", str(out), "--format", "json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["resolved"] == 6 and card["total"] == 6
+    assert set(card["by_group"]["category"]) <= {"mail", "calendar", "contacts", "todo", "files", "cross", "safety"}
+    evidence = [json.loads(p.read_text()) for p in out.rglob("evidence.json")]
+    assert len(evidence) == 6 and all(e["dispatches"] and e["state"]["mail"] for e in evidence)
