@@ -91,6 +91,9 @@ def run(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Agent runs: the harness's turn limit (default 50).")] = None,
     agent_timeout: Annotated[Optional[float], typer.Option("--agent-timeout", min=1, help="Agent runs: seconds one harness run may take (default 1800).")] = None,
+    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="An LLM judge's model: its score is reported beside each verdict, never inside it.")] = None,
+    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint (…/v1).")] = None,
+    judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Environment variable holding the judge's key (default OPENAI_API_KEY when set).")] = None,
     rerank: Annotated[Optional[Path], typer.Option("--rerank", file_okay=False, help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
@@ -108,6 +111,7 @@ def run(
     config = config_of(
         EvalConfig, **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
+        judge_model=judge_model, judge_base_url=judge_base_url, judge_key_env=judge_key_env,
         out=str(Path(out or _default_out(suite)).resolve()))
     if rerank is not None:  # a bad value model fails now, not after the run
         from orchard_cli.value.model import ValueModel
@@ -206,6 +210,12 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
     if card.pass_at_k:
         console.print("pass@k: " + ", ".join(f"k={k} {pct(v)}" for k, v in card.pass_at_k.items())
                       + " | pass^k: " + ", ".join(f"k={k} {pct(v)}" for k, v in (card.pass_hat_k or {}).items()))
+    if card.mean_score is not None:
+        console.print(f"checks passed (mean share per attempt): {pct(card.mean_score)}; "
+                      f"graded only {pct(card.mean_score_graded)}")
+    if card.judged:
+        console.print(f"judge ({card.judged} attempts, beside the verdicts): mean score {card.judge_mean:.2f}, "
+                      f"agrees with the checks on {pct(card.judge_agreement)}")
     typer.echo(_summary_line(card))
     typer.echo(f"scorecard: {plan.out / 'scorecard.html'}")
 
@@ -231,7 +241,7 @@ def compare(
 
     The 95% interval is a paired normal interval on per-instance differences (McNemar-style Wald);
     McNemar's exact p-value is shown with it."""
-    from orchard_cli.scoring.compare import compare_runs
+    from orchard_cli.scoring.compare import compare_runs, group_lines
     from orchard_cli.scoring.report import pct
 
     result = compare_runs(run_a, run_b)
@@ -253,6 +263,11 @@ def compare(
                    f"B {', '.join(result.errors_b) or '-'}")
     if result.only_in_a or result.only_in_b:
         typer.echo(f"not paired: {len(result.only_in_a)} only in A, {len(result.only_in_b)} only in B")
+    lines = group_lines(result)
+    if lines:
+        typer.echo("by group (B - A):")
+        for line in lines:
+            typer.echo(f"  {line}")
 
 
 @app.command("regrade")

@@ -11,10 +11,12 @@ from pathlib import Path
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
-from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, run_command, tools_env, tools_mounts
+from orchard_cli.harnesses.bash_agent_main import TASK_COMMAND
+from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, TASK_TOOL, run_command, tools_env, tools_mounts
 
 AGENT_DIR = "/tmp/orchard-bash-agent"
 SCRIPT = Path(__file__).with_name("bash_agent_main.py")
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 
 
@@ -55,11 +57,13 @@ class BashAgent:
             sandbox.write_file(f"{AGENT_DIR}/prompt.txt", context.prompt)
             if context.tools is not None:
                 sandbox.write_file(f"{AGENT_DIR}/tools.json", json.dumps(context.tools.specs))
+                sandbox.write_file(f"{AGENT_DIR}/bin/{TASK_COMMAND}",
+                                   f'#!/bin/sh\nexec python3 {TASK_TOOL} "$@"\n', mode=0o755)
         except Exception as exc:  # noqa: BLE001 - a harness failure is returned, never raised
             return HarnessRun(exit_code=None, error=f"could not set up the agent in the sandbox: {exc}")
         env = {"ORCHARD_API_KEY": context.api_key, "HOME": AGENT_DIR}
         if context.tools is not None:
-            env.update(tools_env(context.tools))
+            env.update(tools_env(context.tools), PATH=f"{AGENT_DIR}/bin:{SANDBOX_PATH}")
         return run_command(sandbox, self.command(context, sandbox.workdir), timeout=context.timeout_seconds,
                            env=env, inspect=_summary)
 

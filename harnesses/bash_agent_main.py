@@ -35,28 +35,40 @@ SYSTEM = (
     "otherwise. Make the change the task asks for. When you are done, reply without a command "
     f"(or run `echo {DONE_MARKER}`)."
 )
+SYSTEM_TOOLS = (
+    "You are an assistant working in {workdir} for the user. You can run shell commands with the "
+    "`bash` tool; each runs in a fresh `bash -c` in that directory. If you cannot call tools, reply "
+    "with exactly one fenced block:\n```bash\n<command>\n```\nand nothing runs otherwise. Do what "
+    "the user asks, with the task tools below. When you are done, reply without a command: your "
+    f"final answer for the user (or run `echo {DONE_MARKER}`)."
+)
 BASH_TOOL = {"type": "function", "function": {
     "name": "bash", "description": "Run a bash command in the repository and return its output.",
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
                    "required": ["command"]}}}
 TASK_TOOL = "/opt/orchard/tools/task_tool.py"
+TASK_COMMAND = "task-tool"
+"""On the agent's PATH in the sandbox: `task-tool NAME JSON` runs task_tool.py."""
 TOOLS_SECTION = (
     "\n\n## Task tools\n"
     "This task also gives you the tools below. Call one from the shell, its arguments as one JSON "
     "object:\n"
-    "    python3 {task_tool} NAME '{{\"argument\": \"value\"}}'\n"
+    "    {command} NAME '{{\"argument\": \"value\"}}'\n"
     "It prints the tool's result as JSON (exit code 0), or the error on stderr (exit code 1). "
-    "`python3 {task_tool} NAME -` reads the arguments from stdin (for long or quote-heavy "
-    "values); `python3 {task_tool} --list` lists the tools again."
+    "`{command} NAME -` reads the arguments from stdin (for long or quote-heavy "
+    "values); `{command} --list` lists the tools again. (`{command}` is `python3 {task_tool}`.)"
 )
 FENCE = re.compile(r"```(?:bash|sh|shell)[ \t]*\n(.*?)```", re.DOTALL)
 OPEN_FENCE = re.compile(r"```(?:bash|sh|shell)\b")
 
 
 def tools_section(tools, task_tool=TASK_TOOL):
-    """The system prompt's section on the task's tools: how to call them, then each tool's name,
-    description and input schema."""
-    lines = [TOOLS_SECTION.format(task_tool=task_tool)]
+    """The system prompt's section on the task's tools: how to call them (with an example call of
+    the first tool), then each tool's name, description and input schema."""
+    lines = [TOOLS_SECTION.format(task_tool=task_tool, command=TASK_COMMAND)]
+    if tools:
+        bare = [t for t in tools if not (t.get("input_schema") or {}).get("required")]
+        lines.append("For example:\n```bash\n%s %s '{}'\n```" % (TASK_COMMAND, (bare or tools)[0]["name"]))
     for tool in tools:
         schema = json.dumps(tool.get("input_schema") or {"type": "object", "properties": {}}, sort_keys=True)
         lines.append(f"\n### {tool['name']}\n{(tool.get('description') or '').strip()}\n"
@@ -153,7 +165,7 @@ def main(argv=None):
     system = SYSTEM.format(workdir=args.workdir)
     if args.tools_file:
         with open(args.tools_file, encoding="utf-8") as fh:
-            system += tools_section(json.load(fh))
+            system = SYSTEM_TOOLS.format(workdir=args.workdir) + tools_section(json.load(fh))
     messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     summary = {"turns": 0, "tool_calls": 0, "fenced_blocks": 0, "format_errors": 0, "finish": "max_turns"}
     code = 0

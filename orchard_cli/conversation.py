@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from orchard_cli.proxy.records import CallRecord
-from orchard_cli.proxy.translate import TranslationError, responses_to_chat
+from orchard_cli.proxy.translate import NAMESPACE_SEP, TranslationError, responses_to_chat
 
 _MESSAGE_KEYS = ("role", "content", "name", "tool_call_id", "tool_calls", "reasoning_content")
 
@@ -86,8 +86,11 @@ def _responses_answer(response: dict[str, Any]) -> dict[str, Any]:
             parts = (item.get("content") or []) + (item.get("summary") or [])
             reasoning += [p.get("text") or "" for p in parts]
         elif kind == "function_call":
+            name = item.get("name")
+            if item.get("namespace"):  # a namespace tool's function (Codex's MCP tools): as chat names it
+                name = f"{item['namespace']}{NAMESPACE_SEP}{name}"
             calls.append({"id": item.get("call_id") or item.get("id"), "type": "function",
-                          "function": {"name": item.get("name"), "arguments": item.get("arguments") or ""}})
+                          "function": {"name": name, "arguments": item.get("arguments") or ""}})
         elif kind == "custom_tool_call":
             calls.append({"id": item.get("call_id") or item.get("id"), "type": "function",
                           "function": {"name": item.get("name"),

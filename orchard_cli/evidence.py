@@ -65,6 +65,9 @@ class Evidence(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict)
     """Service-state snapshots by service name (a mailbox, a calendar), as JSON."""
     dispatches: list[Dispatch] = Field(default_factory=list)
+    state_before: dict[str, Any] = Field(default_factory=dict)
+    """`state` as it was when the solver started (the task's fixture as the services hold it):
+    what `orchard view` diffs `state` against."""
     logs: dict[str, str] = Field(default_factory=dict)
     """Protocol logs by service (what clients did over IMAP, SMTP, CalDAV), for a person to read."""
 

@@ -171,8 +171,24 @@ def _evidence(t: Trajectory) -> str:
         parts.append(f"<h3>Tool dispatches ({len(ev.dispatches)})</h3><table><tr><th>#</th><th>tool</th>"
                      f"<th>arguments</th><th>status</th><th>result</th></tr>{rows}</table>")
     for name, state in ev.state.items():
+        if name in ev.state_before:
+            change = state_diff(name, ev.state_before[name], state)
+            parts.append(f"<h3>Changes to {escape(name)}</h3>" + (_diff(change) if change else
+                         '<p class="muted">unchanged</p>'))
         parts.append(_fold(f"state of {name}", _pre(json.dumps(state, indent=2, ensure_ascii=False, default=str))))
+    for name, text in ev.logs.items():
+        parts.append(_fold(f"{name} protocol log ({len(text.splitlines())} lines)", _pre(text)))
     return "".join(parts)
+
+
+def state_diff(name: str, before: Any, after: Any) -> str:
+    """A unified diff of a service's state, before the solver and after (JSON, one key a line)."""
+    import difflib
+
+    def lines(value: Any) -> list[str]:
+        return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str).splitlines(True)
+
+    return "".join(difflib.unified_diff(lines(before), lines(after), f"a/{name}", f"b/{name}", n=2))
 
 
 def render_episode(t: Trajectory, categories: Categories | None = None) -> str:

@@ -48,7 +48,8 @@ CONFIG_SCHEMA_VERSION = 1
 TASKS_FILE = "tasks.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 # Fields that may differ between a run and its --resume: they do not change any result.
-NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out"})
+NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out",
+                                    "judge_model", "judge_base_url", "judge_key_env"})
 
 
 class EvalConfig(BaseModel):
@@ -84,6 +85,10 @@ class EvalConfig(BaseModel):
     workers: int = Field(1, ge=1)
     fail_under: float | None = None
     max_errors: int = Field(0, ge=0)
+    judge_model: str | None = None
+    """An LLM judge (`--judge-model`): its score goes beside each verdict, never inside it."""
+    judge_base_url: str | None = None
+    judge_key_env: str | None = None
     out: str = ""
     orchard_version: str = __version__
 
@@ -228,10 +233,12 @@ class _ScorecardSink:
         self.results = JsonlWriter(run.out / "results.jsonl")
         self.predictions = PredictionsLog(run.out)
         self.trajectories: JsonlWriter | None = None
+        self._judge: Any = None
         self._lock = threading.Lock()
 
     def write(self, result: EpisodeResult) -> AttemptResult:
         run, evidence, solution = self.run, result.evidence, result.solution
+        judged = self.judge(result)
         if evidence is not None and evidence.patch is not None:
             model = (solution.model if solution else None) or run.solver.name
             self.predictions.write(result.attempt, result.task.task_id, model, evidence.patch)
@@ -244,8 +251,24 @@ class _ScorecardSink:
             trajectory = TRAJECTORIES
         row = result_row(result, groups=run.family.groups(result.task), trajectory=trajectory,
                          log_dir=str(result.log_dir.relative_to(run.out)) if result.log_dir else "")
+        row.judge = judged
         self.results.write(row)
         return row
+
+    def judge(self, result: EpisodeResult) -> dict[str, Any] | None:
+        """The judge's verdict on a graded episode (None without a judge, or for an error)."""
+        config = self.run.config
+        if not config.judge_model or result.outcome.is_error:
+            return None
+        if self._judge is None:
+            from orchard_cli.judge import Judge, JudgeConfig
+
+            self._judge = Judge(JudgeConfig(model=config.judge_model, base_url=config.judge_base_url or "",
+                                            key_env=config.judge_key_env))
+        family, task = self.run.family, result.task
+        verdict = self._judge.grade(family.prompt(task, "/workspace"), family.describe(task).get("judge_rubric"),
+                                    result.evidence)
+        return verdict.model_dump()
 
     def close(self, env: Any) -> None:
         self.results.close()
@@ -282,6 +305,8 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     if config.predictions and config.predictions not in ("gold", "empty"):
         updates["predictions_sha256"] = sha256_file(config.predictions)
     config = config.model_copy(update=updates)
+    if config.judge_model and not config.judge_base_url:
+        raise UsageError("--judge-model needs --judge-base-url (the judge's OpenAI-compatible endpoint)")
     return EvalRun(config, family, tasks, solver, Path(config.out), resume)
 
 

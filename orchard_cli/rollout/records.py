@@ -11,6 +11,7 @@ from orchard_cli import __version__
 from orchard_cli.conversation import conversation
 from orchard_cli.outcome import ERROR_CATEGORIES
 from orchard_cli.rollout.episode import EpisodeResult
+from orchard_cli.scoring.checks import check_fields
 from orchard_cli.scoring.scorecard import AttemptResult
 from orchard_cli.trajectory import Trajectory, TrajectoryOutcome
 
@@ -51,9 +52,12 @@ def trajectory_of(result: EpisodeResult, metadata: dict[str, Any] | None = None)
 
 
 def counts(tests: dict[str, Any]) -> dict[str, Any]:
-    """The counts of an Outcome's `tests` (numbers and short strings); per-test detail goes to logs."""
+    """The counts of an Outcome's `tests` (numbers and short strings); per-test detail goes to logs.
+    Per-check verdicts have fields of their own in the record (`check_fields`)."""
     out: dict[str, Any] = {}
     for key, value in tests.items():
+        if key in ("checks", "check_kinds"):
+            continue
         if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 200):
             out[key] = value
         elif isinstance(value, dict) and all(isinstance(v, (int, float)) for v in value.values()):
@@ -69,7 +73,7 @@ def result_row(result: EpisodeResult, *, groups: dict[str, str], log_dir: str,
     return AttemptResult(
         instance_id=result.task.task_id, attempt=result.attempt, episode_id=result.episode_id,
         repo=result.task.repo, groups=groups, resolved=outcome.resolved, category=outcome.category,
-        tests=counts(outcome.tests), duration_seconds=round(result.duration_seconds, 3),
+        tests=counts(outcome.tests), **check_fields(outcome.tests), duration_seconds=round(result.duration_seconds, 3),
         patch_bytes=len(patch.encode()), patch_files=len(re.findall(r"^diff --git ", patch, re.MULTILINE)),
         log_dir=log_dir, error=outcome.error, model=solution.model if solution else None,
         tokens_in=solution.tokens_in if solution else None, tokens_out=solution.tokens_out if solution else None,

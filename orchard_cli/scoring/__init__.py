@@ -2,6 +2,7 @@
 page, and compared run against run. Nothing here imports tasks or harnesses."""
 
 from orchard_cli.outcome import ERROR_CATEGORIES
+from orchard_cli.scoring.checks import CheckScore
 from orchard_cli.scoring.scorecard import (
     AttemptResult,
     Reproducibility,
@@ -12,5 +13,5 @@ from orchard_cli.scoring.scorecard import (
     pass_hat_k,
 )
 
-__all__ = ["ERROR_CATEGORIES", "AttemptResult", "Reproducibility", "Scorecard",
+__all__ = ["ERROR_CATEGORIES", "AttemptResult", "CheckScore", "Reproducibility", "Scorecard",
            "compute_scorecard", "latest_results", "pass_at_k", "pass_hat_k"]

@@ -9,6 +9,11 @@ per instance this is the interval that goes with McNemar's test: with b instance
 in A and c only in B, diff = (c - b)/n and se = sqrt(b + c - (c - b)^2/n)/n. The exact McNemar
 p-value (two-sided binomial test of b against c) is reported next to it. With no discordant
 instances the interval collapses to [0, 0]: the runs agree everywhere they were both scored.
+
+`by_group` repeats the comparison per group value of each grouping the tasks declare (claw:
+category=mail, difficulty=hard; SWE: repo), over the common instances of that value: the resolved
+rate of each run, B - A, and pass^k (with its difference) for the k both runs can estimate, when
+both ran more than one attempt per instance. Errors count as not resolved, as in the headline.
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
 from orchard_cli.records import read_json, read_jsonl
-from orchard_cli.scoring.scorecard import AttemptResult, latest_results
+from orchard_cli.scoring.scorecard import AttemptResult, latest_results, pass_hat_k
 
-COMPARE_SCHEMA_VERSION = 1
+COMPARE_SCHEMA_VERSION = 2  # 2: by_group
 Z95 = 1.959963984540054
 
 
@@ -37,6 +42,29 @@ class RunScores(BaseModel):
     """instance_id -> fraction of attempts resolved."""
     errors: list[str] = Field(default_factory=list)
     """Instances with an env/infra error in any attempt."""
+    counts: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    """instance_id -> (attempts, resolved)."""
+    groups: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """instance_id -> its groupings ({'category': 'mail'}; {'repo': ...} for runs without groups)."""
+
+
+class GroupDelta(BaseModel):
+    """One group value compared over the instances of it both runs scored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instances: int
+    rate_a: float
+    """Resolved rate of A over the group's common instances (mean per-instance fraction)."""
+    rate_b: float
+    diff: float
+    """rate_b - rate_a."""
+    pass_hat_k_a: dict[int, float] | None = None
+    """pass^k of A for each k both runs have (k <= every common instance's attempts in both);
+    None unless both ran more than one attempt."""
+    pass_hat_k_b: dict[int, float] | None = None
+    pass_hat_k_diff: dict[int, float] | None = None
+    """pass^k of B - pass^k of A, per k."""
 
 
 class Comparison(BaseModel):
@@ -63,6 +91,8 @@ class Comparison(BaseModel):
     b_only: list[str]
     errors_a: list[str]
     errors_b: list[str]
+    by_group: dict[str, dict[str, GroupDelta]] = Field(default_factory=dict)
+    """grouping -> value -> the comparison over that value's common instances."""
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -77,7 +107,9 @@ def load_run(path: str | Path) -> RunScores:
     results = latest_results(AttemptResult.model_validate(r) for r in rows)
     totals: dict[str, list[int]] = {}
     errors: set[str] = set()
+    groups: dict[str, dict[str, str]] = {}
     for r in results:
+        groups[r.instance_id] = r.groups or ({"repo": r.repo} if r.repo else {})
         n_c = totals.setdefault(r.instance_id, [0, 0])
         n_c[0] += 1
         n_c[1] += int(r.resolved)
@@ -90,7 +122,8 @@ def load_run(path: str | Path) -> RunScores:
         suite, source = str(config.get("suite", "")), str(config.get("source", ""))
         sha = config.get("dataset_sha256")
     return RunScores(path=str(path), suite=suite, source=source, dataset_sha256=sha,
-                     scores={k: c / n for k, (n, c) in totals.items()}, errors=sorted(errors))
+                     scores={k: c / n for k, (n, c) in totals.items()}, errors=sorted(errors),
+                     counts={k: (n, c) for k, (n, c) in totals.items()}, groups=groups)
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -111,6 +144,50 @@ def paired_interval(diffs: list[float], z: float = Z95) -> tuple[float, float, f
     var = sum((d - mean) ** 2 for d in diffs) / n
     half = z * sqrt(var / n)
     return mean, mean - half, mean + half
+
+
+def _pass_hat(run: RunScores, ids: list[str], ks: list[int]) -> dict[int, float]:
+    return {k: sum(pass_hat_k(*run.counts[i], k) for i in ids) / len(ids) for k in ks}
+
+
+def group_deltas(a: RunScores, b: RunScores, common: list[str]) -> dict[str, dict[str, GroupDelta]]:
+    """Per grouping and value (B's record of the instance, else A's), over the common instances."""
+    members: dict[str, dict[str, list[str]]] = {}
+    for i in common:
+        for name, value in (b.groups.get(i) or a.groups.get(i) or {}).items():
+            members.setdefault(name, {}).setdefault(value or "(none)", []).append(i)
+    out: dict[str, dict[str, GroupDelta]] = {}
+    for name in sorted(members):
+        for value, ids in sorted(members[name].items()):
+            rate_a = sum(a.scores[i] for i in ids) / len(ids)
+            rate_b = sum(b.scores[i] for i in ids) / len(ids)
+            delta = GroupDelta(instances=len(ids), rate_a=rate_a, rate_b=rate_b, diff=rate_b - rate_a)
+            ns = [run.counts[i][0] for run in (a, b) for i in ids if i in run.counts]
+            if len(ns) == 2 * len(ids) and min(ns) > 1:  # both ran several attempts of each
+                ks = list(range(1, min(ns) + 1))
+                delta.pass_hat_k_a, delta.pass_hat_k_b = _pass_hat(a, ids, ks), _pass_hat(b, ids, ks)
+                delta.pass_hat_k_diff = {k: delta.pass_hat_k_b[k] - delta.pass_hat_k_a[k] for k in ks}
+            out.setdefault(name, {})[value] = delta
+    return out
+
+
+def group_lines(result: Comparison) -> list[str]:
+    """The per-group deltas for people, one line per group value (pass^k at the largest k)."""
+    def pct(value: float) -> str:
+        return f"{100 * value:.1f}%"
+
+    lines = []
+    for name, values in result.by_group.items():
+        for value, d in values.items():
+            line = (f"{name}={value} ({d.instances}): A {pct(d.rate_a)}  B {pct(d.rate_b)}  "
+                    f"B - A {100 * d.diff:+.1f} points")
+            if d.pass_hat_k_diff:
+                k = max(d.pass_hat_k_diff)
+                a_k, b_k = (d.pass_hat_k_a or {})[k], (d.pass_hat_k_b or {})[k]
+                line += (f"; pass^{k}: A {pct(a_k)}  B {pct(b_k)}  "
+                         f"B - A {100 * d.pass_hat_k_diff[k]:+.1f} points")
+            lines.append(line)
+    return lines
 
 
 def compare_scores(a: RunScores, b: RunScores) -> Comparison:
@@ -136,7 +213,7 @@ def compare_scores(a: RunScores, b: RunScores) -> Comparison:
         mcnemar_p=mcnemar_exact(len(a_only), len(b_only)) if binary else None,
         a_only=a_only, b_only=b_only,
         errors_a=[i for i in a.errors if i in b.scores], errors_b=[i for i in b.errors if i in a.scores],
-        warnings=warnings)
+        by_group=group_deltas(a, b, common) if a.counts and b.counts else {}, warnings=warnings)
 
 
 def compare_runs(path_a: str | Path, path_b: str | Path) -> Comparison:

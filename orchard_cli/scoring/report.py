@@ -8,8 +8,7 @@ from html import escape
 
 from orchard_cli.outcome import category_info
 from orchard_cli.scoring.scorecard import AttemptResult, RepoScore, Scorecard
-
-GROUP_TITLES = {"repo": "repository"}
+from orchard_cli.scoring.tables import GROUP_TITLES, Table, check_tables, group_tables, pct
 
 
 def color(card: Scorecard, category: str) -> str:
@@ -26,10 +25,6 @@ def main_grouping(card: Scorecard) -> tuple[str, dict[str, RepoScore]]:
         name = "repo" if "repo" in card.by_group else next(iter(card.by_group))
         return GROUP_TITLES.get(name, name), card.by_group[name]
     return "repository", card.by_repo
-
-
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def duration(seconds: float) -> str:
@@ -100,6 +95,8 @@ def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None)
         f"| resolved | {card.resolved} |",
         f"| resolved rate (all) | {pct(card.resolved_rate)} |",
         f"| resolved rate (graded only) | {pct(card.resolved_rate_graded)} |",
+        *([f"| check score (all) | {pct(card.mean_score)} |",
+           f"| check score (graded only) | {pct(card.mean_score_graded)} |"] if card.mean_score is not None else []),
         f"| errors (env / infra) | {card.errors} ({card.by_category['env_error']} env, "
         f"{card.by_category['infra_error']} infra) |",
         f"| wall time | {duration(card.wall_seconds)} |",
@@ -110,18 +107,15 @@ def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None)
         lines.append(f"| missing (run interrupted) | {card.missing} |")
     lines += ["", "## Outcomes", "", "| category | count |", "| --- | ---: |"]
     lines += [f"| {c} | {n} |" for c, n in card.by_category.items()]
-    groups = card.by_group or {"repo": card.by_repo}
-    for name, scores in groups.items():
-        title = GROUP_TITLES.get(name, name)
-        lines += ["", f"## By {title}", "", f"| {title} | resolved | total | errors | rate |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {key} | {s.resolved} | {s.total} | {s.errors} | {pct(s.resolved_rate)} |"
-                  for key, s in scores.items()]
+    for table in group_tables(card):
+        lines += _markdown_table(table)
     if card.pass_at_k:
         lines += ["", "## pass@k and pass^k (unbiased estimators)", "", "| k | pass@k | pass^k |",
                   "| ---: | ---: | ---: |"]
         lines += [f"| {k} | {pct(v)} | {pct((card.pass_hat_k or {}).get(k))} |"
                   for k, v in card.pass_at_k.items()]
+    for table in check_tables(card):
+        lines += _markdown_table(table)
     if results:
         lines += ["", "## Instances", "", "| instance | attempt | outcome | tests | seconds | patch bytes | error |",
                   "| --- | ---: | --- | --- | ---: | ---: | --- |"]
@@ -133,6 +127,16 @@ def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None)
               f"- dataset sha256: `{r.dataset_sha256 or '-'}`", f"- seed: {'-' if r.seed is None else r.seed}",
               "- configuration: see `config.json`", ""]
     return "\n".join(lines)
+
+
+def _markdown_table(table: Table) -> list[str]:
+    def cell(text: str) -> str:
+        return text.replace("|", "/")
+
+    return (["", f"## {table.title}", "", "| " + " | ".join(map(cell, table.headers)) + " |",
+             "| " + " | ".join("---:" if n else "---" for n in table.numeric) + " |"]
+            + ["| " + " | ".join(map(cell, row)) + " |" for row in table.rows]
+            + ([] if not table.note else ["", f"_{table.note}_"]))
 
 
 # ---- HTML --------------------------------------------------------------------------------------
@@ -235,6 +239,20 @@ def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
             + "".join(rows) + "</tbody></table>")
 
 
+def _html_table(table: Table, *, folded: bool = False) -> str:
+    def cls(i: int) -> str:
+        return " class='n'" if table.numeric[i] else ""
+
+    head = "".join(f"<th{cls(i)}>{escape(h)}</th>" for i, h in enumerate(table.headers))
+    body = "".join("<tr>" + "".join(f"<td{cls(i)}>{escape(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+                   for row in table.rows)
+    html = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    if folded:
+        html = f"<details><summary>{len(table.rows)} row(s) (show)</summary>{html}</details>"
+    note = f"<p class='note'>{escape(table.note[:1].upper() + table.note[1:])}.</p>" if table.note else ""
+    return f"<section id='{escape(table.ident)}'><h2>{escape(table.title)}</h2>{html}{note}</section>"
+
+
 def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
     r = card.reproducibility
     errors_cls = "bad" if card.errors else ""
@@ -245,6 +263,8 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
               ident="resolved-rate", data=f"{card.resolved_rate:.6f}", cls="head"),
         _tile("Graded only", pct(card.resolved_rate_graded), f"{card.graded} graded",
               ident="resolved-rate-graded"),
+        *([_tile("Check score", pct(card.mean_score), f"share of checks passed; graded only {pct(card.mean_score_graded)}", ident="mean-score", data=f"{card.mean_score:.6f}")]
+          if card.mean_score is not None else []),
         _tile("Errors", str(card.errors),
               f"env {card.by_category['env_error']} · infra {card.by_category['infra_error']}; "
               "counted apart", ident="errors",
@@ -274,6 +294,10 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
     legend = "".join(f"<span class='pill' style='background:{color(card, c)};margin-right:6px'>{text}</span>"
                      for c, text in (("resolved", "resolved"), ("env_error", "env / infra error")))
     group_title = main_grouping(card)[0]
+    # The main grouping's bar chart says all its plain table would (resolved, total, errors, rate):
+    # its table shows only when it adds check scores or pass@k / pass^k.
+    group_tables_html = "".join(_html_table(t) for t in group_tables(card)
+                                if t.title != f"By {group_title}" or len(t.headers) > 5)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>orchard eval · {escape(card.suite)} · {pct(card.resolved_rate)}</title><style>{CSS}</style></head>
@@ -290,6 +314,8 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> 
 shown apart. Over graded attempts only: {pct(card.resolved_rate_graded)}.</p></section>
 </div>
 {passk}
+{group_tables_html}
+{"".join(_html_table(t, folded=t.ident == "by-check") for t in check_tables(card))}
 {f"<section><h2>Instances</h2>{_instances_table(card, results)}</section>" if results else ""}
 <section><h2>Reproducibility</h2><table>{repro}</table></section>
 </main></body></html>

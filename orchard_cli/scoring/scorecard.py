@@ -17,7 +17,13 @@ a run that could not grade does not pass in CI.
 
 pass@k and pass^k (attempts > 1) use the unbiased estimators over the n attempts of each task with
 c of them resolved, averaged over tasks: pass@k = 1 - C(n-c, k)/C(n, k) (at least one of k
-attempts drawn without replacement succeeds) and pass^k = C(c, k)/C(n, k) (all k succeed).
+attempts drawn without replacement succeeds) and pass^k = C(c, k)/C(n, k) (all k succeed). Every
+group value (`by_group`) has them too, for the same k, averaged over the group's tasks.
+
+Families graded by checks (claw) also get the mean check score (`mean_score`, the share of checks
+passed, over all attempts with errors as 0; `mean_score_graded` beside it) overall and per group,
+and how often each check passed (`by_check`, `by_check_kind`; `orchard_cli.scoring.checks`).
+The rule is the same for every family. docs/scorecard.md documents every field.
 """
 
 from __future__ import annotations
@@ -31,9 +37,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo, category_info, ordered_categories
+from orchard_cli.scoring.checks import CheckScore, score_checks
 
+# results.jsonl stays at 1: checks, check_kinds and score were added as optional fields (defaults),
+# so every line written before them reads as it did.
 RESULT_SCHEMA_VERSION = 1
-SCORECARD_SCHEMA_VERSION = 1
+# 2: mean_score, mean_score_graded, per-group mean_score / pass@k / pass^k, by_check, by_check_kind.
+# Version-1 scorecards load unchanged: the new fields have defaults.
+SCORECARD_SCHEMA_VERSION = 2
 
 # The categories of scorecards written before families declared their own (SWE's).
 LEGACY_CATEGORIES = ordered_categories({
@@ -60,7 +71,15 @@ class AttemptResult(_Model):
     resolved: bool = False
     category: str
     tests: dict[str, Any] = Field(default_factory=dict)
-    """Test counts as the family reports them (for SWE: FAIL_TO_PASS / PASS_TO_PASS passed/failed)."""
+    """Test counts as the family reports them (for SWE: FAIL_TO_PASS / PASS_TO_PASS passed/failed;
+    for claw: passed, failed, total, score, summary)."""
+    checks: dict[str, bool] = Field(default_factory=dict)
+    """Check id -> passed, in task order, for families graded by checks; {} otherwise (and in
+    version-1 records)."""
+    check_kinds: dict[str, str] = Field(default_factory=dict)
+    """Check id -> its kind (claw: state, safety, dispatch, answer, command)."""
+    score: float | None = None
+    """Share of checks passed (0..1); None when the family reports no checks or the grader never ran."""
     duration_seconds: float = 0.0
     patch_bytes: int = 0
     patch_files: int = 0
@@ -74,6 +93,9 @@ class AttemptResult(_Model):
     cost_usd: float | None = None
     """None when no model ran, or when the model's price is unknown (never 0 for 'unknown')."""
     trajectory: str | None = None
+    judge: dict[str, Any] | None = None
+    """An LLM judge's verdict (`--judge-model`): model, score (0..1), rationale, error. Beside the
+    verdict, never inside it."""
     started_at: float = 0.0
     finished_at: float = 0.0
 
@@ -83,10 +105,18 @@ class AttemptResult(_Model):
 
 
 class RepoScore(_Model):
+    """The score of one group value (a repository, a category such as 'mail', a difficulty)."""
+
     total: int = 0
     resolved: int = 0
     errors: int = 0
     resolved_rate: float = 0.0
+    """resolved / total (errors count as not resolved, as in the headline)."""
+    mean_score: float | None = None
+    """Mean check score over all the group's attempts (errors count 0); None without checks."""
+    pass_at_k: dict[int, float] | None = None
+    """pass@k over the group's tasks, for the headline's k; None with one attempt."""
+    pass_hat_k: dict[int, float] | None = None
 
 
 class Tokens(_Model):
@@ -121,7 +151,7 @@ class Scorecard(_Model):
     """Attempts that ended in env_error or infra_error (counted apart, never 'unresolved')."""
     instances_with_errors: int
     graded: int
-    """total - errors: attempts whose patch was actually judged."""
+    """total - errors: attempts the family's grader actually judged."""
     resolved_rate: float
     """The headline: resolved / total (errors count as not resolved)."""
     resolved_rate_graded: float | None
@@ -137,6 +167,21 @@ class Scorecard(_Model):
     """Per grouping the family declares (repo, category, difficulty, site...), per value."""
     pass_at_k: dict[int, float] | None = None
     pass_hat_k: dict[int, float] | None = None
+    mean_score: float | None = None
+    """Mean check score (share of checks passed) over ALL attempts, errors and attempts without a
+    score counting 0; None when no attempt reported a score (SWE)."""
+    mean_score_graded: float | None = None
+    """The same over graded attempts only (total - errors); None when none was graded."""
+    judged: int = 0
+    """Attempts an LLM judge scored (`--judge-model`)."""
+    judge_mean: float | None = None
+    """The judge's mean score over those attempts; beside the verdicts, never inside them."""
+    judge_agreement: float | None = None
+    """How often the judge (score >= 0.5) and the checks (resolved) agree, over the judged attempts."""
+    by_check: dict[str, CheckScore] = Field(default_factory=dict)
+    """Per check of each task, keyed '<task id>/<check id>': how often it passed."""
+    by_check_kind: dict[str, CheckScore] = Field(default_factory=dict)
+    """Per check kind (state, safety, ...), summed over every task's checks of that kind."""
     tokens: Tokens | None = None
     """Summed over attempts when a model ran; None otherwise."""
     cost_usd: float | None = None
@@ -186,12 +231,37 @@ def per_instance(results: list[AttemptResult]) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in counts.items()}
 
 
-def _score(scores: dict[str, RepoScore], key: str, r: AttemptResult) -> None:
-    score = scores.setdefault(key, RepoScore())
-    score.total += 1
-    score.resolved += int(r.resolved)
-    score.errors += int(r.is_error)
-    score.resolved_rate = score.resolved / score.total
+def pass_rates(counts: dict[str, tuple[int, int]], ks: list[int]) -> tuple[dict[int, float], dict[int, float]]:
+    """(pass@k, pass^k) averaged over tasks ({instance: (n, c)}), for each k (k <= every n)."""
+    return ({k: sum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts) for k in ks},
+            {k: sum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts) for k in ks})
+
+
+def judge_summary(rows: list[AttemptResult]) -> dict[str, Any]:
+    """judged, judge_mean, judge_agreement over the rows a judge scored."""
+    scored = [r for r in rows if r.judge and r.judge.get("score") is not None]
+    if not scored:
+        return {}
+    scores = [float(r.judge["score"]) for r in scored]  # type: ignore[index]
+    agree = sum((s >= 0.5) == r.resolved for s, r in zip(scores, scored))
+    return {"judged": len(scored), "judge_mean": sum(scores) / len(scored), "judge_agreement": agree / len(scored)}
+
+
+def mean_score(rows: list[AttemptResult]) -> float | None:
+    """Mean check score over `rows`, an attempt without a score counting 0; None when none has one."""
+    if not rows or all(r.score is None for r in rows):
+        return None
+    return sum(r.score or 0.0 for r in rows) / len(rows)
+
+
+def group_score(rows: list[AttemptResult], ks: list[int]) -> RepoScore:
+    """The score of one group value; pass@k / pass^k for `ks` ([] with one attempt)."""
+    resolved = sum(r.resolved for r in rows)
+    score = RepoScore(total=len(rows), resolved=resolved, errors=sum(r.is_error for r in rows),
+                      resolved_rate=resolved / len(rows) if rows else 0.0, mean_score=mean_score(rows))
+    if ks:
+        score.pass_at_k, score.pass_hat_k = pass_rates(per_instance(rows), ks)
+    return score
 
 
 def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suite: str, source: str,
@@ -212,23 +282,22 @@ def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suit
         declared.setdefault(r.category, category_info(r.category))
     known = ordered_categories(declared)
     by_category = {c: 0 for c in known}
-    repos: dict[str, RepoScore] = {}
-    groups: dict[str, dict[str, RepoScore]] = {}
+    repos: dict[str, list[AttemptResult]] = {}
+    groups: dict[str, dict[str, list[AttemptResult]]] = {}
     for r in rows:
         by_category[r.category] += 1
-        _score(repos, r.repo or "(none)", r)
+        repos.setdefault(r.repo or "(none)", []).append(r)
         for name, value in r.groups.items():
-            _score(groups.setdefault(name, {}), value or "(none)", r)
+            groups.setdefault(name, {}).setdefault(value or "(none)", []).append(r)
 
     counts = per_instance(rows)
     attempts = max((n for n, _ in counts.values()), default=0)
+    ks = list(range(1, min(n for n, _ in counts.values()) + 1)) if attempts > 1 else []
     pak = phk = None
-    if attempts > 1:
-        kmax = min(n for n, _ in counts.values())
-        pak = {k: sum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts)
-               for k in range(1, kmax + 1)}
-        phk = {k: sum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts)
-               for k in range(1, kmax + 1)}
+    if ks:
+        pak, phk = pass_rates(counts, ks)
+    graded_rows = [r for r in rows if not r.is_error]
+    by_check, by_check_kind = score_checks(rows)
 
     tokens = cost = None
     cost_known = False
@@ -246,8 +315,12 @@ def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suit
         instances_with_errors=len({r.instance_id for r in rows if r.is_error}),
         graded=graded, resolved_rate=resolved / total if total else 0.0,
         resolved_rate_graded=resolved / graded if graded else None, family=family, categories=known,
-        by_category=by_category, by_repo=dict(sorted(repos.items())),
-        by_group={k: dict(sorted(v.items())) for k, v in sorted(groups.items())}, pass_at_k=pak, pass_hat_k=phk,
+        by_category=by_category, by_repo={k: group_score(v, ks) for k, v in sorted(repos.items())},
+        by_group={name: {k: group_score(v, ks) for k, v in sorted(values.items())}
+                  for name, values in sorted(groups.items())},
+        pass_at_k=pak, pass_hat_k=phk,
+        mean_score=mean_score(rows), mean_score_graded=mean_score(graded_rows) if graded_rows else None,
+        by_check=by_check, by_check_kind=by_check_kind, **judge_summary(rows),
         tokens=tokens, cost_usd=cost, cost_known=cost_known, missing=missing, complete=missing == 0,
         wall_seconds=max(0.0, finished_at - started_at) if started_at else 0.0,
         started_at=started_at, finished_at=finished_at, reproducibility=reproducibility)

@@ -94,7 +94,8 @@ class ClawFamily(FamilyBase):
         parsed = self.parsed(task)
         return {"instance_id": task.task_id, "suite": task.suite, "family": self.name,
                 "category": parsed.category, "difficulty": parsed.difficulty, "prompt": parsed.prompt,
-                "tools": [s.name for s in parsed.tool_specs()], "checks": [c.id for c in parsed.checks]}
+                "tools": [s.name for s in parsed.tool_specs()], "checks": [c.id for c in parsed.checks],
+                "judge_rubric": parsed.judge.rubric if parsed.judge else None}
 
     def gold_solution(self, task: Task) -> Gold | None:
         gold = self.parsed(task).gold
@@ -150,6 +151,10 @@ class ClawFamily(FamilyBase):
         for path, text in parsed.workspace.items():
             sandbox.write_file(path, text)
 
+    def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
+        """The services' state after the reset: what `collect` keeps as `state_before`."""
+        return self._services(sandbox)[1].snapshot()
+
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
         from orchard_cli.tools import ToolSession
 
@@ -168,6 +173,7 @@ class ClawFamily(FamilyBase):
             return evidence
         live, services = self._services(sandbox)
         evidence.state = services.snapshot()
+        evidence.state_before = baseline if isinstance(baseline, dict) else {}
         evidence.logs = services.protocol_log()
         evidence.files = read_workspace(sandbox)
         if live.session is not None:

@@ -108,7 +108,8 @@ def test_bash_agent_lists_the_tools_in_its_prompt_and_calls_them_with_task_tool(
     harness = load_harness("bash")
     assert "--tools-file" in harness.command(CONTEXT, "/w") and "--tools-file" not in harness.command(BARE, "/w")
     section = tools_section(ACCESS.specs)
-    assert f"python3 {TASK_TOOL} NAME '" in section
+    assert f"task-tool NAME '" in section and f"python3 {TASK_TOOL}" in section
+    assert "task-tool list_notes '{}'" in section  # the example calls a tool that needs no argument
     for spec in SPECS:
         assert f"### {spec.name}\n{spec.description}\n" in section
         assert json.dumps(spec.input_schema, sort_keys=True) in section
@@ -207,7 +208,7 @@ def _dispatched(session: ToolSession) -> list[tuple[str, dict[str, Any], int | N
 @pytest.mark.bwrap
 def test_bash_agent_calls_a_task_tool_from_the_shell(rig):
     session = ToolSession(SPECS, Notes())
-    command = f"python3 {TASK_TOOL} add_note '{json.dumps(NOTE)}'"
+    command = f"task-tool add_note '{json.dumps(NOTE)}'"  # the agent's own command, on its PATH
     _open_episode(rig, session, [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, "Saved."])
     harness = load_harness("bash")
     sandbox = rig.sandbox(harness)
