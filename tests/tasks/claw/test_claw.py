@@ -180,3 +180,38 @@ def test_cli_eval_claw_mini_gold_scorecard(tmp_path):
     assert set(card["by_group"]["category"]) <= {"mail", "calendar", "contacts", "todo", "files", "cross", "safety"}
     evidence = [json.loads(p.read_text()) for p in out.rglob("evidence.json")]
     assert len(evidence) == 6 and all(e["dispatches"] and e["state"]["mail"] for e in evidence)
+
+
+def _service_processes(home) -> list[str]:
+    """Service processes whose state lives under this ORCHARD_HOME."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(home) in line and "claw" in line]
+
+
+def test_kill_9_then_resume_runs_each_attempt_once_and_leaves_no_service(tmp_path, _orchard_home):
+    import time
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "orchard_cli.main", "eval", "claw-mini", "--predictions", "gold", "--limit", "12",
+            "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and len(results.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    assert _service_processes(_orchard_home), "the run's services are found while it runs"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30  # the services notice their parent is gone
+    while _service_processes(_orchard_home) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _service_processes(_orchard_home) == []
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    keys = [(r["instance_id"], r["attempt"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 12 and all(r["resolved"] for r in rows)
+    assert _service_processes(_orchard_home) == []
