@@ -109,7 +109,7 @@ def _load_runs(paths: list[str]) -> tuple[data.RunInfo, list[list[data.Episode]]
 def _picks(cands: list[data.Episode], scores: list[float], filter_: bool) -> tuple[list[int], dict[str, int]]:
     pool = [i for i, ep in enumerate(cands) if ep.applies] if filter_ else []
     pool = pool or list(range(len(cands)))
-    patches = [cands[i].patch for i in pool]
+    patches = [cands[i].output for i in pool]
     picked = {"first": 0}
     for strategy in ("majority", "shortest", "value"):
         picked[strategy] = pool[metrics.pick(strategy, patches, [scores[i] for i in pool])]

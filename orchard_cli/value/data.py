@@ -3,7 +3,8 @@
 An `Episode` is one graded attempt at one task, read from a trajectories JSONL file (the
 `Trajectory` records `orchard distill` / `orchard eval` write) or from an eval run folder
 (`results.jsonl`, each attempt's `patch.diff` or the predictions files, the trajectory file an
-attempt names, and the task's problem statement from the run's suite).
+attempt names, the task's problem statement from the run's suite, and for an attempt without a
+patch its `evidence.json`).
 
 Labels come from the grader only: resolved -> 1, every other graded outcome (unresolved, empty
 patch, patch that did not apply, timeout) -> 0. env_error / infra_error say nothing about the
@@ -14,6 +15,10 @@ The model reads: problem statement, the end of the trajectory, the final patch, 
 gets a share: the patch first (its head: file headers and first hunks), then the trajectory's
 END (what the agent did last), then the problem statement's head; a section that needs less
 than its share leaves the rest to the others.
+
+An episode whose evidence has no patch (claw: mail, calendar, todos, contacts, files) has an
+"Actions" section in the patch's place (actions.py: its tool calls with their arguments and
+status, the final answer, the state changes, the files), budgeted and pooled as the patch is.
 
 Held-out sets are drawn BY TASK (suite, task id): no task is on both sides of a split.
 """
@@ -31,13 +36,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from orchard_cli.errors import UsageError
+from orchard_cli.value.actions import Actions, actions_of, render
 
 ERROR_CATEGORIES = frozenset({"env_error", "infra_error"})
 # Shares of the budget, in priority order; unused share flows to the next sections.
 SHARES = (("patch", 0.55), ("trajectory", 0.25), ("problem", 0.20))
 ORDER = ("header", "problem", "trajectory", "patch")
 TITLES = {"problem": "### Problem\n", "trajectory": "### Trajectory (last steps)\n",
-          "patch": "### Final patch\n"}
+          "patch": "### Final patch\n", "actions": "### Actions\n"}
 MAX_TOOL_OUTPUT = 2000  # characters of one tool result kept before budgeting (the end of it)
 
 
@@ -57,6 +63,8 @@ class Episode(BaseModel):
     trajectory: str = ""
     """The conversation, rendered as text (empty for graded patches without an agent)."""
     patch: str = ""
+    actions: Actions | None = None
+    """What an episode without a patch did (actions.py); None for an episode read as a patch."""
     category: str
     resolved: bool = False
 
@@ -73,13 +81,24 @@ class Episode(BaseModel):
 
     @property
     def applies(self) -> bool:
-        """A non-empty patch that applied (the execution signal, known before any test runs)."""
+        """A non-empty patch that applied (the execution signal, known before any test runs); for
+        an episode without a patch: it did something (a tool call or an answer)."""
+        if self.actions is not None:
+            return bool(self.actions.calls or self.actions.answer.strip())
         return bool(self.patch.strip()) and self.category not in ("patch_apply_failed", "empty_patch")
+
+    @property
+    def output(self) -> str:
+        """What the episode produced, as text: its patch, or its rendered actions (what the
+        majority and shortest baselines compare)."""
+        return render(self.actions) if self.actions is not None else self.patch
 
     def digest(self) -> str:
         """Identity of what the model reads (for feature caches and de-duplication)."""
-        raw = "\x1f".join([self.suite, self.harness, self.problem, self.trajectory, self.patch])
-        return hashlib.sha256(raw.encode()).hexdigest()
+        parts = [self.suite, self.harness, self.problem, self.trajectory, self.patch]
+        if self.actions is not None:
+            parts.append(self.actions.model_dump_json())
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
 # ---- rendering a trajectory ---------------------------------------------------------------------
@@ -135,6 +154,7 @@ def episodes_from_trajectories(paths: Iterable[str | Path]) -> list[Episode]:
                 suite=traj.suite, task_id=traj.task_id, harness=traj.harness, model=traj.model,
                 attempt=traj.attempt, origin=str(path), problem=traj.problem_statement,
                 trajectory=render_messages(traj.messages, traj.problem_statement), patch=traj.patch,
+                actions=actions_of(traj.evidence) if not traj.patch.strip() else None,
                 category=traj.outcome.category, resolved=traj.outcome.resolved))
     return out
 
@@ -221,8 +241,23 @@ def _predicted_patches(run: Path) -> dict[tuple[str, int], str]:
     return out
 
 
+def _evidence(log_dir: Path) -> dict[str, Any] | None:
+    """An attempt's stored evidence (logs/<task>/attempt-<k>/evidence.json) as JSON, if any."""
+    from orchard_cli.evidence import EVIDENCE_FILE
+
+    path = log_dir / EVIDENCE_FILE
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def episodes_from_run(path: str | Path) -> tuple[RunInfo, list[Episode]]:
-    """The graded attempts of one eval run folder, with their problem statements and patches."""
+    """The graded attempts of one eval run folder, with their problem statements and patches (or,
+    for attempts without a patch, their actions from evidence.json)."""
     from orchard_cli.records import read_jsonl
     from orchard_cli.scoring.scorecard import latest_results
 
@@ -242,11 +277,12 @@ def episodes_from_run(path: str | Path) -> tuple[RunInfo, list[Episode]]:
             patch = patch_file.read_text(encoding="utf-8", errors="replace")
         else:
             patch = predicted.get((r.instance_id, r.attempt), "")
+        actions = actions_of(_evidence(run / r.log_dir)) if r.log_dir and not patch.strip() else None
         problem = problems.get(r.instance_id, "")
         out.append(Episode(suite=info.suite, task_id=r.instance_id, harness=info.harness or info.source.split(":")[0],
                            model=r.model or "", attempt=r.attempt, origin=str(run), problem=problem,
                            trajectory=render_messages(conversations.get((r.instance_id, r.attempt), []), problem)
-                           if r.trajectory else "", patch=patch,
+                           if r.trajectory else "", patch=patch, actions=actions,
                            category=r.category, resolved=r.resolved))
     return info, out
 
@@ -258,10 +294,17 @@ def episodes_from_runs(paths: Iterable[str | Path]) -> list[Episode]:
 # ---- text under a token budget ------------------------------------------------------------------
 
 def sections(ep: Episode) -> dict[str, str]:
-    """The parts of an episode's text, before budgeting."""
+    """The parts of an episode's text, before budgeting. 'patch' is the last section: the patch,
+    or the actions of an episode without one."""
     header = f"suite: {ep.suite}" + (f" · harness: {ep.harness}" if ep.harness else "") + "\n"
+    final = render(ep.actions) if ep.actions is not None else ep.patch.strip() or "(no patch)"
     return {"header": header, "problem": ep.problem.strip(), "trajectory": ep.trajectory.strip(),
-            "patch": ep.patch.strip() or "(no patch)"}
+            "patch": final}
+
+
+def title(ep: Episode, name: str) -> str:
+    """The title line of a section ('patch': '### Actions' for an episode without a patch)."""
+    return TITLES["actions"] if name == "patch" and ep.actions is not None else TITLES[name]
 
 
 def allocate(lengths: dict[str, int], budget: int) -> dict[str, int]:

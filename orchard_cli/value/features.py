@@ -9,7 +9,11 @@ The base LM (SmolLM2-135M by default) is never updated; it reads each episode on
    removed lines) and once as it would be (context and added lines). The LM's mean
    log-probability of the changed lines in each version, and the difference. A fix tends to
    make code more natural, a wrong edit less (the "naturalness of software" signal);
-3. relevance.py, without the LM: whether the patch edits what the problem statement names.
+3. relevance.py, without the LM: whether the patch edits what the problem statement names;
+4. actions.py, without the LM, for an episode without a patch (claw): how many tool calls, the
+   share that failed, whether and how much the service state changed, the answer's length. Such
+   an episode's patch features are 0 (has_patch 0) and its Actions section stands where the patch
+   would (pooled the same way); a patch episode's action features are 0.
 
 `FEATURE_VERSION` changes whenever the vector's layout or meaning changes: a value model only
 reads features of its own version, from the base it was trained on.
@@ -25,19 +29,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from orchard_cli.value.data import TITLES, Episode, compose, sections
+from orchard_cli.value.actions import FEATURES as ACTION
+from orchard_cli.value.actions import features as action_features
+from orchard_cli.value.data import Episode, compose, sections, title
 from orchard_cli.value.relevance import NAMES as RELEVANCE
 from orchard_cli.value.relevance import relevance
 
-FEATURE_VERSION = 3
+FEATURE_VERSION = 4
 SCALARS = ("patch_logprob", "added_logprob_in_context", "after_logprob", "before_logprob",
            "naturalness_gain", "after_min_hunk", "after_snippet_logprob", "before_snippet_logprob",
            "after_min_token", "before_min_token", "min_token_gain",
            "log_patch_tokens", "log_changed_lines", "log_trajectory_tokens", "hunks", "has_patch",
-           *RELEVANCE)
+           *RELEVANCE, *ACTION)
 # The compact set (the head's default): differences within an episode, sizes and relevance. The
 # absolute log-probabilities left out mostly tell code bases apart, not good patches from bad.
-COMPACT = ("naturalness_gain", "min_token_gain", "log_changed_lines", "hunks", "has_patch", *RELEVANCE)
+COMPACT = ("naturalness_gain", "min_token_gain", "log_changed_lines", "hunks", "has_patch", *RELEVANCE, *ACTION)
 BATCH = 4
 SNIPPET_CONTEXT = 3  # context lines around a hunk's changes, each side, in the naturalness passes
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -153,14 +159,15 @@ class Featurizer:
         ids = {"header": self._encode(parts["header"])[0]}
         added: list[bool] = []
         for name in ("problem", "trajectory", "patch"):
-            text = TITLES[name] + parts[name] + "\n" if parts[name] else ""
+            text = title(ep, name) + parts[name] + "\n" if parts[name] else ""
             ids[name], offsets = self._encode(text) if text else ([], [])
-            if name == "patch":
+            if name == "patch" and ep.actions is None:
                 plus = [m.span() for m in re.finditer(r"(?m)^\+(?!\+\+ ).*$", text)]
                 added = [any(a <= start < b for a, b in plus) for start, _ in offsets]
         seq, span = compose(ids, self.max_tokens)
         return {"ids": seq, "span": span, "added": added[:span[1] - span[0]],
-                "patch_tokens": len(ids["patch"]), "trajectory_tokens": len(ids["trajectory"])}
+                "patch_tokens": len(ids["patch"]) if ep.actions is None else 0,
+                "trajectory_tokens": len(ids["trajectory"])}
 
     def key(self, ep: Episode) -> str:
         raw = f"{FEATURE_VERSION}\x1f{self.fingerprint}\x1f{self.precision}\x1f{self.max_tokens}\x1f{ep.digest()}"
@@ -173,7 +180,7 @@ class Featurizer:
         for k, ep in zip(keys, episodes):
             if k not in _CACHE:
                 todo.setdefault(k, ep)
-        order = sorted(todo, key=lambda k: len(todo[k].patch) + len(todo[k].trajectory))
+        order = sorted(todo, key=lambda k: len(todo[k].output) + len(todo[k].trajectory))
         for start in range(0, len(order), BATCH):
             chunk = order[start:start + BATCH]
             for k, row in zip(chunk, self._compute([todo[k] for k in chunk])):
@@ -227,13 +234,13 @@ class Featurizer:
             lp = [float(v) for v in token_lp[row]]  # tokens max(p0, 1) .. p1 - 1
             first = max(p0, 1)
             on_added = [lp[p0 + j - first] for j, plus in enumerate(enc["added"]) if plus and p0 + j >= first]
-            in_patch = lp
+            in_patch = lp if ep.actions is None else []  # an Actions section is not a patch
             changed = sum(1 for line in ep.patch.splitlines()
                           if line[:1] in "+-" and not line.startswith(("+++", "---")))
             scalars = [_mean(in_patch), _mean(on_added), *natural[row],
                        math.log1p(enc["patch_tokens"]), math.log1p(changed), math.log1p(enc["trajectory_tokens"]),
                        float(len(hunks(ep.patch))), float(bool(ep.patch.strip())),
-                       *relevance(ep.problem, ep.patch)]
+                       *relevance(ep.problem, ep.patch), *action_features(ep.actions)]
             rows.append(np.concatenate([pooled.float().numpy(), last.float().numpy(),
                                         np.asarray(scalars, dtype=np.float32)]))
         return rows

@@ -1,7 +1,8 @@
 """How good a value model is: ranking (AUC), calibration (ECE, Brier, a reliability plot) and
 what it buys when it picks one of N candidates (best-of-N), next to the baselines.
 
-Selection strategies, each given one task's candidates in their original order:
+Selection strategies, each given one task's candidates in their original order (a candidate's
+text is its patch, or for an episode without one its rendered actions: `Episode.output`):
 - first: the first candidate (what a single attempt would have given);
 - random: the expected outcome of a uniform pick (the mean of the candidates' outcomes);
 - majority: the most common patch (whitespace-normalised); ties go to the earliest;

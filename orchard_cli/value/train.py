@@ -74,7 +74,8 @@ class SplitMetrics(BaseModel):
     best_of_n: dict[str, float] = Field(default_factory=dict)
     """Resolved rate per strategy over tasks, all candidates."""
     best_of_n_applying: dict[str, float] = Field(default_factory=dict)
-    """The same among candidates whose patch is non-empty and applied (tasks with 2 or more)."""
+    """The same among candidates whose patch is non-empty and applied, or that did something (an
+    episode without a patch: a tool call or an answer); tasks with 2 or more."""
     applying_tasks: int = 0
     reliability: list[dict[str, float]] = Field(default_factory=list)
 
@@ -87,6 +88,8 @@ class TrainReport(BaseModel):
     base: str
     episodes: int
     excluded_errors: int
+    actions_episodes: int = 0
+    """Episodes without a patch (claw), read from their actions."""
     train: SplitMetrics
     heldout: SplitMetrics
     heldout_tasks: list[str]
@@ -111,10 +114,10 @@ def evaluate(episodes: list[data.Episode], probs: np.ndarray) -> SplitMetrics:
         groups[ep.task_key].append(i)
     every, applying = [], []
     for idx in groups.values():
-        every.append(([episodes[i].patch for i in idx], [labels[i] for i in idx], [float(probs[i]) for i in idx]))
+        every.append(([episodes[i].output for i in idx], [labels[i] for i in idx], [float(probs[i]) for i in idx]))
         ok = [i for i in idx if episodes[i].applies]
         if len(ok) >= 2:
-            applying.append(([episodes[i].patch for i in ok], [labels[i] for i in ok], [float(probs[i]) for i in ok]))
+            applying.append(([episodes[i].output for i in ok], [labels[i] for i in ok], [float(probs[i]) for i in ok]))
     p = [float(x) for x in probs]
     return SplitMetrics(tasks=len(groups), examples=len(episodes), positives=sum(labels),
                         auc=metrics.auc(p, labels), ece=metrics.ece(p, labels), brier=metrics.brier(p, labels),
@@ -226,6 +229,7 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
         png = str(out / "reliability.png")
     report = TrainReport(
         out=str(out), base=config.base_model, episodes=len(episodes), excluded_errors=dropped,
+        actions_episodes=sum(1 for e in episodes if e.actions is not None),
         train=train_metrics, heldout=held_metrics, heldout_tasks=sorted(held_keys),
         feature_seconds=round(feature_seconds, 2), fit_seconds=round(fit_seconds, 3),
         candidates_per_second=round(featurizer.computed / feature_seconds, 3) if featurizer.computed else 0.0,

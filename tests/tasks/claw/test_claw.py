@@ -184,7 +184,7 @@ def test_cli_eval_claw_mini_gold_scorecard(tmp_path):
 
 def _service_processes(home) -> list[str]:
     """Service processes whose state lives under this ORCHARD_HOME."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if str(home) in line and "claw" in line]
 
 
