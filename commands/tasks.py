@@ -106,8 +106,9 @@ def show(
     try:
         loaded, tasks = _load(name, dataset, family)
         repos: dict[str, int] = {}
-        for t in tasks:
-            repos[t.repo] = repos.get(t.repo, 0) + 1
+        for t in tasks:  # the family's first grouping (SWE: the repository; claw: the category)
+            group = next(iter(loaded.groups(t).values()), t.repo) or "(none)"
+            repos[group] = repos.get(group, 0) + 1
         data.update(instances=len(tasks), **loaded.provenance(),
                     repos=dict(sorted(repos.items(), key=lambda kv: (-kv[1], kv[0]))))
     except UsageError:
