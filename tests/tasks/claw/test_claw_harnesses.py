@@ -14,7 +14,7 @@ from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.tasks.claw.validate import near_miss
 from orchard_cli.tasks.registry import load_suite
 
-PREFIX = {"openclaw": "task__", "codex": "mcp__task__"}
+PREFIX = {"openclaw": "task__", "codex": "mcp__task__", "zeroclaw": "task__"}
 
 
 def _teacher(calls, answer: str, prefix: str) -> list[dict]:
@@ -65,7 +65,8 @@ def _run(family, task, harness: str, gold) -> tuple:
 
 @pytest.mark.harness
 @pytest.mark.bwrap
-@pytest.mark.parametrize("harness", ["openclaw", "codex"])
+@pytest.mark.parametrize("harness", ["openclaw", "codex",
+                                     pytest.param("zeroclaw", marks=pytest.mark.zeroclaw)])
 def test_a_real_harness_passes_with_the_gold_calls_and_fails_with_a_wrong_one(harness, installed_harnesses):
     family, tasks = load_suite("claw-mini")
     good = next(t for t in tasks if t.task_id.startswith("mail-lookup"))
