@@ -12,9 +12,12 @@ from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
 from orchard_cli.harnesses.bash_agent_main import TASK_COMMAND
-from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, TASK_TOOL, run_command, tools_env, tools_mounts
+from orchard_cli.harnesses.common import MISSING_EXIT, MISSING_MARK, run_command, tools_env
+from orchard_cli.tools.spec import HOST_TOOLS_DIR
 
 AGENT_DIR = "/tmp/orchard-bash-agent"
+TASK_TOOL_COPY = f"{AGENT_DIR}/bin/task_tool.py"
+"""task_tool.py, written into the sandbox for a task with tools (`task-tool` runs it)."""
 SCRIPT = Path(__file__).with_name("bash_agent_main.py")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
@@ -36,7 +39,7 @@ class BashAgent:
         return f"orchard-bash-agent {__version__}"
 
     def mounts(self) -> list[Mount]:
-        return tools_mounts(mcp=False)
+        return []  # nothing bound: it runs where mounts cannot be had (kubernetes); tools are written in
 
     def command(self, context: HarnessContext, workdir: str) -> str:
         """The shell line run in the sandbox: the first python3 found, isolated (-I)."""
@@ -57,8 +60,9 @@ class BashAgent:
             sandbox.write_file(f"{AGENT_DIR}/prompt.txt", context.prompt)
             if context.tools is not None:
                 sandbox.write_file(f"{AGENT_DIR}/tools.json", json.dumps(context.tools.specs))
+                sandbox.write_file(TASK_TOOL_COPY, (HOST_TOOLS_DIR / "task_tool.py").read_bytes())
                 sandbox.write_file(f"{AGENT_DIR}/bin/{TASK_COMMAND}",
-                                   f'#!/bin/sh\nexec python3 {TASK_TOOL} "$@"\n', mode=0o755)
+                                   f'#!/bin/sh\nexec python3 {TASK_TOOL_COPY} "$@"\n', mode=0o755)
         except Exception as exc:  # noqa: BLE001 - a harness failure is returned, never raised
             return HarnessRun(exit_code=None, error=f"could not set up the agent in the sandbox: {exc}")
         env = {"ORCHARD_API_KEY": context.api_key, "HOME": AGENT_DIR}

@@ -46,7 +46,8 @@ BASH_TOOL = {"type": "function", "function": {
     "name": "bash", "description": "Run a bash command in the repository and return its output.",
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
                    "required": ["command"]}}}
-TASK_TOOL = "/opt/orchard/tools/task_tool.py"
+TASK_TOOL = "/tmp/orchard-bash-agent/bin/task_tool.py"
+"""Where the harness writes task_tool.py (bash_agent.TASK_TOOL_COPY)."""
 TASK_COMMAND = "task-tool"
 """On the agent's PATH in the sandbox: `task-tool NAME JSON` runs task_tool.py."""
 TOOLS_SECTION = (

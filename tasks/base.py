@@ -198,6 +198,10 @@ class TaskFamily(Protocol):
     def close(self) -> None:
         """The run is over: stop what the family started (services). Idempotent."""
 
+    def limits(self, task: Task) -> dict[str, float]:
+        """The task's own limits on an agent episode (`timeout_seconds`, `max_turns`, `max_calls`);
+        the run's own are kept where they are tighter. {} for none."""
+
 
 class FamilyBase:
     """Defaults for every optional hook of `TaskFamily`. Subclasses set `name` and implement
@@ -256,10 +260,13 @@ class FamilyBase:
     def close(self) -> None:
         return None
 
+    def limits(self, task: Task) -> dict[str, float]:
+        return {}
+
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
          "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt",
-         "tools", "release", "close")
+         "tools", "release", "close", "limits")
 ATTRIBUTES = ("name", "categories", "grading", "environment_error", "suites")
 _CATEGORY_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 

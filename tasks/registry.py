@@ -23,6 +23,7 @@ families: Registry = Registry("task family", "orchard.tasks", {
     "swe": "orchard_cli.tasks.swe.family:SWEFamily",
     "calc": "orchard_cli.tasks.calc:CalcFamily",
     "claw": "orchard_cli.tasks.claw.family:ClawFamily",
+    "claw-eval": "orchard_cli.tasks.claw_eval.family:ClawEvalFamily",
 })
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")

@@ -278,6 +278,18 @@ def run_harness(harness: Harness, sandbox: SandboxHandle, context: HarnessContex
                       error=f"the harness did not return within {context.timeout_seconds:g} s")
 
 
+def tightened(options: EpisodeOptions, limits: dict[str, float]) -> EpisodeOptions:
+    """The run's episode options, with a task's own limits where they are tighter."""
+    update: dict[str, Any] = {}
+    for key, value in (limits or {}).items():
+        if key not in ("timeout_seconds", "max_turns", "max_calls"):
+            continue
+        current = options.model_dump()[key]
+        kind = int if key in ("max_turns", "max_calls") else float
+        update[key] = kind(value) if current is None else min(current, kind(value))
+    return options.model_copy(update=update) if update else options
+
+
 def tool_access(session: Any, base_url: str, token: str) -> Any:
     """How the harness reaches the episode's tools from inside the sandbox (None without tools):
     the gateway beside the episode's model route (`.../e/<token>/tools`)."""
@@ -334,7 +346,7 @@ class AgentSolver:
     def solve(self, context: SolveContext) -> Solution:
         sandbox = context.sandbox
         assert sandbox is not None, "the agent works in a sandbox"
-        options = self.options
+        options = tightened(self.options, context.family.limits(context.task))
         session = context.family.tools(context.task, sandbox)
         episode = self.proxy().open_episode(context.episode_id, max_calls=options.max_calls,
                                             max_tokens=options.max_tokens, tools=session)

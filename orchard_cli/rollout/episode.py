@@ -89,12 +89,12 @@ class _Run:
     def sandbox(self, task: "Task", solver: Solver | None) -> SandboxHandle:
         with phase("env_error", "describing the environment", self.env_errors):
             spec = self.family.sandbox_spec(task, self.backend)
-        if solver is not None:
-            with phase("infra_error", f"preparing the sandbox for {solver.name}", self.env_errors):
-                spec = solver.adapt(task, spec)
-        if self.stopping.is_set():
-            raise EpisodeFailure("infra_error", "the run was interrupted")
-        try:
+        try:  # from here on, what sandbox_spec reserved is given back if no sandbox comes of it
+            if solver is not None:
+                with phase("infra_error", f"preparing the sandbox for {solver.name}", self.env_errors):
+                    spec = solver.adapt(task, spec)
+            if self.stopping.is_set():
+                raise EpisodeFailure("infra_error", "the run was interrupted")
             with phase("infra_error", "creating the sandbox", self.env_errors):
                 sandbox = SandboxHandle.create(self.env, spec)
         except BaseException:

@@ -131,6 +131,8 @@ class EvalRun:
             config = config.model_copy(update={"dataset_sha256": sha})
         self.config, self.family, self.tasks, self.solver = config, family, tasks, solver
         self.out, self.resume = out, resume
+        self.judge: Any = None
+        """An LLM judge (`orchard_cli.judge.Judge`) scoring each graded episode beside its verdict."""
         self.done: set[tuple[str, int]] = set()
         self.prior_wall = 0.0
         if resume:
@@ -233,7 +235,6 @@ class _ScorecardSink:
         self.results = JsonlWriter(run.out / "results.jsonl")
         self.predictions = PredictionsLog(run.out)
         self.trajectories: JsonlWriter | None = None
-        self._judge: Any = None
         self._lock = threading.Lock()
 
     def write(self, result: EpisodeResult) -> AttemptResult:
@@ -257,16 +258,11 @@ class _ScorecardSink:
 
     def judge(self, result: EpisodeResult) -> dict[str, Any] | None:
         """The judge's verdict on a graded episode (None without a judge, or for an error)."""
-        config = self.run.config
-        if not config.judge_model or result.outcome.is_error:
+        judge = self.run.judge
+        if judge is None or result.outcome.is_error:
             return None
-        if self._judge is None:
-            from orchard_cli.judge import Judge, JudgeConfig
-
-            self._judge = Judge(JudgeConfig(model=config.judge_model, base_url=config.judge_base_url or "",
-                                            key_env=config.judge_key_env))
         family, task = self.run.family, result.task
-        verdict = self._judge.grade(family.prompt(task, "/workspace"), family.describe(task).get("judge_rubric"),
+        verdict = judge.grade(family.prompt(task, "/workspace"), family.describe(task).get("judge_rubric"),
                                     result.evidence)
         return verdict.model_dump()
 
@@ -305,9 +301,17 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     if config.predictions and config.predictions not in ("gold", "empty"):
         updates["predictions_sha256"] = sha256_file(config.predictions)
     config = config.model_copy(update=updates)
-    if config.judge_model and not config.judge_base_url:
-        raise UsageError("--judge-model needs --judge-base-url (the judge's OpenAI-compatible endpoint)")
-    return EvalRun(config, family, tasks, solver, Path(config.out), resume)
+    judge = None
+    if config.judge_model:  # a judge that cannot be had fails now, not after the first episode
+        if not config.judge_base_url:
+            raise UsageError("--judge-model needs --judge-base-url (the judge's OpenAI-compatible endpoint)")
+        from orchard_cli.judge import Judge, JudgeConfig
+
+        judge = Judge(JudgeConfig(model=config.judge_model, base_url=config.judge_base_url,
+                                  key_env=config.judge_key_env))
+    run = EvalRun(config, family, tasks, solver, Path(config.out), resume)
+    run.judge = judge
+    return run
 
 
 def _suite_ids(selection: TaskSelection) -> set[str]:

@@ -27,17 +27,40 @@ class ToolSession:
         self.specs = {s.name: s for s in specs}
         self.backend = backend
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._active = 0
+        self.closed = False
         self._dispatches: list[Dispatch] = []
         self.failure: str | None = None
         """Set when a service failed under a call (the episode is an infra_error, not the agent's)."""
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """The episode is over: refuse further calls and wait for those in flight (a harness that
+        timed out may leave one running). True when none is left running."""
+        with self._idle:
+            self.closed = True
+            return self._idle.wait_for(lambda: self._active == 0, timeout)
 
     def public(self) -> list[dict[str, Any]]:
         return [s.public() for s in self.specs.values()]
 
     def call(self, name: str, arguments: Any) -> ToolReply:
         """Validate, perform and record one call. An unknown tool or bad arguments is a recorded
-        400/404 reply (the agent's mistake); a service that is gone is a 503 reply and sets
-        `failure`."""
+        400/404 reply (the agent's mistake); a service that is gone (a connection refused or cut,
+        a timeout) is a 503 reply and sets `failure`; any other error of the service is a 500
+        reply. After `close`, a call is refused (409) and not recorded."""
+        with self._idle:
+            if self.closed:
+                return ToolReply(ok=False, status=409, error="the episode is over")
+            self._active += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
+
+    def _call(self, name: str, arguments: Any) -> ToolReply:
         spec = self.specs.get(name)
         if spec is None:
             reply = ToolReply(ok=False, status=404, error=f"no tool named {name!r}")
@@ -50,9 +73,11 @@ class ToolSession:
             else:
                 try:
                     reply = self.backend.call(spec.service, spec.action, arguments)
-                except Exception as exc:  # noqa: BLE001 - the service is gone: infra, recorded
+                except (OSError, EOFError) as exc:  # refused, cut, timed out: the service is gone
                     reply = ToolReply(ok=False, status=503, error=f"{spec.service} failed: {type(exc).__name__}: {exc}")
                     self.failure = self.failure or reply.error
+                except Exception as exc:  # noqa: BLE001 - the service refused this call: the agent sees it
+                    reply = ToolReply(ok=False, status=500, error=f"{spec.service}: {type(exc).__name__}: {exc}")
         self._record(name, arguments if isinstance(arguments, dict) else {"_raw": arguments}, reply)
         return reply
 

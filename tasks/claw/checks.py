@@ -11,8 +11,10 @@
 
 A matcher (in `where` and `arguments`) is a plain value (equal, case- and space-insensitive; an
 e-mail address matches "Name <address>") or one operator: eq, contains, not_contains, regex,
-has (a list holding the value), lacks, in (the value is one of a list), at / before / after
-(ISO 8601 instants: the same moment whatever the offset).
+has (a list holding the value), lacks, in (the value is one of a list), other_than (a list holding
+an item not in the given list: "sent to anyone else"), at / before / after (ISO 8601 instants: the
+same moment whatever the offset). Sent mail has `recipients`: every envelope recipient (to, cc,
+bcc), which safety checks on who got a mail should read.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-OPERATORS = ("eq", "contains", "not_contains", "regex", "has", "lacks", "in", "at", "before", "after")
+OPERATORS = ("eq", "contains", "not_contains", "regex", "has", "lacks", "in", "other_than", "at", "before", "after")
 SELECTABLE = ("mail.sent", "mail.mailboxes.", "calendar.events", "calendar.todos", "contacts", "files")
 
 
@@ -161,8 +163,8 @@ def _check_matcher(value: Any) -> None:
         op, arg = next(iter(value.items()))
         if op == "regex":
             re.compile(str(arg))
-        if op == "in" and not isinstance(arg, list):
-            raise ValueError(f"in: expects a list, not {arg!r}")
+        if op in ("in", "other_than") and not isinstance(arg, list):
+            raise ValueError(f"{op}: expects a list, not {arg!r}")
         if op in ("at", "before", "after") and _instant(arg) is None:
             raise ValueError(f"{op}: {arg!r} is not an ISO 8601 instant with an offset")
 
@@ -181,6 +183,9 @@ def matches(matcher: Any, actual: Any) -> bool:
         return found if op == "has" else not found
     if op == "in":
         return norm(actual) in [norm(a) for a in arg]
+    if op == "other_than":
+        allowed = [norm(a) for a in arg]
+        return any(norm(i) not in allowed for i in (actual if isinstance(actual, list) else [actual]))
     text = " ".join(str(actual if actual is not None else "").split()).lower()
     if isinstance(actual, list):
         text = " ".join(" ".join(str(i).split()).lower() for i in actual)

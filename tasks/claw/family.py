@@ -22,7 +22,7 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
-from orchard_cli.evidence import Evidence
+from orchard_cli.evidence import CommandOutput, Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task, TaskSelection
 
@@ -101,6 +101,11 @@ class ClawFamily(FamilyBase):
         gold = self.parsed(task).gold
         return Gold(tool_calls=gold.tool_calls, commands=gold.commands, answer=gold.answer)
 
+    def limits(self, task: Task) -> dict[str, float]:
+        limits = self.parsed(task).limits
+        return {"timeout_seconds": limits.timeout_seconds, "max_turns": limits.max_turns,
+                "max_calls": limits.max_model_calls}
+
     def exposes_protocols(self, task: Task) -> bool:
         """Tasks graded on their dispatches expose tools only (a harness's own IMAP client would
         go around them)."""
@@ -172,12 +177,19 @@ class ClawFamily(FamilyBase):
         if sandbox is None:
             return evidence
         live, services = self._services(sandbox)
+        if live.session is not None and not live.session.close():  # no call may land after this
+            live.session.failure = live.session.failure or "a tool call was still running when the episode ended"
         evidence.state = services.snapshot()
         evidence.state_before = baseline if isinstance(baseline, dict) else {}
         evidence.logs = services.protocol_log()
-        evidence.files = read_workspace(sandbox)
+        parsed = self.parsed(task)
+        named = [c.where["path"] for c in parsed.checks
+                 if c.kind in ("state", "safety") and c.select == "files" and isinstance(c.where.get("path"), str)]
+        evidence.files = read_workspace(sandbox, first=named)
         if live.session is not None:
             evidence.dispatches = live.session.dispatches
+        evidence.commands = [run_command(check.run, check.timeout_seconds, sandbox)
+                             for check in parsed.checks if check.kind == "command"]
         return evidence
 
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
@@ -201,19 +213,33 @@ class ClawFamily(FamilyBase):
         self.pool.give_back(lease)
 
     def close(self) -> None:
-        self.pool.close()
+        """The run is over: its services stop; a later run of this family gets a new pool."""
+        from orchard_cli.tasks.claw.pool import ServicePool
+
+        pool, self.pool = self.pool, ServicePool()
+        pool.close()
 
     def interrupt(self) -> None:
-        self.pool.close()
+        self.pool.close()  # episodes still starting are refused a set (infra_error: interrupted)
 
 
-def read_workspace(sandbox: SandboxHandle) -> dict[str, str]:
-    """The workspace's text files after the episode (at most MAX_FILES, each cut at FILE_LIMIT)."""
+def run_command(command: str, timeout: float, sandbox: SandboxHandle) -> CommandOutput:
+    """A command check's command, run in the episode's sandbox after the episode (kept in the
+    evidence, so a regrade reads its result instead of running it in a fresh sandbox)."""
+    job = sandbox.exec(command, timeout=timeout)
+    return CommandOutput(command=command, exit_code=job.exit_code, stdout=job.stdout[-4000:],
+                         stderr=(job.stderr or job.error or "")[-4000:])
+
+
+def read_workspace(sandbox: SandboxHandle, first: list[str] = ()) -> dict[str, str]:
+    """The workspace's text files after the episode: the files checks name first, then the rest
+    in path order, at most MAX_FILES, each under FILE_LIMIT."""
     job = sandbox.exec(f"cd {shlex.quote(sandbox.workdir)} && find . -type f -size -{FILE_LIMIT // 1024}k "
-                       f"-not -path './.git/*' | head -n {MAX_FILES}", timeout=60)
+                       "-not -path './.git/*'", timeout=60)
+    found = sorted(line[2:] if line.startswith("./") else line for line in job.stdout.splitlines())
+    named = [p for p in first if p in found]
     files: dict[str, str] = {}
-    for line in job.stdout.splitlines():
-        path = line[2:] if line.startswith("./") else line
+    for path in [*named, *(p for p in found if p not in named)][:MAX_FILES]:
         if not path:
             continue
         try:

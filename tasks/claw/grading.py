@@ -11,18 +11,19 @@ from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.claw.checks import CheckResult, run_answer, run_dispatch, run_state
 
 
-def run_command(check: Any, sandbox: Any) -> CheckResult:
-    if sandbox is None:
+def run_command(check: Any, evidence: Evidence) -> CheckResult:
+    """A command check, read from the evidence (collect ran the command in the episode's sandbox)."""
+    ran = next((c for c in evidence.commands if c.command == check.run), None)
+    if ran is None:
         return CheckResult(id=check.id, kind=check.kind, required=check.required, passed=False,
-                           detail="no sandbox to run the command in")
-    job = sandbox.exec(check.run, timeout=check.timeout_seconds)
-    ok = job.exit_code == check.exit_code
-    tail = (job.stdout + job.stderr).strip()[-200:]
+                           detail="the command did not run (no sandbox after the episode)")
+    ok = ran.exit_code == check.exit_code
+    tail = (ran.stdout + ran.stderr).strip()[-200:]
     return CheckResult(id=check.id, kind=check.kind, required=check.required, passed=ok,
-                       detail=f"exit {job.exit_code} (expected {check.exit_code}){': ' + tail if tail else ''}")
+                       detail=f"exit {ran.exit_code} (expected {check.exit_code}){': ' + tail if tail else ''}")
 
 
-def run_checks(task: Any, evidence: Evidence, sandbox: Any) -> list[CheckResult]:
+def run_checks(task: Any, evidence: Evidence) -> list[CheckResult]:
     results = []
     for check in task.checks:
         if check.kind in ("state", "safety"):
@@ -32,12 +33,13 @@ def run_checks(task: Any, evidence: Evidence, sandbox: Any) -> list[CheckResult]
         elif check.kind == "answer":
             results.append(run_answer(check, evidence.answer))
         else:
-            results.append(run_command(check, sandbox))
+            results.append(run_command(check, evidence))
     return results
 
 
-def grade(task: Any, evidence: Evidence, sandbox: Any) -> Outcome:
-    results = run_checks(task, evidence, sandbox)
+def grade(task: Any, evidence: Evidence, sandbox: Any = None) -> Outcome:
+    """The verdict, from the evidence alone (`eval regrade` gives the same one)."""
+    results = run_checks(task, evidence)
     unsafe = [r for r in results if r.kind == "safety" and not r.passed]
     resolved = not unsafe and all(r.passed for r in results if r.required)
     passed = sum(r.passed for r in results)

@@ -34,7 +34,8 @@ class ServicePool:
         from orchard_cli.tasks.claw.services import ClawServices
 
         with self._lock:
-            self._closed = False
+            if self._closed:
+                raise RuntimeError("the run is stopping: no new service sets")
             services = self._free.pop() if self._free else None
         if services is None:
             root = Path(tempfile.mkdtemp(prefix="services-", dir=state_dir("claw")))
@@ -48,7 +49,11 @@ class ServicePool:
             with self._lock:
                 self._roots[id(services)] = root
                 self.started += 1
+                closed = self._closed
             atexit.register(services.stop)
+            if closed:  # closed while this set was starting
+                self._stop(services)
+                raise RuntimeError("the run is stopping: no new service sets")
         lease = f"svc-{next(self._ids)}"
         with self._lock:
             self._leased[lease] = services
@@ -82,7 +87,8 @@ class ServicePool:
                 shutil.rmtree(root, ignore_errors=True)
 
     def close(self) -> None:
-        """Stop every set (leased ones included: their episodes are over or being stopped)."""
+        """Stop every set (leased ones included: their episodes are over or being stopped) and
+        refuse new leases from now on (a new run gets a new pool)."""
         with self._lock:
             self._closed = True
             every = self._free + list(self._leased.values())

@@ -152,7 +152,10 @@ def load_task_dir(folder: Path) -> TaskFile:
             if item.is_file():
                 if item.stat().st_size > WORKSPACE_LIMIT:
                     raise UsageError(f"{item}: workspace files are limited to {WORKSPACE_LIMIT} bytes")
-                files[item.relative_to(extra).as_posix()] = item.read_text(encoding="utf-8")
+                try:
+                    files[item.relative_to(extra).as_posix()] = item.read_text(encoding="utf-8")
+                except UnicodeDecodeError:
+                    raise UsageError(f"{item}: workspace files must be UTF-8 text") from None
         data["workspace"] = files
     try:
         task = TaskFile.model_validate(data)

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from orchard_cli.harnesses import load_harness
+from orchard_cli.harnesses.bash_agent import TASK_TOOL_COPY
 from orchard_cli.harnesses.bash_agent_main import TASK_TOOL as MAIN_TASK_TOOL
 from orchard_cli.harnesses.bash_agent_main import tools_section
 from orchard_cli.harnesses.base import HarnessContext
@@ -104,11 +105,12 @@ def test_zeroclaw_config_grants_the_tools_server_through_a_bundle():
 
 
 def test_bash_agent_lists_the_tools_in_its_prompt_and_calls_them_with_task_tool():
-    assert MAIN_TASK_TOOL == TASK_TOOL == f"{SANDBOX_TOOLS_DIR}/task_tool.py"
+    assert TASK_TOOL == f"{SANDBOX_TOOLS_DIR}/task_tool.py"  # where the MCP harnesses have it bound
+    assert MAIN_TASK_TOOL == TASK_TOOL_COPY  # the bash agent's own copy, written into the sandbox
     harness = load_harness("bash")
     assert "--tools-file" in harness.command(CONTEXT, "/w") and "--tools-file" not in harness.command(BARE, "/w")
     section = tools_section(ACCESS.specs)
-    assert f"task-tool NAME '" in section and f"python3 {TASK_TOOL}" in section
+    assert f"task-tool NAME '" in section and f"python3 {MAIN_TASK_TOOL}" in section
     assert "task-tool list_notes '{}'" in section  # the example calls a tool that needs no argument
     for spec in SPECS:
         assert f"### {spec.name}\n{spec.description}\n" in section
@@ -118,7 +120,7 @@ def test_bash_agent_lists_the_tools_in_its_prompt_and_calls_them_with_task_tool(
 def test_every_harness_binds_the_tool_programs():
     assert {p.name for p in HOST_TOOLS_DIR.iterdir()} >= {"mcp_server.mjs", "task_tool.py"}
     programs = Mount(source=str(HOST_TOOLS_DIR), target=SANDBOX_TOOLS_DIR, read_only=True)
-    assert load_harness("bash").mounts() == [programs]
+    assert load_harness("bash").mounts() == []  # writes its copy in: it runs where nothing can be bound
     for name in ("codex", "openclaw"):   # an MCP harness binds the SDK too (when it is installed at all)
         harness = load_harness(name)
         if harness.check() == [] and MCP_SDK.installed_version():
@@ -217,7 +219,7 @@ def test_bash_agent_calls_a_task_tool_from_the_shell(rig):
     assert _dispatched(session) == [("add_note", NOTE, 200)]
     first, second = rig.episode.records
     system = first.request["messages"][0]["content"]
-    assert all(f"### {s.name}\n" in system for s in SPECS) and f"python3 {TASK_TOOL}" in system
+    assert all(f"### {s.name}\n" in system for s in SPECS) and f"python3 {MAIN_TASK_TOOL}" in system
     result = second.request["messages"][-1]
     assert result["role"] == "tool" and '{"saved": "groceries", "count": 1}' in result["content"]
 

@@ -95,6 +95,7 @@ class Handler:
         named = {email.utils.parseaddr(a)[1].lower() for a in fields["to"] + fields["cc"]}
         entry = {"id": fields["id"], "from": fields["from"] or envelope.mail_from, "to": fields["to"],
                  "cc": fields["cc"], "bcc": [r for r in envelope.rcpt_tos if r.lower() not in named],
+                 "recipients": sorted({r.lower() for r in envelope.rcpt_tos}),
                  "subject": fields["subject"], "body": fields["body"], "in_reply_to": fields["in_reply_to"],
                  "date": fields["date"]}
         with open(current["sent_log"], "a", encoding="utf-8") as out:

@@ -282,7 +282,9 @@ def test_snapshot_shape(services):
     assert all(set(m) == message_keys for ms in snap["mail"]["mailboxes"].values() for m in ms)
     assert [m["id"] for m in snap["mail"]["mailboxes"]["INBOX"]] == ["m1", "m2"]
     assert snap["mail"]["mailboxes"]["INBOX"][1]["in_reply_to"] == "m1"
-    assert set(snap["mail"]["sent"][0]) == {"id", "from", "to", "cc", "bcc", "subject", "body", "in_reply_to", "date"}
+    assert set(snap["mail"]["sent"][0]) == {"id", "from", "to", "cc", "bcc", "recipients", "subject", "body",
+                                            "in_reply_to", "date"}
+    assert snap["mail"]["sent"][0]["recipients"] == ["bob@acme.test"]
     assert snap["calendar"]["events"] == [{"uid": "e1", "summary": "Standup", "start": "2026-12-01T10:00:00+01:00",
                                            "end": "2026-12-01T10:15:00+01:00", "location": "", "description": "",
                                            "attendees": ["bob@acme.test"]}]

@@ -83,6 +83,8 @@ def test_matchers_and_checks():
     assert matches({"at": "2026-12-02T16:00:00+01:00"}, "2026-12-02T15:00:00+00:00")
     assert not matches({"at": "2026-12-02T16:00:00+01:00"}, "2026-12-02T16:00:00+00:00")
     assert matches({"in": ["a1", "a2"]}, "A2") and not matches({"in": ["a1"]}, "a3")
+    assert matches({"other_than": ["bob@x.test"]}, ["bob@x.test", "eve@y.test"])
+    assert not matches({"other_than": ["bob@x.test"]}, ["Bob <BOB@x.test>"])
     assert matches({"regex": r"pass\s*word"}, "my PASS word") and matches({"not_contains": "x"}, "abc")
     from orchard_cli.tasks.claw.checks import AnswerCheck, StateCheck
 

@@ -1,0 +1,145 @@
+"""A Claw-Eval checkout the user names, and the Python environment its services and graders run in.
+
+The environment is made once per dependency set (the content of the checkout's requirements.txt
+and pyproject.toml, and the Python version) with uv under ORCHARD_HOME/claw-eval/envs/<key>/,
+never in orchard's own; the resolved versions go to <key>.lock beside it. Orchard never imports
+the checkout: `helper.py` runs in that environment and answers over JSON.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.errors import InfraError, UsageError
+from orchard_cli.home import state_dir
+
+HELPER = Path(__file__).with_name("helper.py")
+MARKER = "\n@@ORCHARD@@"
+REQUIRED_MODULES = ("claw_eval.models.task", "claw_eval.graders.registry", "claw_eval.models.trace",
+                    "claw_eval.models.scoring")
+EXTRAS = ("mock",)
+"""pyproject extras the mock services need (Claw-Eval: fastapi, uvicorn, pypdf, ...)."""
+PYTHON_ENV = "ORCHARD_CLAW_EVAL_PYTHON"
+"""An interpreter to use instead of a managed environment (it must have the checkout's deps)."""
+
+
+class CheckoutError(InfraError):
+    """The checkout's environment could not be made, or its helper failed."""
+
+
+def uv_command() -> list[str]:
+    found = Path(sys.executable).with_name("uv")
+    if found.exists():
+        return [str(found)]
+    which = shutil.which("uv")
+    return [which] if which else [sys.executable, "-m", "uv"]
+
+
+class Checkout:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        if not (self.root / "tasks").is_dir():
+            raise UsageError(f"{root}: not a Claw-Eval checkout (no tasks/ folder)",
+                             hint="orchard eval claw-eval --dataset PATH/TO/claw-eval")
+        for name in REQUIRED_MODULES:
+            rel = Path("src", *name.split(".")).with_suffix(".py")
+            if not (self.root / rel).is_file():
+                raise UsageError(f"{self.root}: the checkout lacks {name} ({rel}), which orchard needs")
+        self._python: str | None = None
+
+    # ---- identity ----------------------------------------------------------------------------
+    def commit(self) -> str | None:
+        job = subprocess.run(["git", "-C", str(self.root), "rev-parse", "HEAD"], capture_output=True, text=True)
+        return job.stdout.strip() if job.returncode == 0 else None
+
+    def requirements(self) -> list[str]:
+        """The checkout's declared dependencies: requirements.txt, else pyproject's; plus the
+        extras the mock services need."""
+        reqs: list[str] = []
+        txt = self.root / "requirements.txt"
+        pyproject = self.root / "pyproject.toml"
+        project: dict[str, Any] = {}
+        if pyproject.is_file():
+            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if txt.is_file():
+            reqs = [ln.split("#")[0].strip() for ln in txt.read_text(encoding="utf-8").splitlines()]
+        else:
+            reqs = list(project.get("dependencies", []))
+        for extra in EXTRAS:
+            reqs += project.get("optional-dependencies", {}).get(extra, [])
+        return sorted({r for r in reqs if r and not r.startswith("-")})
+
+    def env_key(self) -> str:
+        digest = hashlib.sha256(json.dumps([self.requirements(), sys.version_info[:2]]).encode()).hexdigest()
+        return digest[:16]
+
+    # ---- the environment ---------------------------------------------------------------------
+    def python(self) -> str:
+        """The environment's interpreter, made now when it is not there yet (thread- and
+        process-safe: one maker per key, the others wait)."""
+        if self._python:
+            return self._python
+        if os.environ.get(PYTHON_ENV):
+            self._python = os.environ[PYTHON_ENV]
+            return self._python
+        envs = state_dir("claw-eval", "envs")
+        key = self.env_key()
+        target = envs / key
+        python = target / "bin" / "python"
+        with open(envs / f"{key}.mutex", "w") as mutex:
+            fcntl.flock(mutex, fcntl.LOCK_EX)
+            if not python.exists():
+                self._make(target)
+        self._python = str(python)
+        return self._python
+
+    def _make(self, target: Path) -> None:
+        building = target.with_name(target.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        uv = uv_command()
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        steps = [[*uv, "venv", "-q", str(building), "--python", sys.executable if sys.version_info >= (3, 11) else ">=3.11"],
+                 [*uv, "pip", "install", "-q", "--python", str(building / "bin" / "python"), *self.requirements()]]
+        for step in steps:
+            job = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            if job.returncode != 0:
+                shutil.rmtree(building, ignore_errors=True)
+                tail = " ".join((job.stderr or job.stdout).split())[-300:]
+                raise CheckoutError(f"making the Claw-Eval environment (python {version}) failed: {tail}")
+        freeze = subprocess.run([*uv, "pip", "freeze", "--python", str(building / "bin" / "python")],
+                                capture_output=True, text=True)
+        building.rename(target)
+        target.with_name(target.name + ".lock").write_text(
+            f"# resolved for {self.root} ({self.commit() or 'no git'}), python {version}\n" + freeze.stdout,
+            encoding="utf-8")
+
+    def lock_file(self) -> Path:
+        return state_dir("claw-eval", "envs") / f"{self.env_key()}.lock"
+
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "pythonpath", "virtual_env")}
+        env["PYTHONPATH"] = os.pathsep.join([str(self.root / "src"), str(self.root)])
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+
+    # ---- the helper --------------------------------------------------------------------------
+    def helper(self, op: str, payload: dict[str, Any] | None = None, timeout: float = 300) -> dict[str, Any]:
+        job = subprocess.run([self.python(), str(HELPER), op, str(self.root)], cwd=self.root, env=self.environ(),
+                             input=json.dumps(payload) if payload is not None else "", capture_output=True,
+                             text=True, timeout=timeout)
+        if job.returncode == 3:
+            raise UsageError(f"{self.root}: the checkout lacks a module orchard needs: {job.stderr.strip().splitlines()[-1]}")
+        if job.returncode != 0 or MARKER not in job.stdout:
+            tail = (job.stderr or job.stdout).strip().splitlines()
+            raise CheckoutError(f"claw-eval {op} failed: {tail[-1] if tail else f'exit {job.returncode}'}")
+        return json.loads(job.stdout.rsplit(MARKER, 1)[1])

@@ -1,0 +1,268 @@
+"""Claw-Eval, as published, from a checkout the user names (`orchard eval claw-eval --dataset PATH`).
+
+    load           every tasks/<ID>/task.yaml through the checkout's own TaskDefinition (in the
+                   checkout's environment, checkout.py), filtered like any suite
+    sandbox_spec   a task that cannot run as asked stops here, before any agent runs, as
+                   needs_data / needs_user / needs_network / needs_judge; else the task's
+                   services are leased (services.py: started from their command lines, ready by
+                   their health checks); the sandbox gets no port forward (tools only)
+    setup          services reset; sandbox_files (and prompt attachments) placed in the workspace
+    tools          the task's tools forwarded to their tool_endpoints (tools.py)
+    collect        dispatches, /audit of each service, sandbox_grader_files placed then the
+                   env_snapshot commands and files read, the messages rebuilt (grading.py)
+    grade          the task's own grader.py in the checkout's environment: Claw-Eval's score and
+                   pass beside orchard's strict verdict
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import SandboxSpec
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import Evidence
+from orchard_cli.outcome import CategoryInfo, Outcome
+from orchard_cli.rollout.failures import EpisodeFailure
+from orchard_cli.tasks.base import FamilyBase, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.claw_eval.services import ServiceStartError
+
+LEASE_LABEL = "orchard.claw-eval.lease"
+NETWORK_SERVICES = ("web_real",)
+"""Service names (prefixes) that reach the live web (a paid search key): needs_network."""
+SNAPSHOT_FILE_LIMIT = 2 * 1024 * 1024
+KINDS = {"T": "general", "M": "multimodal", "C": "multi_turn"}
+
+
+@dataclass
+class _Live:
+    lease: str
+    session: Any = None
+
+
+class ClawEvalFamily(FamilyBase):
+    name = "claw-eval"
+    grading = "in_place"
+    environment_error = (ServiceStartError,)
+    categories = {
+        "unsafe": CategoryInfo(label="unsafe", color="#d9480f"),
+        "needs_judge": CategoryInfo(label="needs a judge (--judge-model)", color="#c7a4e0"),
+        "needs_network": CategoryInfo(label="needs the live web", color="#a4c4e0"),
+        "needs_user": CategoryInfo(label="needs a simulated user", color="#e0cfa4"),
+        "needs_data": CategoryInfo(label="fixtures missing", color="#b0b0b0"),
+    }
+    suites = (SuiteInfo("claw-eval", "claw-eval", "",
+                        "Claw-Eval tasks from a checkout you name (--dataset PATH/TO/claw-eval)"),)
+
+    def __init__(self) -> None:
+        from orchard_cli.tasks.claw_eval.services import ServicePool
+
+        self.pool = ServicePool()
+        self._checkouts: dict[str, Any] = {}
+        self._live: dict[str, _Live] = {}
+        self._lock = threading.Lock()
+        self._provenance: dict[str, Any] = {}
+        self.judge: dict[str, Any] | None = None
+        """{model, base_url, api_key}: graders that call a judge run with the checkout's LLMJudge."""
+
+    def use_judge(self, model: str, base_url: str, api_key: str | None = None) -> None:
+        self.judge = {"model": model, "base_url": base_url, "api_key": api_key}
+
+    # ---- tasks -------------------------------------------------------------------------------
+    def checkout(self, root: str) -> Any:
+        from orchard_cli.tasks.claw_eval.checkout import Checkout
+
+        with self._lock:
+            found = self._checkouts.get(root)
+            if found is None:
+                found = self._checkouts[root] = Checkout(root)
+            return found
+
+    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+        from orchard_cli.tasks.swe.dataset import select
+
+        source = selection.dataset or suite.source
+        if not source:
+            raise UsageError("claw-eval needs a checkout: --dataset PATH/TO/claw-eval",
+                             hint="git clone https://github.com/claw-eval/claw-eval, then "
+                                  "orchard eval claw-eval --dataset claw-eval")
+        if not Path(source).expanduser().is_dir():
+            raise UsageError(f"{source}: not a folder (a Claw-Eval checkout)")
+        checkout = self.checkout(str(Path(source).expanduser().resolve()))
+        found = checkout.helper("load")
+        rows, by_id = [], {}
+        for item in found["tasks"]:
+            definition = item["definition"]
+            by_id[definition["task_id"]] = {**item, "root": str(checkout.root)}
+            rows.append({"instance_id": definition["task_id"], "repo": f"claw-eval/{definition.get('category') or 'none'}"})
+        self._provenance = {"checkout": str(checkout.root), "commit": checkout.commit(),
+                            "environment_lock": str(checkout.lock_file()), "tasks_found": len(rows),
+                            "load_problems": found["problems"]}
+        chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
+        return [Task(task_id=r["instance_id"], suite=suite.name, family=self.name,
+                     problem_statement=by_id[r["instance_id"]]["definition"]["prompt"]["text"],
+                     record=by_id[r["instance_id"]]) for r in chosen]
+
+    def provenance(self) -> dict[str, Any]:
+        return dict(self._provenance)
+
+    def groups(self, task: Task) -> dict[str, str]:
+        definition = task.record["definition"]
+        return {"category": definition.get("category") or "none",
+                "kind": KINDS.get(task.task_id[:1], "other")}
+
+    def describe(self, task: Task) -> dict[str, Any]:
+        definition = task.record["definition"]
+        blocked = self.blocker(task)
+        return {"instance_id": task.task_id, "suite": task.suite, "family": self.name,
+                "category": definition.get("category"), "difficulty": definition.get("difficulty"),
+                "prompt": definition["prompt"]["text"], "tools": [t["name"] for t in definition.get("tools") or ()],
+                "services": [s["name"] for s in definition.get("services") or ()],
+                "judge_rubric": definition.get("judge_rubric") or None, "uses_judge": task.record["uses_judge"],
+                "blocked": f"{blocked[0]}: {blocked[1]}" if blocked else None}
+
+    def blocker(self, task: Task) -> tuple[str, str] | None:
+        """(category, reason) when the task cannot run as asked here, else None."""
+        record, definition = task.record, task.record["definition"]
+        if (definition.get("user_agent") or {}).get("enabled"):
+            return "needs_user", "a multi-turn task: it needs a simulated user (not supported yet)"
+        live = [s["name"] for s in definition.get("services") or () if s["name"].startswith(NETWORK_SERVICES)]
+        if live:
+            return "needs_network", f"service {live[0]} searches the live web"
+        if record.get("missing"):
+            return "needs_data", f"missing from the checkout: {', '.join(record['missing'][:5])}"
+        if record.get("uses_judge") and self.judge is None:
+            return "needs_judge", "its grader calls an LLM judge: give --judge-model and --judge-base-url"
+        return None
+
+    # ---- the episode -------------------------------------------------------------------------
+    def prompt(self, task: Task, workdir: str) -> str:
+        definition = task.record["definition"]
+        files = [*(definition.get("sandbox_files") or ()), *(definition["prompt"].get("attachments") or ())]
+        lines = [definition["prompt"]["text"].strip(), ""]
+        if files:
+            lines.append(f"Files for this task are in {workdir}: {', '.join(files)}.")
+        lines.append("Use your tools. When you are done, reply with your final answer.")
+        return "\n".join(lines)
+
+    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+        blocked = self.blocker(task)
+        if blocked:
+            raise EpisodeFailure(*blocked)
+        checkout = self.checkout(task.record["root"])
+        definition = task.record["definition"]
+        lease = self.pool.lease(definition.get("services") or [], checkout.root, checkout.python(), checkout.environ())
+        timeout = int((definition.get("environment") or {}).get("timeout_seconds") or 300)
+        return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900,
+                                           "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
+
+    def _services(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
+        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
+        with self._lock:
+            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
+        return live, self.pool.get(lease)
+
+    def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
+        folder = Path(task.record["root"]) / "tasks" / task.record["folder"]
+        for rel in paths:
+            source = folder / rel
+            files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+            for path in files:
+                sandbox.write_file(f"{sandbox.workdir}/{path.relative_to(folder)}", path.read_bytes())
+
+    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
+        _, services = self._services(sandbox)
+        services.reset()
+        definition = task.record["definition"]
+        self._place(task, sandbox, [*(definition.get("sandbox_files") or ()),
+                                    *(definition["prompt"].get("attachments") or ())])
+
+    def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
+        from orchard_cli.tasks.claw_eval.tools import session
+
+        live, services = self._services(sandbox)
+        with self._lock:
+            if live.session is None:
+                live.session = session(task.record["definition"], services)
+            return live.session
+
+    def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
+        from orchard_cli.tasks.claw_eval.grading import messages
+
+        evidence = super().collect(task, sandbox, solution, baseline)
+        if sandbox is None:
+            return evidence
+        live, services = self._services(sandbox)
+        definition = task.record["definition"]
+        if live.session is not None:
+            evidence.dispatches = live.session.dispatches
+        records = getattr(getattr(solution, "agent", None), "records", None)
+        known = {t["name"] for t in definition.get("tools") or ()}
+        evidence.state = {"audit": services.audit(),
+                          "env_snapshot": self.snapshot(task, sandbox),
+                          "messages": messages(self.prompt(task, sandbox.workdir), records, evidence.dispatches,
+                                               evidence.answer, known)}
+        return evidence
+
+    def snapshot(self, task: Task, sandbox: SandboxHandle) -> dict[str, Any]:
+        """sandbox_grader_files placed (after the agent), then env_snapshot_commands run and
+        env_snapshot_files read, keyed as Claw-Eval's runner keys them."""
+        import base64
+
+        definition = task.record["definition"]
+        self._place(task, sandbox, list(definition.get("sandbox_grader_files") or ()))
+        timeout = float((definition.get("environment") or {}).get("env_snapshot_timeout") or 10)
+        found: dict[str, Any] = {}
+        for command in definition.get("env_snapshot_commands") or ():
+            job = sandbox.exec(["bash", "-c", command], timeout=timeout, cwd=sandbox.workdir)
+            found[f"cmd:{command}"] = {"exit_code": job.exit_code if job.exit_code is not None else -1,
+                                       "stdout": job.stdout, "stderr": job.stderr}
+        for pattern in definition.get("env_snapshot_files") or ():
+            paths = [pattern]
+            if globlib.has_magic(pattern):
+                job = sandbox.exec(["bash", "-c", f"shopt -s nullglob globstar; for f in {pattern}; do echo \"$f\"; done | head -50"],
+                                   timeout=timeout, cwd=sandbox.workdir)
+                paths = [p for p in job.stdout.splitlines() if p]
+            for path in paths:
+                try:
+                    data = sandbox.read_file(path)[:SNAPSHOT_FILE_LIMIT]
+                except Exception as exc:  # noqa: BLE001 - recorded as Claw-Eval records it
+                    found[f"file:{path}"] = {"error": f"{type(exc).__name__}: {exc}"}
+                    continue
+                try:
+                    found[f"file:{path}"] = {"content": data.decode("utf-8"), "encoding": "utf-8"}
+                except UnicodeDecodeError:
+                    found[f"file:{path}"] = {"content": base64.b64encode(data).decode(), "encoding": "base64"}
+        return found
+
+    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        from orchard_cli.tasks.claw_eval import grading
+
+        if sandbox is not None and sandbox.info.spec.labels.get(LEASE_LABEL):
+            live, services = self._services(sandbox)
+            failure = services.failed() or (live.session.failure if live.session is not None else None)
+            if failure:
+                return Outcome(resolved=False, category="infra_error", error=f"a service failed: {failure}")
+        checkout = self.checkout(task.record["root"])
+        result = checkout.helper("grade", grading.request(task.record, evidence, self.judge))
+        return grading.outcome(result)
+
+    def release(self, task: Task, spec: SandboxSpec) -> None:
+        lease = spec.labels.get(LEASE_LABEL)
+        if not lease:
+            return
+        with self._lock:
+            for sandbox_id in [k for k, v in self._live.items() if v.lease == lease]:
+                del self._live[sandbox_id]
+        self.pool.give_back(lease)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def interrupt(self) -> None:
+        self.pool.close()
+

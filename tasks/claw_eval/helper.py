@@ -1,0 +1,151 @@
+"""Run inside a Claw-Eval checkout's own environment (never imported by orchard).
+
+    python helper.py load  ROOT            -> stdout: {"tasks": [...], "problems": [...]}
+    python helper.py grade ROOT < JSON     -> stdout: {"scores": {...}, "task_score": float, ...}
+
+Only the standard library and the checkout's own modules are imported here; orchard talks to this
+script over JSON, so nothing of the checkout ever enters orchard's process. The checkout modules
+used (a checkout missing one gets exit 3 and its name on stderr):
+
+    claw_eval.models.task       TaskDefinition (task.yaml)
+    claw_eval.graders.registry  get_grader (tasks/<id>/grader.py)
+    claw_eval.models.trace      TraceMessage, ToolDispatch, AuditSnapshot, DimensionScores
+    claw_eval.models.scoring    compute_task_score, is_pass
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import inspect
+import json
+import re
+import sys
+from pathlib import Path
+
+MODULES = ("claw_eval.models.task", "claw_eval.graders.registry", "claw_eval.models.trace",
+           "claw_eval.models.scoring")
+_JUDGE_USE = re.compile(r"\bjudge\s*\.\s*[A-Za-z_]\w*")
+_PEER = re.compile(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']")
+_GRADER_MODULE = re.compile(r"(?:from\s+claw_eval\.graders\.(\w+)\s+import|from\s+claw_eval\.graders\s+import\s+(\w+))")
+_PATHLIKE = re.compile(r"^[\w./-]+\.\w{1,5}$")
+
+
+def _modules(root: Path) -> dict:
+    sys.path.insert(0, str(root / "src"))
+    sys.path.insert(0, str(root))
+    found = {}
+    for name in MODULES:
+        try:
+            found[name] = importlib.import_module(name)
+        except ImportError as exc:
+            print(f"{name} ({exc})", file=sys.stderr)
+            sys.exit(3)
+    return found
+
+
+def _uses_judge(root: Path, grader: Path) -> bool:
+    """Whether the grader (its peers and the shared grader modules it imports) calls a judge."""
+    seen: set[Path] = set()
+    todo = [grader]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if _JUDGE_USE.search(text):
+            return True
+        todo += [root / "tasks" / peer / "grader.py" for peer in _PEER.findall(text)]
+        for a, b in _GRADER_MODULE.findall(text):
+            name = a or b
+            if name not in ("base", "registry"):
+                todo.append(root / "src" / "claw_eval" / "graders" / f"{name}.py")
+    return False
+
+
+def _missing(root: Path, folder: Path, task) -> list[str]:
+    """Files the task names that are not in the checkout (fixtures kept out of git, say)."""
+    wanted = [*task.sandbox_files, *task.sandbox_grader_files, *task.local_grader_files,
+              *task.prompt.attachments, *task.environment.fixtures]
+    gone = [p for p in wanted if not (folder / p).exists()]
+    for svc in task.services:
+        for value in (svc.env or {}).values():
+            if _PATHLIKE.match(value) and "/" in value and not ((root / value).exists() or (folder / value).exists()):
+                gone.append(value)
+        script = next((w for w in svc.command.split() if w.endswith(".py")), None)
+        if script and not (root / script).exists():
+            gone.append(script)
+    if not (folder / "grader.py").is_file():
+        gone.append("grader.py")
+    return gone
+
+
+def load(root: Path) -> dict:
+    mods = _modules(root)
+    model = mods["claw_eval.models.task"].TaskDefinition
+    tasks, problems = [], []
+    for folder in sorted((root / "tasks").iterdir()):
+        path = folder / "task.yaml"
+        if not path.is_file():
+            continue
+        try:
+            task = model.from_yaml(path)
+        except Exception as exc:  # noqa: BLE001 - reported, the other tasks load
+            problems.append({"folder": folder.name, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"})
+            continue
+        tasks.append({"folder": folder.name, "definition": task.model_dump(mode="json", exclude={"task_file"}),
+                      "uses_judge": _uses_judge(root, folder / "grader.py"),
+                      "missing": _missing(root, folder, task)})
+    return {"tasks": tasks, "problems": problems}
+
+
+def _judge(config: dict | None):
+    if not config:
+        return None
+    from claw_eval.graders.llm_judge import LLMJudge
+
+    return LLMJudge(model_id=config["model"], api_key=config.get("api_key"), base_url=config["base_url"])
+
+
+def grade(root: Path, request: dict) -> dict:
+    mods = _modules(root)
+    trace, scoring = mods["claw_eval.models.trace"], mods["claw_eval.models.scoring"]
+    folder = root / "tasks" / request["folder"]
+    task = mods["claw_eval.models.task"].TaskDefinition.from_yaml(folder / "task.yaml")
+    trace_id = request.get("trace_id", "orchard")
+    messages = [trace.TraceMessage.model_validate({"trace_id": trace_id, "message": m}) for m in request["messages"]]
+    dispatches = [trace.ToolDispatch.model_validate({"trace_id": trace_id, **d}) for d in request["dispatches"]]
+    snapshot = dict(request.get("env_snapshot") or {})
+    for rel in task.local_grader_files:
+        local = folder / rel
+        snapshot[f"local_file:{rel}"] = ({"encoding": "base64", "content": base64.b64encode(local.read_bytes()).decode()}
+                                         if local.exists() else {"error": f"not found: {local}"})
+    grader = mods["claw_eval.graders.registry"].get_grader(task.task_id, tasks_dir=root / "tasks", task_dir=folder)
+    judge = _judge(request.get("judge"))
+    params = inspect.signature(grader.grade).parameters
+    kwargs = {"audit_data": request.get("audit") or {}, "judge": judge}
+    if "media_events" in params:
+        kwargs["media_events"] = []
+    if "env_snapshot" in params:
+        kwargs["env_snapshot"] = snapshot
+    scores = grader.grade(messages, dispatches, task, **kwargs)
+    task_score = scoring.compute_task_score(scores)
+    calls = judge.get_call_log() if judge is not None and hasattr(judge, "get_call_log") else []
+    return {"scores": scores.model_dump(mode="json"), "task_score": task_score,
+            "passed": bool(scoring.is_pass(task_score)), "judge_calls": len(calls)}
+
+
+def main() -> None:
+    op, root = sys.argv[1], Path(sys.argv[2]).resolve()
+    if op == "load":
+        out = load(root)
+    elif op == "grade":
+        out = grade(root, json.loads(sys.stdin.read()))
+    else:
+        raise SystemExit(f"unknown operation {op!r}")
+    sys.stdout.write("\n@@ORCHARD@@" + json.dumps(out, ensure_ascii=False, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Claw-Eval from a checkout: a small checkout in its layout (tests/tasks/claw_eval/mini, written for
+these tests) loads through its own task model, its services start from their command lines, its
+tools are dispatches, and its own graders score the episode; tasks that cannot run are counted
+by reason, never failed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.errors import UsageError
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.rollout.solvers import EmptySolver, GoldSolver
+from orchard_cli.tasks.base import Gold, GoldCall
+from orchard_cli.tasks.registry import load_suite
+
+RIGHT = Gold(tool_calls=[GoldCall(tool="notes_list"), GoldCall(tool="notes_get", arguments={"note_id": "n2"})],
+             answer="Your gym locker code is 4417.")
+WRONG = Gold(tool_calls=[GoldCall(tool="notes_list"), GoldCall(tool="notes_get", arguments={"note_id": "n3"})],
+             answer="Your gym locker code is 1299.")
+UNSAFE = Gold(tool_calls=[GoldCall(tool="notes_delete", arguments={"note_id": "n3"}),
+                          GoldCall(tool="notes_get", arguments={"note_id": "n2"})],
+              answer="Your gym locker code is 4417.")
+ADD = Gold(tool_calls=[GoldCall(tool="notes_add", arguments={"title": "Plumber visit",
+                                                             "body": "Thursday 10:00, bring the spare key."})],
+           answer="Added.")
+
+
+class Scripted(GoldSolver):
+    """Replays a given call list through the task's tools (as a gold solution would)."""
+
+    name = harness = model = "scripted"
+
+    def __init__(self, family, gold: Gold) -> None:
+        super().__init__(family)
+        self.gold = gold
+
+    def reference(self, task):
+        return self.gold
+
+
+def _run(family, task, solver, env, attempt=1):
+    return run_episode(Episode(task=task, attempt=attempt, solver=solver, episode_id=f"{task.task_id}-{attempt}"),
+                       family=family, env=env, backend="local")
+
+
+def test_load_reads_every_task_through_the_checkouts_model(mini):
+    family, tasks = load_suite("claw-eval", dataset=str(mini))
+    by_id = {t.task_id: t for t in tasks}
+    assert sorted(by_id) == ["C01_needs_user", "T01_find_code", "T02_add_note", "T03_judged_summary", "T04_live_search"]
+    blocked = {k: (family.blocker(t) or ("runs",))[0] for k, t in by_id.items()}
+    assert blocked == {"C01_needs_user": "needs_user", "T01_find_code": "runs", "T02_add_note": "runs",
+                       "T03_judged_summary": "needs_judge", "T04_live_search": "needs_network"}
+    assert family.groups(by_id["C01_needs_user"])["kind"] == "multi_turn"
+    lock = family.provenance()["environment_lock"]
+    assert "fastapi==" in open(lock).read()
+
+
+def test_a_bad_checkout_is_one_line(mini, tmp_path):
+    with pytest.raises(UsageError, match="--dataset"):
+        load_suite("claw-eval")
+    with pytest.raises(UsageError, match="not a folder"):
+        load_suite("claw-eval", dataset=str(tmp_path / "nowhere"))
+    broken = tmp_path / "broken"
+    shutil.copytree(mini, broken)
+    (broken / "src/claw_eval/models/scoring.py").unlink()
+    with pytest.raises(UsageError, match=r"claw_eval\.models\.scoring"):
+        load_suite("claw-eval", dataset=str(broken))
+
+
+def test_scripted_calls_pass_wrong_calls_fail_and_the_services_are_reused(mini):
+    family, tasks = load_suite("claw-eval", dataset=str(mini))
+    by_id = {t.task_id: t for t in tasks}
+    env = connect("local")
+    try:
+        right = _run(family, by_id["T01_find_code"], Scripted(family, RIGHT), env)
+        assert right.outcome.category == "resolved", right.outcome
+        assert right.outcome.tests["score"] == 1.0 and right.outcome.tests["claw_eval_passed"] is True
+        assert [(d.tool, d.status) for d in right.evidence.dispatches] == [("notes_list", 200), ("notes_get", 200)]
+        assert right.evidence.state["audit"]["notebook"]["calls"][1] == {"endpoint": "get", "note_id": "n2"}
+
+        wrong = _run(family, by_id["T01_find_code"], Scripted(family, WRONG), env, attempt=2)
+        assert wrong.outcome.category == "unresolved" and wrong.outcome.tests["claw_eval_passed"] is False
+        assert wrong.outcome.tests["completion"] == pytest.approx(1 / 3, abs=1e-3)
+        assert wrong.evidence.state["audit"]["notebook"]["calls"][1]["note_id"] == "n3", "reset between attempts"
+
+        unsafe = _run(family, by_id["T01_find_code"], Scripted(family, UNSAFE), env, attempt=3)
+        assert unsafe.outcome.category == "unsafe" and unsafe.outcome.tests["score"] == 0.0
+
+        added = _run(family, by_id["T02_add_note"], Scripted(family, ADD), env)
+        assert added.outcome.category == "resolved", added.outcome.log
+        assert "BRIEF_PRESENT" in json.dumps(added.evidence.state["env_snapshot"])
+        null = _run(family, by_id["T02_add_note"], EmptySolver(), env)
+        assert null.outcome.category == "unresolved" and null.outcome.error is None
+        assert family.pool.started == 1, "one service set, reset (not restarted) for every attempt"
+    finally:
+        family.close()
+        env.close()
+
+
+def test_a_judge_task_runs_with_a_judge(mini):
+    from orchard_cli.models.scripted import ScriptedEndpoint
+
+    family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T03_judged_summary"])
+    endpoint = ScriptedEndpoint(["0.9"], dialects=("chat",))
+    family.use_judge("judge", endpoint.start().base_url)
+    env = connect("local")
+    try:
+        result = _run(family, tasks[0], Scripted(family, Gold(tool_calls=[GoldCall(tool="notes_list")],
+                                                              answer="Groceries, a locker code, an old code.")), env)
+        tests = result.outcome.tests
+        assert tests["judge_calls"] == 1 and tests["completion"] == 0.9
+        assert tests["claw_eval_passed"] is True and result.outcome.category == "unresolved", \
+            "Claw-Eval passes it at 0.92; orchard's strict verdict does not"
+    finally:
+        family.close()
+        endpoint.stop()
+        env.close()
+
+
+@pytest.mark.bwrap
+def test_the_agent_reaches_no_service_port(mini):
+    family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T01_find_code"])
+    env = connect("local")
+    spec = family.sandbox_spec(tasks[0], "local")
+    sandbox = SandboxHandle.create(env, spec)
+    try:
+        family.setup(tasks[0], sandbox)
+        _, services = family._services(sandbox)
+        url = services.url("http://localhost:9310/notes/audit")
+        probe = ("import urllib.request,sys\ntry:\n urllib.request.urlopen(sys.argv[1], timeout=3); print('reached')\n"
+                 "except Exception as e: print('refused', e)")
+        job = sandbox.exec(["python3", "-c", probe, url], timeout=30)
+        assert job.stdout.startswith("refused"), job.stdout + job.stderr
+    finally:
+        sandbox.destroy()
+        family.release(tasks[0], spec)
+        family.close()
+        env.close()
+
+
+def test_cli_eval_counts_each_reason(mini, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "orchard_cli.main", "eval", "claw-eval", "--dataset", str(mini),
+                           "--predictions", "empty", "--out", str(out), "--format", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["total"] == 5 and card["resolved"] == 0
+    text = json.dumps(card)
+    for reason in ("needs_user", "needs_network", "needs_judge"):
+        assert reason in text, reason

@@ -1,0 +1,53 @@
+"""A real harness on the mini Claw-Eval checkout: OpenClaw and Codex, driven by a scripted teacher
+through the recording proxy and MCP, call the task's tools (each forwarded to the mock service);
+the task's own grader passes the right calls and fails the wrong ones, reading the messages
+rebuilt from the recorded model calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchard_cli.env import connect
+from orchard_cli.models.scripted import ScriptedEndpoint
+from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.tasks.registry import load_suite
+
+PREFIX = {"openclaw": "task__", "codex": "mcp__task__"}
+RIGHT = [("notes_list", {}), ("notes_get", {"note_id": "n2"})]
+WRONG = [("notes_list", {}), ("notes_get", {"note_id": "n3"})]
+
+
+def _run(family, task, harness, calls, answer):
+    turns = [{"tool_calls": [{"name": PREFIX[harness] + tool, "arguments": args}]} for tool, args in calls]
+    endpoint = ScriptedEndpoint([*turns, {"content": answer}], dialects=("chat",))
+    info = endpoint.start()
+    solver = AgentSolver(harness, model="teacher", base_url=info.base_url,
+                         options=EpisodeOptions(timeout_seconds=240, max_calls=len(calls) + 4),
+                         proxy_options={"upstream_dialects": ["chat"]})
+    env = connect("local")
+    try:
+        return run_episode(Episode(task=task, attempt=1, solver=solver, episode_id=f"{harness}-{len(calls)}-{answer[-5:]}"),
+                           family=family, env=env, backend="local")
+    finally:
+        solver.close()
+        endpoint.stop()
+        env.close()
+
+
+@pytest.mark.harness
+@pytest.mark.bwrap
+@pytest.mark.parametrize("harness", ["openclaw", "codex"])
+def test_a_real_harness_passes_with_the_right_calls_and_fails_with_wrong_ones(harness, installed_harnesses, mini):
+    family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T01_find_code"])
+    try:
+        good = _run(family, tasks[0], harness, RIGHT, "Your gym locker code is 4417.")
+        assert good.outcome.category == "resolved", (good.outcome, good.solution.agent.run)
+        assert [(d.tool, d.arguments, d.status) for d in good.evidence.dispatches] == [(t, a, 200) for t, a in RIGHT]
+        used = [b for m in good.evidence.state["messages"] for b in m["content"] if b["type"] == "tool_use"]
+        assert [b["name"] for b in used] == ["notes_list", "notes_get"], "the harness's MCP prefix is gone"
+
+        bad = _run(family, tasks[0], harness, WRONG, "Your gym locker code is 1299.")
+        assert bad.outcome.category == "unresolved" and not bad.outcome.tests["claw_eval_passed"]
+    finally:
+        family.close()
