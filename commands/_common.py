@@ -37,7 +37,7 @@ def stdout_console():
 
 # ---- the task selection, declared once (eval, distill) -----------------------------------------
 
-DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", help="A data file (or hub id) instead of the suite's own.")]
+DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", "--source", help="A data file (or hub id) instead of the suite's own; for claw-eval, the benchmark's checkout (--source PATH).")]
 FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family of a data-file suite (default: SWE-bench format).")]
 InstancesOpt = Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")]
 RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")]

@@ -35,6 +35,7 @@ from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo,
 if TYPE_CHECKING:
     from orchard_cli.env import SandboxHandle
     from orchard_cli.env.models import SandboxSpec
+    from orchard_cli.judge import JudgeConfig
     from orchard_cli.tools import ToolSession
 
 __all__ = ["CORE_CATEGORIES", "ERROR_CATEGORIES", "CategoryInfo", "Evidence", "FamilyBase", "Gold", "GoldCall",
@@ -198,6 +199,10 @@ class TaskFamily(Protocol):
     def close(self) -> None:
         """The run is over: stop what the family started (services). Idempotent."""
 
+    def use_judge(self, judge: "JudgeConfig") -> None:
+        """The run has an LLM judge (`--judge-model`): a family whose own graders call one (the
+        Claw-Eval checkout's) gets it here. orchard's judge score is apart from this."""
+
     def limits(self, task: Task) -> dict[str, float]:
         """The task's own limits on an agent episode (`timeout_seconds`, `max_turns`, `max_calls`);
         the run's own are kept where they are tighter. {} for none."""
@@ -260,13 +265,16 @@ class FamilyBase:
     def close(self) -> None:
         return None
 
+    def use_judge(self, judge: "JudgeConfig") -> None:
+        return None
+
     def limits(self, task: Task) -> dict[str, float]:
         return {}
 
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
          "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt",
-         "tools", "release", "close", "limits")
+         "tools", "release", "close", "limits", "use_judge")
 ATTRIBUTES = ("name", "categories", "grading", "environment_error", "suites")
 _CATEGORY_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 

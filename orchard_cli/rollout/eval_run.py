@@ -307,8 +307,10 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
             raise UsageError("--judge-model needs --judge-base-url (the judge's OpenAI-compatible endpoint)")
         from orchard_cli.judge import Judge, JudgeConfig
 
-        judge = Judge(JudgeConfig(model=config.judge_model, base_url=config.judge_base_url,
-                                  key_env=config.judge_key_env))
+        judge_config = JudgeConfig(model=config.judge_model, base_url=config.judge_base_url,
+                                   key_env=config.judge_key_env)
+        judge = Judge(judge_config)
+        family.use_judge(judge_config)
     run = EvalRun(config, family, tasks, solver, Path(config.out), resume)
     run.judge = judge
     return run

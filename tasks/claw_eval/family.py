@@ -69,8 +69,15 @@ class ClawEvalFamily(FamilyBase):
         self.judge: dict[str, Any] | None = None
         """{model, base_url, api_key}: graders that call a judge run with the checkout's LLMJudge."""
 
-    def use_judge(self, model: str, base_url: str, api_key: str | None = None) -> None:
-        self.judge = {"model": model, "base_url": base_url, "api_key": api_key}
+    def use_judge(self, judge: Any) -> None:
+        """The run's `--judge-model`: the checkout's graders call it (its key from the judge's
+        key variable, else OPENAI_API_KEY, passed to the grader's process only)."""
+        import os
+
+        from orchard_cli.models import read_key
+
+        key = read_key(judge.key_env) if judge.key_env else os.environ.get("OPENAI_API_KEY")
+        self.judge = {"model": judge.model, "base_url": judge.base_url, "api_key": key}
 
     # ---- tasks -------------------------------------------------------------------------------
     def checkout(self, root: str) -> Any:

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from orchard_cli.judge import JudgeConfig
+
 from orchard_cli.env import SandboxHandle, connect
 from orchard_cli.errors import UsageError
 from orchard_cli.rollout.episode import Episode, run_episode
@@ -108,7 +110,7 @@ def test_a_judge_task_runs_with_a_judge(mini):
 
     family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T03_judged_summary"])
     endpoint = ScriptedEndpoint(["0.9"], dialects=("chat",))
-    family.use_judge("judge", endpoint.start().base_url)
+    family.use_judge(JudgeConfig(model="judge", base_url=endpoint.start().base_url))
     env = connect("local")
     try:
         result = _run(family, tasks[0], Scripted(family, Gold(tool_calls=[GoldCall(tool="notes_list")],
