@@ -4,7 +4,8 @@ a value model, pick one per task, and score the picks the way `orchard eval` sco
 Candidates of a task are its attempts in every run given, in order (run by run, attempt by
 attempt). With `filter` (the default), candidates whose patch is empty or did not apply are
 dropped before picking, when any other is left: that the patch applies is known from applying
-it, before any test runs. The picked attempts' graded results make the scorecard (scorecard.json
+it, before any test runs (for an episode without a patch, claw's: one that made no tool call and
+gave no answer is dropped). The picked attempts' graded results make the scorecard (scorecard.json
 / .md / .html, the `orchard eval` format, plus a best-of-N section side by side: first attempt,
 random pick (expected value), majority patch, shortest patch, value model, oracle = pass@N);
 predictions.jsonl holds the picked patches (SWE-bench format); rerank.json every score.
@@ -36,7 +37,8 @@ class RerankConfig(BaseModel):
     out: str
     instances: list[str] | None = None
     filter: bool = True
-    """Drop candidates whose patch is empty or did not apply, when any other is left."""
+    """Drop candidates whose patch is empty or did not apply (without a patch: that did nothing),
+    when any other is left."""
     threads: int | None = 1
 
 

@@ -11,7 +11,8 @@ The base LM (SmolLM2-135M by default) is never updated; it reads each episode on
    make code more natural, a wrong edit less (the "naturalness of software" signal);
 3. relevance.py, without the LM: whether the patch edits what the problem statement names;
 4. actions.py, without the LM, for an episode without a patch (claw): how many tool calls, the
-   share that failed, whether and how much the service state changed, the answer's length. Such
+   share that failed, the share that repeat an earlier call exactly, whether and how much the
+   service state changed, the answer's length. Such
    an episode's patch features are 0 (has_patch 0) and its Actions section stands where the patch
    would (pooled the same way); a patch episode's action features are 0.
 
