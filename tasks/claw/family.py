@@ -130,7 +130,7 @@ class ClawFamily(FamilyBase):
         return "\n".join(lines)
 
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        lease, services = self.pool.lease()
+        lease, services = self.pool.lease_services()
         forwards = []
         env: dict[str, str] = {}
         if self.exposes_protocols(task):
@@ -147,7 +147,7 @@ class ClawFamily(FamilyBase):
         lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
         with self._lock:
             live = self._live.setdefault(sandbox.id, _Live(lease=lease))
-        return live, self.pool.get(lease)
+        return live, self.pool.services(lease)
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         parsed = self.parsed(task)

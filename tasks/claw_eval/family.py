@@ -162,7 +162,7 @@ class ClawEvalFamily(FamilyBase):
             raise EpisodeFailure(*blocked)
         checkout = self.checkout(task.record["root"])
         definition = task.record["definition"]
-        lease = self.pool.lease(definition.get("services") or [], checkout.root, checkout.python(), checkout.environ())
+        lease = self.pool.lease_for(definition.get("services") or [], checkout.root, checkout.python(), checkout.environ())
         timeout = int((definition.get("environment") or {}).get("timeout_seconds") or 300)
         return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900,
                                            "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
@@ -268,8 +268,12 @@ class ClawEvalFamily(FamilyBase):
         self.pool.give_back(lease)
 
     def close(self) -> None:
-        self.pool.close()
+        """The run is over: its services stop; a later run of this family gets a new pool."""
+        from orchard_cli.tasks.claw_eval.services import ServicePool
+
+        pool, self.pool = self.pool, ServicePool()
+        pool.close()
 
     def interrupt(self) -> None:
-        self.pool.close()
+        self.pool.close()  # episodes still starting are refused a set
 

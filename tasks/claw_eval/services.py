@@ -10,8 +10,6 @@ a few sets at most; the agent's sandbox has its own network namespace and reache
 
 from __future__ import annotations
 
-import atexit
-import itertools
 import json
 import os
 import re
@@ -20,7 +18,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ from typing import Any
 import httpx
 
 from orchard_cli.home import state_dir
+from orchard_cli.leases import LeasePool
 
 _HOSTPORT = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d+)")
 MAX_FREE = 4
@@ -158,57 +156,17 @@ def set_key(services: list[dict[str, Any]]) -> str:
     return json.dumps([[s["name"], s["command"], s.get("env") or {}, s["port"]] for s in services], sort_keys=True)
 
 
-class ServicePool:
-    """Started sets by task definition: leased per episode, kept for the next one, stopped at close."""
+class ServicePool(LeasePool[ServiceSet]):
+    """Started sets by task definition (orchard_cli.leases): leased per episode, kept for the next
+    episode whose task defines the same services, stopped at close."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._free: list[tuple[str, ServiceSet]] = []
-        self._leased: dict[str, ServiceSet] = {}
-        self._ids = itertools.count(1)
-        self.started = 0
+        super().__init__(prefix="ce", keep=MAX_FREE)
 
-    def lease(self, services: list[dict[str, Any]], root: Path, python: str, environ: dict[str, str]) -> str:
-        key = set_key(services)
-        with self._lock:
-            found = next((i for i, (k, _) in enumerate(self._free) if k == key), None)
-            chosen = self._free.pop(found)[1] if found is not None else None
-        if chosen is None:
-            chosen = ServiceSet(services, root, python, environ)
-            chosen.start()
-            atexit.register(chosen.stop)
-            with self._lock:
-                self.started += 1
-        lease = f"ce-{next(self._ids)}"
-        with self._lock:
-            self._leased[lease] = chosen
-        return lease
+    def lease_for(self, services: list[dict[str, Any]], root: Path, python: str, environ: dict[str, str]) -> str:
+        def start() -> ServiceSet:
+            made = ServiceSet(services, root, python, environ)
+            made.start()
+            return made
 
-    def get(self, lease: str) -> ServiceSet:
-        with self._lock:
-            found = self._leased.get(lease)
-        if found is None:
-            raise RuntimeError(f"no service set leased as {lease!r}")
-        return found
-
-    def give_back(self, lease: str) -> None:
-        with self._lock:
-            services = self._leased.pop(lease, None)
-        if services is None:
-            return
-        if services.failed():
-            services.stop()
-            return
-        with self._lock:
-            self._free.append((set_key(services.services), services))
-            extra = self._free[:-MAX_FREE] if len(self._free) > MAX_FREE else []
-            self._free = self._free[-MAX_FREE:]
-        for _, old in extra:
-            old.stop()
-
-    def close(self) -> None:
-        with self._lock:
-            every = [s for _, s in self._free] + list(self._leased.values())
-            self._free, self._leased = [], {}
-        for services in every:
-            services.stop()
+        return self.lease(set_key(services), start)[0]
