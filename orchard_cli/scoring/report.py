@@ -226,6 +226,7 @@ def _tile(key: str, value: str, sub: str = "", *, ident: str = "", data: str = "
 
 
 def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
+    patches = any(x.patch_bytes for x in results) or not any(x.checks for x in results)  # claw: no patches
     rows = []
     for x in results:
         tests = tests_summary(x.tests)
@@ -233,9 +234,10 @@ def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
             f"<tr><td class='id'><code>{escape(x.instance_id)}</code></td><td class='n'>{x.attempt}</td>"
             f"<td><span class='pill' style='background:{color(card, x.category)}'>{escape(label(card, x.category))}</span></td>"
             f"<td class='t'>{escape(tests)}</td><td class='n'>{x.duration_seconds:.1f}s</td>"
-            f"<td class='n'>{x.patch_bytes}</td><td class='err'>{escape(x.error or '')}</td></tr>")
+            + (f"<td class='n'>{x.patch_bytes}</td>" if patches else "")
+            + f"<td class='err'>{escape(x.error or '')}</td></tr>")
     return ("<table><thead><tr><th>instance</th><th class='n'>attempt</th><th>outcome</th><th>tests</th>"
-            "<th class='n'>time</th><th class='n'>patch bytes</th><th>error</th></tr></thead><tbody>"
+            "<th class='n'>time</th>" + ("<th class='n'>patch bytes</th>" if patches else "") + "<th>error</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
 
 
