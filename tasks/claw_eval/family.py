@@ -206,8 +206,10 @@ class ClawEvalFamily(FamilyBase):
         live, services = self._services(sandbox)
         definition = task.record["definition"]
         if live.session is not None:
+            if not live.session.close():  # no call may land after this
+                live.session.failure = live.session.failure or "a tool call was still running when the episode ended"
             evidence.dispatches = live.session.dispatches
-        records = getattr(getattr(solution, "agent", None), "records", None)
+        records = solution.agent.records if solution.agent is not None else None
         known = {t["name"] for t in definition.get("tools") or ()}
         evidence.state = {"audit": services.audit(),
                           "env_snapshot": self.snapshot(task, sandbox),
