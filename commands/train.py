@@ -30,10 +30,10 @@ class PrecisionOpt(str, Enum):
     bf16 = "bf16"
 
 
-def _eval_ids(suite: str) -> set[str]:
+def _eval_ids(suite: str, source: str | None = None) -> set[str]:
     from orchard_cli.tasks.registry import load_suite
 
-    _, tasks = load_suite(suite)
+    _, tasks = load_suite(suite, dataset=source)
     return {t.task_id for t in tasks}
 
 
@@ -42,6 +42,7 @@ def train(
     base_model: Annotated[str, typer.Option("--base-model", help="smollm2 (the embedded SmolLM2-135M-Instruct), a checkpoint folder, or a hub id.")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output folder: new, empty, or this run's (with --resume).")],
     eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite (a suite name or a SWE-bench-format file).")] = None,
+    eval_source: Annotated[Optional[str], typer.Option("--eval-source", help="The eval suite's data or checkout (claw-eval: the benchmark's folder).")] = None,
     allow_overlap: Annotated[bool, typer.Option("--allow-overlap", help="Train even when tasks overlap --eval-suite (warns loudly).")] = False,
     include_unresolved: Annotated[bool, typer.Option("--include-unresolved", help="Also train on unresolved episodes (default: resolved only).")] = False,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Only episodes of this suite (repeatable).")] = None,
@@ -86,7 +87,11 @@ def train(
         lora_alpha=2 * lora_r, merge=merge, seed=seed, threads=threads, precision=precision.value,
         save_every=save_every, val_fraction=val_fraction, eval_suite=eval_suite, allow_overlap=allow_overlap,
         resume=resume)
-    eval_ids = _eval_ids(eval_suite) if eval_suite else None
+    if eval_source and not eval_suite:
+        from orchard_cli.errors import UsageError
+
+        raise UsageError("--eval-source names the data of --eval-suite: give --eval-suite too")
+    eval_ids = _eval_ids(eval_suite, eval_source) if eval_suite else None
 
     def warn(message: str) -> None:
         console.print(f"[bold yellow]warning:[/] {message}")

@@ -157,3 +157,19 @@ def test_cli_eval_counts_each_reason(mini, tmp_path):
     text = json.dumps(card)
     for reason in ("needs_user", "needs_network", "needs_judge"):
         assert reason in text, reason
+
+
+def test_train_refuses_trajectories_of_claw_eval_tasks(mini, tmp_path, capsys):
+    """`orchard train --eval-suite claw-eval --eval-source CHECKOUT` refuses training data from
+    the benchmark's tasks (no contamination of what will be evaluated)."""
+    from orchard_cli.main import main
+    from orchard_cli.training.synthetic import synthetic_trajectory
+
+    row = synthetic_trajectory(5, calls=2).model_copy(update={"task_id": "T01_find_code", "suite": "claw-eval"})
+    data = tmp_path / "t.jsonl"
+    data.write_text(row.model_dump_json() + "\n")
+    code = main(["train", "-t", str(data), "--base-model", "smollm2", "--out", str(tmp_path / "o"),
+                 "--eval-suite", "claw-eval", "--eval-source", str(mini)])
+    err = capsys.readouterr().err
+    assert code == 2 and "also in the eval suite" in err and "T01_find_code" in err
+    assert not (tmp_path / "o").exists()
