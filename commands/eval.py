@@ -213,6 +213,13 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
     if card.mean_score is not None:
         console.print(f"checks passed (mean share per attempt): {pct(card.mean_score)}; "
                       f"graded only {pct(card.mean_score_graded)}")
+    if card.benchmark is not None:
+        bench = card.benchmark
+        line = f"the benchmark's own verdict: passed {bench.passed}/{card.total} ({pct(bench.rate)})"
+        if bench.pass_at_k:
+            line += (" | pass@k: " + ", ".join(f"k={k} {pct(v)}" for k, v in bench.pass_at_k.items())
+                     + " | pass^k: " + ", ".join(f"k={k} {pct(v)}" for k, v in (bench.pass_hat_k or {}).items()))
+        console.print(line)
     if card.judged:
         console.print(f"judge ({card.judged} attempts, beside the verdicts): mean score {card.judge_mean:.2f}, "
                       f"agrees with the checks on {pct(card.judge_agreement)}")

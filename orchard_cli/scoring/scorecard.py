@@ -119,6 +119,16 @@ class RepoScore(_Model):
     pass_hat_k: dict[int, float] | None = None
 
 
+class BenchmarkScore(_Model):
+    """The benchmark's own verdict (`benchmark_passed` in an attempt's tests), counted as its
+    authors count it: the rate over all attempts (errors as not passed), pass@k and pass^k."""
+
+    passed: int = 0
+    rate: float = 0.0
+    pass_at_k: dict[int, float] | None = None
+    pass_hat_k: dict[int, float] | None = None
+
+
 class Tokens(_Model):
     input: int = 0
     output: int = 0
@@ -172,6 +182,9 @@ class Scorecard(_Model):
     score counting 0; None when no attempt reported a score (SWE)."""
     mean_score_graded: float | None = None
     """The same over graded attempts only (total - errors); None when none was graded."""
+    benchmark: BenchmarkScore | None = None
+    """A benchmark's own pass verdict beside orchard's (`tests.benchmark_passed`; Claw-Eval: score
+    >= 0.75), over all attempts; None when the family reports none."""
     judged: int = 0
     """Attempts an LLM judge scored (`--judge-model`)."""
     judge_mean: float | None = None
@@ -235,6 +248,22 @@ def pass_rates(counts: dict[str, tuple[int, int]], ks: list[int]) -> tuple[dict[
     """(pass@k, pass^k) averaged over tasks ({instance: (n, c)}), for each k (k <= every n)."""
     return ({k: sum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts) for k in ks},
             {k: sum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts) for k in ks})
+
+
+def benchmark_score(rows: list[AttemptResult], ks: list[int]) -> BenchmarkScore | None:
+    """The benchmark's own pass rate and pass@k / pass^k, when the family reports its verdict."""
+    if not any("benchmark_passed" in r.tests for r in rows):
+        return None
+    flags = {id(r): bool(r.tests.get("benchmark_passed")) and not r.is_error for r in rows}
+    passed = sum(flags.values())
+    score = BenchmarkScore(passed=passed, rate=passed / len(rows))
+    if ks:
+        counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for r in rows:
+            counts[r.instance_id][0] += 1
+            counts[r.instance_id][1] += int(flags[id(r)])
+        score.pass_at_k, score.pass_hat_k = pass_rates({k: (v[0], v[1]) for k, v in counts.items()}, ks)
+    return score
 
 
 def judge_summary(rows: list[AttemptResult]) -> dict[str, Any]:
@@ -320,7 +349,7 @@ def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suit
                   for name, values in sorted(groups.items())},
         pass_at_k=pak, pass_hat_k=phk,
         mean_score=mean_score(rows), mean_score_graded=mean_score(graded_rows) if graded_rows else None,
-        by_check=by_check, by_check_kind=by_check_kind, **judge_summary(rows),
+        by_check=by_check, by_check_kind=by_check_kind, benchmark=benchmark_score(rows, ks), **judge_summary(rows),
         tokens=tokens, cost_usd=cost, cost_known=cost_known, missing=missing, complete=missing == 0,
         wall_seconds=max(0.0, finished_at - started_at) if started_at else 0.0,
         started_at=started_at, finished_at=finished_at, reproducibility=reproducibility)

@@ -238,3 +238,26 @@ def test_old_results_and_scorecards_without_checks_still_load(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     assert compare_runs(tmp_path / "x", tmp_path / "y").by_group["repo"]["o/r"].diff == 0.0
+
+
+def test_a_benchmarks_own_verdict_is_counted_beside_orchards():
+    """Claw-Eval passes an attempt at score >= 0.75 where orchard's strict verdict may not: its
+    rate, pass@k and pass^k (k up to the attempts) sit beside the headline, errors as not passed."""
+    def row(task: str, attempt: int, passed: bool, category: str = "unresolved") -> AttemptResult:
+        return AttemptResult(instance_id=task, attempt=attempt, category=category, resolved=category == "resolved",
+                             tests={"score": 0.8 if passed else 0.2, "benchmark_passed": passed},
+                             error="boom" if category == "infra_error" else None)
+
+    rows = [row("a", 1, True), row("a", 2, True), row("a", 3, False),
+            row("b", 1, True, "resolved"), row("b", 2, False), row("b", 3, True, "infra_error")]
+    card = compute_scorecard(rows, suite="s", source="x", reproducibility=Reproducibility(orchard_version="t"))
+    bench = card.benchmark
+    assert bench.passed == 3 and bench.rate == pytest.approx(0.5)  # b/3 errored: not passed
+    # a: n=3 c=2; b: n=3 c=1.  pass@2 = mean(1 - C(1,2)/C(3,2), 1 - C(2,2)/C(3,2)) = (1 + 2/3) / 2
+    assert bench.pass_at_k[2] == pytest.approx((1 + 2 / 3) / 2)
+    # pass^2 = mean(C(2,2)/C(3,2), C(1,2)/C(3,2)) = (1/3 + 0) / 2
+    assert bench.pass_hat_k[2] == pytest.approx(1 / 6)
+    assert card.resolved == 1, "orchard's own verdict is apart"
+    plain = compute_scorecard([AttemptResult(instance_id="a", attempt=1, category="resolved", resolved=True)],
+                              suite="s", source="x", reproducibility=Reproducibility(orchard_version="t"))
+    assert plain.benchmark is None

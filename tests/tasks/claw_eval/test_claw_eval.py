@@ -82,12 +82,12 @@ def test_scripted_calls_pass_wrong_calls_fail_and_the_services_are_reused(mini):
     try:
         right = _run(family, by_id["T01_find_code"], Scripted(family, RIGHT), env)
         assert right.outcome.category == "resolved", right.outcome
-        assert right.outcome.tests["score"] == 1.0 and right.outcome.tests["claw_eval_passed"] is True
+        assert right.outcome.tests["score"] == 1.0 and right.outcome.tests["benchmark_passed"] is True
         assert [(d.tool, d.status) for d in right.evidence.dispatches] == [("notes_list", 200), ("notes_get", 200)]
         assert right.evidence.state["audit"]["notebook"]["calls"][1] == {"endpoint": "get", "note_id": "n2"}
 
         wrong = _run(family, by_id["T01_find_code"], Scripted(family, WRONG), env, attempt=2)
-        assert wrong.outcome.category == "unresolved" and wrong.outcome.tests["claw_eval_passed"] is False
+        assert wrong.outcome.category == "unresolved" and wrong.outcome.tests["benchmark_passed"] is False
         assert wrong.outcome.tests["completion"] == pytest.approx(1 / 3, abs=1e-3)
         assert wrong.evidence.state["audit"]["notebook"]["calls"][1]["note_id"] == "n3", "reset between attempts"
 
@@ -117,7 +117,7 @@ def test_a_judge_task_runs_with_a_judge(mini):
                                                               answer="Groceries, a locker code, an old code.")), env)
         tests = result.outcome.tests
         assert tests["judge_calls"] == 1 and tests["completion"] == 0.9
-        assert tests["claw_eval_passed"] is True and result.outcome.category == "unresolved", \
+        assert tests["benchmark_passed"] is True and result.outcome.category == "unresolved", \
             "Claw-Eval passes it at 0.92; orchard's strict verdict does not"
     finally:
         family.close()

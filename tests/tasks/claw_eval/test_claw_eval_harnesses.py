@@ -48,6 +48,6 @@ def test_a_real_harness_passes_with_the_right_calls_and_fails_with_wrong_ones(ha
         assert [b["name"] for b in used] == ["notes_list", "notes_get"], "the harness's MCP prefix is gone"
 
         bad = _run(family, tasks[0], harness, WRONG, "Your gym locker code is 1299.")
-        assert bad.outcome.category == "unresolved" and not bad.outcome.tests["claw_eval_passed"]
+        assert bad.outcome.category == "unresolved" and not bad.outcome.tests["benchmark_passed"]
     finally:
         family.close()
