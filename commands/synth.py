@@ -19,7 +19,8 @@ from orchard_cli.commands._common import (
 
 
 def synth_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="The suite to write: SWE-bench instances (JSONL), or a folder of claw task folders.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", dir_okay=False, help="The SWE suite to write (SWE-bench instances, JSONL).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", file_okay=False, help="--family claw: the folder of task folders to write.")] = None,
     package: Annotated[Optional[list[str]], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages (swe).")] = None,
     family: Annotated[str, typer.Option("--family", help="swe: bugs injected into real packages; claw: personal-assistant tasks.")] = "swe",
     n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
@@ -38,7 +39,7 @@ def synth_command(
     --family claw: personal-assistant tasks (mail, calendar, todos,
     contacts, files, phishing), deterministic by --seed, each validated
     three ways before it is kept (gold passes, null and near miss fail);
-    --out is a folder of task folders.
+    --out-dir is the folder of task folders.
 
     --family swe (default):
     Fetches each NAME==VERSION's sdist with pip, makes a deterministic
@@ -51,14 +52,14 @@ def synth_command(
     if family == "claw":
         from orchard_cli.commands.claw_tasks import synth_claw
 
-        synth_claw(out, n, seed, backend, jobs or 1, fmt)
+        if out_dir is None:
+            raise UsageError("--family claw writes a folder of task folders: give --out-dir DIR")
+        synth_claw(out_dir, n, seed, backend, jobs or 1, fmt)
         return
     if family != "swe":
         raise UsageError(f"--family {family!r}: synth makes swe or claw tasks")
-    if not package:
-        raise UsageError("--package NAME==VERSION is needed for SWE tasks (or --family claw)")
-    if out.is_dir():
-        raise UsageError(f"--out {out} is a folder; SWE tasks go to a JSONL file")
+    if not package or out is None:
+        raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
     from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
 
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,

@@ -127,8 +127,9 @@ def inspect_events(run: HarnessRun, stdout: str) -> None:
         elif kind == "error":  # also retries ("Reconnecting... 1/5"): fatal only if the run fails
             last_error = event.get("message") or "error"
     run.info.update({"tool_calls": str(counts.get("command_execution", 0) + counts.get("mcp_tool_call", 0)),
-                     "mcp_tool_calls": str(counts.get("mcp_tool_call", 0)),
                      "messages": str(counts.get("agent_message", 0)), "turns": str(turns)})
+    if counts.get("mcp_tool_call"):  # the task's own tools, over MCP
+        run.info["mcp_tool_calls"] = str(counts["mcp_tool_call"])
     if last_message:
         run.info["last_message"] = last_message[-2000:]
     if failure is None and run.exit_code != 0:
