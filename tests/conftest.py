@@ -13,6 +13,16 @@ from swe_data import swe_real_data
 pytest_plugins = ["model_fixtures"]
 
 
+def pytest_configure(config):
+    """A run started in the background by a script (`cmd &` without job control) ignores SIGINT,
+    and every process it starts would too: the Ctrl-C tests could not interrupt their `orchard`.
+    Give this process (and so its children) the default disposition back."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def installed_harnesses():
     """The pinned Node, Codex CLI, OpenClaw and MCP SDK, installed (or found at their pins) once
