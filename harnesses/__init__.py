@@ -19,6 +19,7 @@ harnesses: Registry[Any] = Registry("harness", "orchard.harnesses", {
     "codex": "orchard_cli.harnesses.codex:Codex",
     "openclaw": "orchard_cli.harnesses.openclaw:OpenClaw",
     "zeroclaw": "orchard_cli.harnesses.zeroclaw:ZeroClaw",
+    "web": "orchard_cli.harnesses.web_agent:WebAgent",
 })
 
 

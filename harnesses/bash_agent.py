@@ -49,10 +49,7 @@ class BashAgent:
                 "--output-limit", str(self.output_limit)]
         if context.tools is not None:
             argv += ["--tools-file", f"{AGENT_DIR}/tools.json"]
-        pythons = " ".join(PYTHONS)
-        return (f'PY=; for p in {pythons}; do [ -x "$p" ] && {{ PY=$p; break; }}; done; '
-                f'[ -n "$PY" ] || PY=$(command -v python3) || {{ echo "{MISSING_MARK} no python3 in the '
-                f'sandbox image" >&2; exit {MISSING_EXIT}; }}; exec "$PY" {shlex.join(argv)} </dev/null')
+        return f'{find_python()} exec "$PY" {shlex.join(argv)} </dev/null'
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
         try:
@@ -69,10 +66,18 @@ class BashAgent:
         if context.tools is not None:
             env.update(tools_env(context.tools), PATH=f"{AGENT_DIR}/bin:{SANDBOX_PATH}")
         return run_command(sandbox, self.command(context, sandbox.workdir), timeout=context.timeout_seconds,
-                           env=env, inspect=_summary)
+                           env=env, inspect=summary_line)
 
 
-def _summary(run: HarnessRun, stdout: str) -> None:
+def find_python() -> str:
+    """Shell that sets $PY to the sandbox image's python3 (or exits as a missing prerequisite)."""
+    pythons = " ".join(PYTHONS)
+    return (f'PY=; for p in {pythons}; do [ -x "$p" ] && {{ PY=$p; break; }}; done; '
+            f'[ -n "$PY" ] || PY=$(command -v python3) || {{ echo "{MISSING_MARK} no python3 in the '
+            f'sandbox image" >&2; exit {MISSING_EXIT}; }};')
+
+
+def summary_line(run: HarnessRun, stdout: str) -> None:
     """The agent's last stdout line is its JSON summary."""
     lines = [ln for ln in stdout.strip().splitlines() if ln.startswith("{")]
     if not lines:

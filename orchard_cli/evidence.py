@@ -70,6 +70,9 @@ class Evidence(BaseModel):
     what `orchard view` diffs `state` against."""
     logs: dict[str, str] = Field(default_factory=dict)
     """Protocol logs by service (what clients did over IMAP, SMTP, CalDAV), for a person to read."""
+    attachments: dict[str, bytes] = Field(default_factory=dict, exclude=True)
+    """Binary files the episode left for a person (a web episode's last screenshot), by file name:
+    written beside evidence.json in the episode's log folder, never inside it."""
 
     def is_empty(self) -> bool:
         """Nothing was produced: no patch, answer, files, commands, state or tool calls."""

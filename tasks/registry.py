@@ -24,6 +24,7 @@ families: Registry = Registry("task family", "orchard.tasks", {
     "calc": "orchard_cli.tasks.calc:CalcFamily",
     "claw": "orchard_cli.tasks.claw.family:ClawFamily",
     "claw-eval": "orchard_cli.tasks.claw_eval.family:ClawEvalFamily",
+    "web": "orchard_cli.tasks.web.family:WebFamily",
 })
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")

@@ -202,6 +202,9 @@ def write_logs(result: EpisodeResult, family: "TaskFamily") -> None:
         write_json(log_dir / EVIDENCE_FILE, result.evidence)
         if result.evidence.patch is not None:
             (log_dir / "patch.diff").write_text(result.evidence.patch, encoding="utf-8")
+        for name, data in result.evidence.attachments.items():
+            if name == Path(name).name and not name.startswith("."):
+                (log_dir / name).write_bytes(data)
     if outcome.log:
         (log_dir / "test_output.txt").write_text(outcome.log, encoding="utf-8")
     try:

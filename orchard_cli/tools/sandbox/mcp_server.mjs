@@ -88,7 +88,8 @@ async function callTool(name, args) {
   const data = reply.data;
   if (!data || typeof data.ok !== "boolean") return text(errorOf(reply), true);
   if (!data.ok) return text(data.error || `the tool failed (status ${data.status})`, true);
-  return text(JSON.stringify(data.result ?? null), false);
+  // A text result (a web page's observation) goes as it is; anything else as JSON.
+  return text(typeof data.result === "string" ? data.result : JSON.stringify(data.result ?? null), false);
 }
 
 const server = new Server({ name: "orchard-task-tools", version: "1.0.0" }, { capabilities: { tools: {} } });

@@ -1,6 +1,6 @@
 """orchard's task tools as a command, run INSIDE the sandbox (python3 standard library, 3.6+).
 
-    python3 /opt/orchard/tools/task_tool.py NAME '{"arg": "value"}'   # the result as JSON, exit 0
+    python3 /opt/orchard/tools/task_tool.py NAME '{"arg": "value"}'   # the result (text as it is, else JSON), exit 0
     python3 /opt/orchard/tools/task_tool.py NAME - < args.json         # the arguments from stdin
     python3 /opt/orchard/tools/task_tool.py --list                     # the tools and their schemas
 
@@ -91,7 +91,8 @@ def main(argv):
         if not isinstance(arguments, dict):
             print("task_tool.py: the arguments must be a JSON object", file=sys.stderr)
             return 2
-        print(json.dumps(call(argv[0], arguments), ensure_ascii=False))
+        result = call(argv[0], arguments)
+        print(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False))
         return 0
     except Failed as exc:
         print("task_tool.py: {}".format(exc), file=sys.stderr)

@@ -1,0 +1,298 @@
+"""One web episode's browser: a fresh context of a `WebBrowser`, its tabs, the sites it may
+reach, and the action space (actions.py) performed on it. It is the episode's `ToolBackend`.
+
+Every request a page makes is routed: one to an allowed origin goes on, any other is aborted and
+recorded in `blocked` (the family keeps them in the evidence). `goto` refuses such a URL itself.
+An action that fails on the page (no such element, a timeout) is the agent's error: a 400 reply
+naming it, the page unchanged. A browser that died is the service gone: ConnectionError, which
+the tool surface turns into an infra_error of the episode, never a failed task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from orchard_cli.tools.spec import ToolReply
+from orchard_cli.tasks.web.actions import FINAL
+from orchard_cli.tasks.web.browser import WebBrowser
+
+TREE_LIMIT = 24000
+"""An accessibility tree longer than this is cut (the observation says so)."""
+SITE_URL = re.compile(r"^([a-z][a-z0-9-]*):(/.*)$")
+
+
+class ActionError(Exception):
+    """The agent's action cannot be done on this page (a 400 reply)."""
+
+
+class BrowserEpisode:
+    """Thread-safe through the browser's loop (one action at a time)."""
+
+    def __init__(self, browser: WebBrowser, sites: dict[str, str], allowed: list[str] | None = None,
+                 viewport: tuple[int, int] = (1280, 720), action_timeout: float = 5.0,
+                 call_timeout: float = 60.0) -> None:
+        self.browser = browser
+        self.sites = dict(sites)
+        """Site name -> origin ('shop' -> 'http://127.0.0.1:41234'): `goto("shop:/cart")` works."""
+        self.allowed = [a.rstrip("/") for a in (allowed if allowed is not None else list(sites.values()))]
+        self.viewport = viewport
+        self.action_timeout_ms = action_timeout * 1000
+        self.call_timeout = call_timeout
+        self.context: Any = None
+        self.pages: list[Any] = []
+        self.page: Any = None
+        self.blocked: list[dict[str, Any]] = []
+        self.answer: str | None = None
+        self.last_error: str | None = None
+        self.steps = 0
+        self._lock: asyncio.Lock | None = None
+        self.crashed: str | None = None
+
+    # ---- life ----------------------------------------------------------------------------------
+    def open(self, start_url: str) -> str:
+        """The context, its first tab at `start_url`; the first observation."""
+        return self.browser.call(self._open(self.resolve(start_url)), timeout=self.call_timeout)
+
+    async def _open(self, url: str) -> str:
+        self._lock = asyncio.Lock()
+        self.context = await self.browser.browser.new_context(
+            viewport={"width": self.viewport[0], "height": self.viewport[1]}, service_workers="block",
+            accept_downloads=False)
+        self.context.set_default_timeout(self.action_timeout_ms)
+        await self.context.route("**/*", self._route)
+        self.context.on("page", self._on_page)
+        page = await self.context.new_page()
+        self._focus(page)
+        await self._goto(url)
+        return await self._observe()
+
+    def close(self) -> None:
+        if self.context is None:
+            return
+        context, self.context = self.context, None
+        try:
+            self.browser.call(context.close(), timeout=30)
+        except Exception:  # noqa: BLE001 - a dead browser has closed it already
+            pass
+
+    # ---- the sites -----------------------------------------------------------------------------
+    def resolve(self, url: str) -> str:
+        """`site:/path` -> that site's URL; a relative URL against the current page."""
+        match = SITE_URL.match(url.strip())
+        if match and match.group(1) in self.sites:
+            return self.sites[match.group(1)].rstrip("/") + match.group(2)
+        if self.page is not None and not urlsplit(url).scheme:
+            return urljoin(self.page.url, url)
+        return url.strip()
+
+    def is_allowed(self, url: str) -> bool:
+        if url.startswith(("about:blank", "data:", "blob:")):
+            return True
+        parts = urlsplit(url)
+        if parts.scheme == "file":
+            return any(url.startswith(a + "/") or url == a for a in self.allowed if a.startswith("file:"))
+        origin = f"{parts.scheme}://{parts.netloc}"
+        return any(origin == a or url.startswith(a + "/") for a in self.allowed)
+
+    async def _route(self, route: Any) -> None:
+        request = route.request
+        if self.is_allowed(request.url):
+            await route.continue_()
+            return
+        self._block(request.url, request.method, request.resource_type)
+        await route.abort("blockedbyclient")
+
+    def _block(self, url: str, method: str, resource: str) -> None:
+        """Record a blocked request (once per URL and method; repeats are counted)."""
+        url = url[:500]
+        for seen in self.blocked:
+            if seen["url"] == url and seen["method"] == method:
+                seen["count"] += 1
+                return
+        self.blocked.append({"url": url, "method": method, "resource": resource, "count": 1, "at": time.time()})
+
+    def _on_page(self, page: Any) -> None:
+        if page not in self.pages:
+            self.pages.append(page)
+        page.on("crash", lambda _: setattr(self, "crashed", "the page crashed"))
+        self.page = page  # a popup takes the focus, as in a person's browser
+
+    def _focus(self, page: Any) -> None:
+        self._on_page(page)
+
+    # ---- the ToolBackend ---------------------------------------------------------------------
+    def call(self, service: str, action: str, arguments: dict[str, Any]) -> ToolReply:
+        failed = self.browser.failed()
+        if failed or self.context is None:
+            raise ConnectionError(failed or "the episode's browser is closed")
+        try:
+            text = self.browser.call(self._act(action, arguments), timeout=self.call_timeout)
+        except ActionError as exc:
+            return ToolReply(ok=False, status=400, error=str(exc))
+        except ConnectionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Playwright's own errors: the browser or the page died
+            failed = self.browser.failed() or self.crashed
+            if failed:
+                raise ConnectionError(failed) from exc
+            return ToolReply(ok=False, status=500, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+        return ToolReply(result=text)
+
+    def act(self, action: str, arguments: dict[str, Any] | None = None) -> ToolReply:
+        """One action by name, as a tool call would do it (tests and the gold solver)."""
+        return self.call("browser", action, arguments or {})
+
+    async def _act(self, action: str, arguments: dict[str, Any]) -> str:
+        assert self._lock is not None
+        async with self._lock:
+            self.steps += 1
+            self.last_error = None
+            try:
+                await self._perform(action, arguments)
+            except ActionError as exc:
+                self.last_error = str(exc)
+                raise
+            except Exception as exc:  # noqa: BLE001 - Playwright: timeout, detached element, ...
+                if self.browser.failed() or self.crashed:
+                    raise
+                self.last_error = _short(exc)
+                raise ActionError(self.last_error) from exc
+            await self._settle()
+            return await self._observe()
+
+    async def _perform(self, action: str, a: dict[str, Any]) -> None:
+        page = self.page
+        if action in FINAL:
+            self.answer = str(a.get("text", ""))
+        elif action == "observe":
+            return
+        elif action == "click":
+            await (await self._element(a)).click(button=a.get("button", "left"), click_count=2 if a.get("double") else 1)
+        elif action == "fill":
+            await (await self._element(a)).fill(str(a["value"]))
+        elif action == "select_option":
+            options = a["options"] if isinstance(a["options"], list) else [a["options"]]
+            element = await self._element(a)
+            try:
+                await element.select_option(label=options)
+            except Exception:  # noqa: BLE001 - not labels: values then
+                await element.select_option(value=options)
+        elif action == "check":
+            await (await self._element(a)).set_checked(bool(a.get("checked", True)))
+        elif action == "hover":
+            await (await self._element(a)).hover()
+        elif action == "press":
+            if a.get("bid") or a.get("selector"):
+                await (await self._element(a)).press(a["key"])
+            else:
+                await page.keyboard.press(a["key"])
+        elif action == "scroll":
+            await page.mouse.wheel(float(a.get("dx", 0)), float(a.get("dy", 0)))
+        elif action == "goto":
+            await self._goto(self.resolve(str(a["url"])))
+        elif action == "go_back":
+            await page.go_back()
+        elif action == "go_forward":
+            await page.go_forward()
+        elif action == "new_tab":
+            page = await self.context.new_page()
+            self._focus(page)
+            if a.get("url"):
+                await self._goto(self.resolve(str(a["url"])))
+        elif action == "tab_focus":
+            index = int(a["index"])
+            if not 0 <= index < len(self.pages):
+                raise ActionError(f"no tab {index} (there are {len(self.pages)})")
+            self.page = self.pages[index]
+            await self.page.bring_to_front()
+        elif action == "tab_close":
+            closing = self.pages.pop(self.pages.index(page))
+            await closing.close()
+            if not self.pages:
+                self._focus(await self.context.new_page())
+            self.page = self.pages[-1]
+        elif action == "mouse_click":
+            await page.mouse.click(float(a["x"]), float(a["y"]), button=a.get("button", "left"))
+        else:
+            raise ActionError(f"no action named {action!r}")
+
+    async def _element(self, a: dict[str, Any]) -> Any:
+        """The element an action names. A bid not on the page fails at once (a selector waits, up
+        to the action timeout, for its element to appear)."""
+        if a.get("bid"):
+            bid = str(a["bid"]).strip().strip("[]").removeprefix("ref=")
+            locator = self.page.locator(f"aria-ref={bid}")
+            try:
+                found = await locator.count()
+            except Exception:  # noqa: BLE001 - a malformed ref
+                found = 0
+            if not found:
+                raise ActionError(f"no element {bid!r} on this page (ids change with the page: use those of "
+                                  "the last observation)")
+            return locator
+        if a.get("selector"):
+            return self.page.locator(str(a["selector"]))
+        raise ActionError("name the element: 'bid' (an id from the observation) or 'selector'")
+
+    async def _goto(self, url: str) -> None:
+        if not self.is_allowed(url):
+            self._block(url, "GET", "document")
+            raise ActionError(f"{url} is outside this task's sites ({', '.join(self.allowed)})")
+        await self.page.goto(url, wait_until="domcontentloaded")
+
+    async def _settle(self) -> None:
+        """After an action: let a navigation it started reach its DOM (briefly; never an error)."""
+        try:
+            await self.page.wait_for_load_state("domcontentloaded", timeout=self.action_timeout_ms)
+        except Exception:  # noqa: BLE001
+            pass
+
+    # ---- what the agent sees -----------------------------------------------------------------------
+    def observe(self) -> str:
+        return self.browser.call(self._observe(), timeout=self.call_timeout)
+
+    async def _observe(self) -> str:
+        page = self.page
+        try:
+            tree = await page.aria_snapshot(mode="ai", timeout=self.action_timeout_ms)
+        except Exception as exc:  # noqa: BLE001 - a page mid-navigation: say so, do not fail
+            if self.browser.failed():
+                raise
+            tree = f"(the page could not be read: {_short(exc)})"
+        if len(tree) > TREE_LIMIT:
+            tree = tree[:TREE_LIMIT] + f"\n... (cut: the tree has {len(tree)} characters)"
+        tabs = []
+        for i, tab in enumerate(self.pages):
+            title = await _title(tab)
+            tabs.append(f"[{i}] {title or '(untitled)'}{' (current)' if tab is page else ''}")
+        lines = [f"URL: {page.url}", f"Title: {await _title(page)}", "Tabs: " + "  ".join(tabs)]
+        if self.last_error:
+            lines.append(f"Last action error: {self.last_error}")
+        lines += ["Accessibility tree (element ids in [ref=...]; pass one as bid):", tree]
+        return "\n".join(lines)
+
+    def screenshot(self) -> bytes | None:
+        """The current tab as PNG, or None when the browser cannot give one."""
+        if self.context is None or self.page is None:
+            return None
+        try:
+            return self.browser.call(self.page.screenshot(type="png", timeout=10000), timeout=30)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+async def _title(page: Any) -> str:
+    try:
+        return await page.title()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _short(exc: BaseException) -> str:
+    """Playwright's message without its call log."""
+    text = str(exc).split("Call log:")[0].strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]

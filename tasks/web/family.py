@@ -1,0 +1,250 @@
+"""The web family: browser tasks on local web apps (`web-mini`), graded by programs.
+
+    sandbox_spec   leases a web set (pool.py): the local apps and a jailed Chromium, started once
+                   per worker; the agent's sandbox gets no route to either: it reaches the browser
+                   through the task's tools only (actions.py)
+    setup          resets the apps to the task's fixture, opens a fresh browser context at the
+                   task's start page, allowed only the task's sites
+    tools          the action space over that context (one ToolSession per episode)
+    collect        the final answer, the apps' request log, the checks' queries, blocked requests,
+                   the final URL, the last screenshot (a file in the episode's log folder)
+    grade          the checks (checks.py), in place; a dead browser or app server is infra_error
+    release        the context closes, the set goes back to the pool
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import SandboxSpec
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import Evidence
+from orchard_cli.outcome import Outcome
+from orchard_cli.tasks.base import FamilyBase, Gold, GoldCall, SuiteInfo, Task, TaskSelection
+
+LEASE_LABEL = "orchard.web.lease"
+DATA = Path(__file__).resolve().parent.parent / "data"
+SCREENSHOT = "last-screenshot.png"
+
+
+@dataclass
+class _Live:
+    lease: str
+    episode: Any = None
+    session: Any = None
+
+
+class WebFamily(FamilyBase):
+    name = "web"
+    grading = "in_place"
+    suites = (SuiteInfo("web-mini", "web", str(DATA / "web-mini"),
+                        "browser tasks on local web apps: a shop, a wiki, webmail, bookings"),)
+
+    def __init__(self) -> None:
+        from orchard_cli.tasks.web.pool import WebPool
+
+        self.pool = WebPool()
+        self._live: dict[str, _Live] = {}
+        self._lock = threading.Lock()
+        self._parsed: dict[str, Any] = {}
+
+    # ---- tasks -------------------------------------------------------------------------------
+    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+        from orchard_cli.tasks.swe.dataset import select
+        from orchard_cli.tasks.web.taskfile import load_task_dir, task_folders
+
+        root = Path(selection.dataset or suite.source)
+        if not root.is_dir():
+            raise UsageError(f"{root}: not a folder of web tasks (each a folder with task.yaml)")
+        parsed = [load_task_dir(f) for f in task_folders(root)]
+        if not parsed:
+            raise UsageError(f"{root}: no task folders (a folder holding task.yaml, or folders of them)")
+        rows = [{"instance_id": t.id, "repo": f"web/{t.site}"} for t in parsed]
+        by_id = {t.id: t for t in parsed}
+        chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
+        return [self.task(by_id[r["instance_id"]], suite.name) for r in chosen]
+
+    def task(self, parsed: Any, suite: str) -> Task:
+        self._parsed[parsed.id] = parsed
+        return Task(task_id=parsed.id, suite=suite, family=self.name, problem_statement=parsed.prompt,
+                    record=parsed.model_dump(mode="json"))
+
+    def parsed(self, task: Task) -> Any:
+        found = self._parsed.get(task.task_id)
+        if found is None:
+            from orchard_cli.tasks.web.taskfile import WebTask
+
+            found = self._parsed[task.task_id] = WebTask.model_validate(task.record)
+        return found
+
+    def groups(self, task: Task) -> dict[str, str]:
+        parsed = self.parsed(task)
+        return {"site": parsed.site, "category": f"{parsed.site}/{parsed.category}"}
+
+    def describe(self, task: Task) -> dict[str, Any]:
+        parsed = self.parsed(task)
+        return {"instance_id": task.task_id, "suite": task.suite, "family": self.name, "site": parsed.site,
+                "category": parsed.category, "difficulty": parsed.difficulty, "prompt": parsed.prompt,
+                "start": parsed.start.url(), "sites": parsed.sites, "checks": [c.id for c in parsed.checks],
+                "gold_steps": len(parsed.gold)}
+
+    def gold_solution(self, task: Task) -> Gold | None:
+        steps = self.parsed(task).gold
+        return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
+
+    def limits(self, task: Task) -> dict[str, float]:
+        limits = self.parsed(task).limits
+        found: dict[str, float] = {"timeout_seconds": limits.timeout_seconds, "max_turns": limits.max_turns}
+        if limits.max_model_calls:
+            found["max_calls"] = limits.max_model_calls
+        return found
+
+    # ---- the episode -------------------------------------------------------------------------
+    def prompt(self, task: Task, workdir: str) -> str:
+        parsed = self.parsed(task)
+        return prompt_text(parsed.prompt, self._site_urls(parsed.sites))
+
+    def _site_urls(self, sites: list[str]) -> dict[str, str]:
+        return {site: f"{site}:/" for site in sites}
+
+    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+        lease, _ = self.pool.lease_set()
+        limits = self.parsed(task).limits
+        return SandboxSpec.model_validate({
+            "memory": "2Gi", "timeout": int(limits.timeout_seconds) + 900,
+            "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
+
+    def _set(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
+        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
+        with self._lock:
+            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
+        return live, self.pool.web_set(lease)
+
+    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
+        from orchard_cli.tasks.web.episode import BrowserEpisode
+
+        parsed = self.parsed(task)
+        live, web = self._set(sandbox)
+        web.apps.reset(parsed.fixture)
+        origins = web.apps.origins()
+        episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites})
+        with self._lock:
+            if live.episode is not None:
+                live.episode.close()
+            live.episode = episode
+        episode.open(parsed.start.url())
+
+    def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
+        return self._set(sandbox)[1].apps.snapshot()
+
+    def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
+        from orchard_cli.tasks.web.actions import tool_specs
+        from orchard_cli.tools import ToolSession
+
+        live, _ = self._set(sandbox)
+        with self._lock:
+            if live.session is None:
+                live.session = ToolSession(tool_specs(), live.episode)
+            return live.session
+
+    def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
+        evidence = super().collect(task, sandbox, solution, baseline)
+        if sandbox is None:
+            return evidence
+        live, web = self._set(sandbox)
+        if live.session is not None and not live.session.close():
+            live.session.failure = live.session.failure or "a browser action was still running when the episode ended"
+        episode = live.episode
+        if episode is not None and episode.answer is not None:
+            evidence.answer = episode.answer  # the answer tool's, over the harness's last message
+        parsed = self.parsed(task)
+        evidence.state = collect_state(web.apps, parsed.checks, episode)
+        evidence.state_before = baseline if isinstance(baseline, dict) else {}
+        if live.session is not None:
+            evidence.dispatches = live.session.dispatches
+        shot = episode.screenshot() if episode is not None else None
+        if shot:
+            evidence.attachments[SCREENSHOT] = shot
+        return evidence
+
+    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        failure = None
+        if sandbox.info.spec.labels.get(LEASE_LABEL):
+            live, web = self._set(sandbox)
+            failure = (web.failed() or (live.session.failure if live.session is not None else None)
+                       or (live.episode.crashed if live.episode is not None else None))
+        if failure:
+            return Outcome(resolved=False, category="infra_error", error=f"the browser or the apps failed: {failure}")
+        return grade(self.parsed(task).checks, evidence)
+
+    def release(self, task: Task, spec: SandboxSpec) -> None:
+        lease = spec.labels.get(LEASE_LABEL)
+        if not lease:
+            return
+        with self._lock:
+            gone = [k for k, v in self._live.items() if v.lease == lease]
+            episodes = [self._live.pop(k).episode for k in gone]
+        for episode in episodes:
+            if episode is not None:
+                episode.close()
+        self.pool.give_back(lease)
+
+    def close(self) -> None:
+        from orchard_cli.tasks.web.pool import WebPool
+
+        pool, self.pool = self.pool, WebPool()
+        pool.close()
+
+    def interrupt(self) -> None:
+        self.pool.close()
+
+
+def prompt_text(instruction: str, sites: dict[str, str]) -> str:
+    lines = [instruction.strip(), "", "You use a web browser through your tools (click, fill, select_option, "
+             "press, scroll, goto, go_back, tabs...); each returns the page as an accessibility tree whose "
+             "elements have ids (`[ref=e12]`: pass `e12` as `bid`). Call `observe` first to see the page."]
+    if sites:
+        lines.append("The sites you may use: " + ", ".join(f"{name} ({url})" for name, url in sites.items())
+                     + "; `goto` also takes `site:/path`.")
+    lines.append("When you are done, call `answer` with your final answer for the user (a short text; "
+                 "'done' when nothing was asked).")
+    return "\n".join(lines)
+
+
+def collect_state(apps: Any, checks: list[Any], episode: Any) -> dict[str, Any]:
+    """What grading reads, taken while the apps still hold the episode's state."""
+    queries: dict[str, Any] = {}
+    for check in checks:
+        if check.kind == "state":
+            try:
+                queries[check.id] = apps.query(check.site, check.sql)
+            except Exception as exc:  # noqa: BLE001 - a bad query fails its check, visibly
+                queries[check.id] = {"error": f"{type(exc).__name__}: {exc}"}
+    state: dict[str, Any] = {"requests": apps.requests(), "queries": queries, "apps": apps.snapshot()}
+    if episode is not None:
+        state.update(blocked=episode.blocked, steps=episode.steps,
+                     url=episode.page.url if episode.page is not None else None)
+    return state
+
+
+def grade(checks: list[Any], evidence: Evidence) -> Outcome:
+    """The verdict from the evidence alone (`eval regrade` gives the same one)."""
+    from orchard_cli.tasks.web.checks import run_checks
+
+    results = run_checks(checks, evidence.answer, evidence.state)
+    resolved = bool(results) and all(r.passed for r in results)
+    passed = sum(r.passed for r in results)
+    log = "\n".join(f"[{'PASS' if r.passed else 'FAIL'}] {r.id} ({r.kind}): {r.detail}" for r in results)
+    blocked = evidence.state.get("blocked") or []
+    if blocked:
+        log += "\n" + "\n".join(f"[BLOCKED] {b['method']} {b['url']} (x{b.get('count', 1)})" for b in blocked)
+    return Outcome(resolved=resolved, category="resolved" if resolved else "unresolved", reward=float(resolved),
+                   log=log + "\n",
+                   tests={"checks": {r.id: r.passed for r in results}, "check_kinds": {r.id: r.kind for r in results},
+                          "passed": passed, "failed": len(results) - passed, "total": len(results),
+                          "score": round(passed / len(results), 4) if results else 0.0,
+                          "summary": f"{passed}/{len(results)} checks"})
