@@ -17,6 +17,7 @@ need_apt=()
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v git >/dev/null || need_apt+=(git)
 command -v patch >/dev/null || need_apt+=(patch)
+[ -x /usr/lib/chromium/chromium-headless-shell ] || need_apt+=(chromium-headless-shell)   # web tasks
 for pkg in ${ORCHARD_APT_EXTRA:-}; do need_apt+=("$pkg"); done
 if [ ${#need_apt[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null; then
@@ -39,5 +40,7 @@ say "pip install -e .[$EXTRAS] (pinned by constraints.txt)"
 # The official SWE-bench grader (specs and log parsers) without its heavy dependencies (modal,
 # docker, ghapi, ...): orchard imports only the parts it needs.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps swebench==4.1.0
+# MiniWoB++'s tasks (HTML and JavaScript) for `orchard eval miniwob`, without its gym and selenium.
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps miniwob==1.1.0
 [ "${ORCHARD_NO_MODEL:-}" = 1 ] || ./scripts/install-model.sh   # the embedded default model
 say "done: $(.venv/bin/orchard --version)"

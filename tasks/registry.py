@@ -25,6 +25,7 @@ families: Registry = Registry("task family", "orchard.tasks", {
     "claw": "orchard_cli.tasks.claw.family:ClawFamily",
     "claw-eval": "orchard_cli.tasks.claw_eval.family:ClawEvalFamily",
     "web": "orchard_cli.tasks.web.family:WebFamily",
+    "miniwob": "orchard_cli.tasks.miniwob.family:MiniwobFamily",
 })
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")

@@ -1,0 +1,218 @@
+"""The miniwob family: MiniWoB++'s tasks (suite.py) on orchard's own browser and action space.
+
+    load           the package's tasks (`--instances click-button,...`), each with a fixed seed
+                   (the same page for every attempt); real-time tasks and those a seed does not
+                   fix are left out unless named
+    sandbox_spec   leases a jailed browser (one per worker; it may read the package's HTML only)
+    setup          a fresh context at the task's page, the episode started with the task's seed
+    prompt         the task's own instruction (its utterance), as the page shows it
+    tools          the web action space (tasks/web/actions.py)
+    collect/grade  the page's reward: resolved when the episode is done with a raw reward above 0
+                   (BrowserGym's reading); the reward itself is kept
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from orchard_cli.env import SandboxHandle
+from orchard_cli.env.models import SandboxSpec
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import Evidence
+from orchard_cli.outcome import Outcome
+from orchard_cli.tasks.base import FamilyBase, Gold, GoldCall, SuiteInfo, Task, TaskSelection
+
+LEASE_LABEL = "orchard.miniwob.lease"
+SCREENSHOT = "last-screenshot.png"
+
+
+@dataclass
+class _Live:
+    lease: str
+    episode: Any = None
+    session: Any = None
+    started: dict[str, Any] | None = None
+
+
+def seed_of(name: str) -> int:
+    """A task's fixed seed (stable across runs and machines)."""
+    return zlib.crc32(name.encode()) % 100000
+
+
+class MiniwobFamily(FamilyBase):
+    name = "miniwob"
+    grading = "in_place"
+    suites = (SuiteInfo("miniwob", "miniwob", "miniwob", "MiniWoB++'s ~125 single-page web tasks "
+                        "(pip install --no-deps miniwob==1.1.0)"),)
+
+    def __init__(self) -> None:
+        from orchard_cli.tasks.miniwob.pool import BrowserPool
+
+        self.pool = BrowserPool()
+        self._live: dict[str, _Live] = {}
+        self._utterances: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+        from orchard_cli.tasks.miniwob.suite import NONDETERMINISTIC, REAL_TIME, task_names
+        from orchard_cli.tasks.swe.dataset import select
+
+        if selection.dataset:
+            raise UsageError("the miniwob suite comes from the installed 'miniwob' package; it takes no --dataset")
+        names = task_names()
+        named = set(selection.instances or [])
+        unknown = sorted(named - set(names))
+        if unknown:
+            raise UsageError(f"no MiniWoB++ task {unknown[0]!r} (see `orchard tasks ls miniwob`)")
+        usable = [n for n in names if n in named or n not in NONDETERMINISTIC | REAL_TIME]
+        rows = [{"instance_id": n, "repo": "miniwob"} for n in usable]
+        chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
+        return [Task(task_id=r["instance_id"], suite=suite.name, family=self.name,
+                     problem_statement=f"MiniWoB++ task {r['instance_id']} (its instruction is on the page)",
+                     record={"name": r["instance_id"], "seed": seed_of(r["instance_id"])}) for r in chosen]
+
+    def groups(self, task: Task) -> dict[str, str]:
+        return {"task": task.task_id}
+
+    def describe(self, task: Task) -> dict[str, Any]:
+        from orchard_cli.tasks.miniwob.gold import has_gold
+
+        return {"instance_id": task.task_id, "suite": task.suite, "family": self.name,
+                "seed": task.record["seed"], "gold": has_gold(task.task_id)}
+
+    def limits(self, task: Task) -> dict[str, float]:
+        return {"max_turns": 10, "timeout_seconds": 300}
+
+    def prompt(self, task: Task, workdir: str) -> str:
+        from orchard_cli.tasks.web.family import prompt_text
+
+        with self._lock:
+            utterance = self._utterances.get(task.task_id)
+        instruction = utterance or task.problem_statement
+        return prompt_text(instruction, {})
+
+    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+        lease, _ = self.pool.lease_browser()
+        return SandboxSpec.model_validate({"memory": "1Gi", "timeout": 1200,
+                                           "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
+
+    def _set(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
+        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
+        with self._lock:
+            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
+        return live, self.pool.browser(lease)
+
+    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
+        from orchard_cli.tasks.miniwob.suite import html_root, start
+        from orchard_cli.tasks.web.episode import BrowserEpisode
+
+        live, browser = self._set(sandbox)
+        episode = BrowserEpisode(browser, {}, allowed=[html_root().as_uri()])
+        with self._lock:
+            if live.episode is not None:
+                live.episode.close()
+            live.episode = episode
+        episode.open("about:blank")
+        live.started = browser.call(start(episode.page, task.record["name"], int(task.record["seed"])))
+        with self._lock:
+            self._utterances[task.task_id] = live.started["utterance"]
+
+    def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
+        from orchard_cli.tasks.web.actions import tool_specs
+        from orchard_cli.tools import ToolSession
+
+        live, _ = self._set(sandbox)
+        with self._lock:
+            if live.session is None:
+                live.session = ToolSession(tool_specs(), live.episode)
+            return live.session
+
+    def gold_solution(self, task: Task) -> Gold | None:
+        """The reference steps, read off the instruction of the episode set up for the task; an
+        empty Gold before that (one exists); None for a task without a solver."""
+        from orchard_cli.tasks.miniwob.gold import gold_steps, has_gold
+
+        if not has_gold(task.task_id):
+            return None
+        with self._lock:
+            utterance = self._utterances.get(task.task_id)
+        if utterance is None:  # before its episode started: the steps depend on the instruction
+            return Gold()
+        steps = gold_steps(task.task_id, utterance)
+        if steps is None:
+            return None
+        return Gold(tool_calls=[GoldCall(tool=tool, arguments=arguments) for tool, arguments in steps])
+
+    def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
+        from orchard_cli.tasks.miniwob.suite import reward
+
+        evidence = super().collect(task, sandbox, solution, baseline)
+        if sandbox is None:
+            return evidence
+        live, browser = self._set(sandbox)
+        if live.session is not None and not live.session.close():
+            live.session.failure = live.session.failure or "a browser action was still running when the episode ended"
+        episode = live.episode
+        if episode is not None and episode.answer is not None:
+            evidence.answer = episode.answer
+        if live.session is not None:
+            evidence.dispatches = live.session.dispatches
+        state: dict[str, Any] = {"started": live.started or {}}
+        if episode is not None and episode.page is not None:
+            try:
+                state["miniwob"] = browser.call(reward(episode.page), timeout=30)
+            except Exception as exc:  # noqa: BLE001 - the browser died: grade reads the failure
+                state["miniwob_error"] = f"{type(exc).__name__}: {exc}"
+            state.update(blocked=episode.blocked, steps=episode.steps, url=episode.page.url)
+            shot = episode.screenshot()
+            if shot:
+                evidence.attachments[SCREENSHOT] = shot
+        evidence.state = state
+        return evidence
+
+    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        failure = None
+        if sandbox.info.spec.labels.get(LEASE_LABEL):
+            live, browser = self._set(sandbox)
+            failure = (browser.failed() or (live.session.failure if live.session is not None else None)
+                       or (live.episode.crashed if live.episode is not None else None))
+        failure = failure or evidence.state.get("miniwob_error")
+        if failure:
+            return Outcome(resolved=False, category="infra_error", error=f"the browser failed: {failure}")
+        return grade(evidence)
+
+    def release(self, task: Task, spec: SandboxSpec) -> None:
+        lease = spec.labels.get(LEASE_LABEL)
+        if not lease:
+            return
+        with self._lock:
+            gone = [k for k, v in self._live.items() if v.lease == lease]
+            episodes = [self._live.pop(k).episode for k in gone]
+        for episode in episodes:
+            if episode is not None:
+                episode.close()
+        self.pool.give_back(lease)
+
+    def close(self) -> None:
+        from orchard_cli.tasks.miniwob.pool import BrowserPool
+
+        pool, self.pool = self.pool, BrowserPool()
+        pool.close()
+
+    def interrupt(self) -> None:
+        self.pool.close()
+
+
+def grade(evidence: Evidence) -> Outcome:
+    """MiniWoB's own verdict, from the evidence alone."""
+    result = evidence.state.get("miniwob") or {}
+    done, raw = bool(result.get("done")), float(result.get("raw_reward") or 0.0)
+    resolved = done and raw > 0
+    log = (f"done={done} raw_reward={raw:g} reward={float(result.get('reward') or 0.0):g} "
+           f"reason={result.get('reason')!r}\n") if result else "the page's reward was not read\n"
+    return Outcome(resolved=resolved, category="resolved" if resolved else "unresolved",
+                   reward=raw if done else 0.0, log=log,
+                   tests={"summary": f"reward {raw:g}" if done else "not done", "score": max(raw, 0.0) if done else 0.0})
