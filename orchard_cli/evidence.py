@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 EVIDENCE_SCHEMA_VERSION = 1
 EVIDENCE_FILE = "evidence.json"
+SCREENSHOT = "last-screenshot.png"
+"""The attachment a web episode leaves: the page as the episode ended (`Evidence.attachments`)."""
 
 
 class CommandOutput(BaseModel):

@@ -9,6 +9,7 @@ from typing import Any
 
 from orchard_cli import __version__
 from orchard_cli.conversation import conversation
+from orchard_cli.evidence import SCREENSHOT
 from orchard_cli.outcome import ERROR_CATEGORIES
 from orchard_cli.rollout.episode import EpisodeResult
 from orchard_cli.scoring.checks import check_fields
@@ -78,4 +79,6 @@ def result_row(result: EpisodeResult, *, groups: dict[str, str], log_dir: str,
         log_dir=log_dir, error=outcome.error, model=solution.model if solution else None,
         tokens_in=solution.tokens_in if solution else None, tokens_out=solution.tokens_out if solution else None,
         cost_usd=solution.cost_usd if solution else None, trajectory=trajectory,
+        steps=len(evidence.dispatches) if evidence is not None and evidence.dispatches else None,
+        screenshot=f"{log_dir}/{SCREENSHOT}" if evidence is not None and SCREENSHOT in evidence.attachments else None,
         started_at=result.started_at, finished_at=time.time())

@@ -164,6 +164,9 @@ th{color:var(--muted);font-weight:600;white-space:nowrap}td.n,th.n{text-align:ri
 td.id,td.t{white-space:nowrap}.badge{display:inline-block;margin-left:6px;padding:0 6px;border-radius:4px;
 background:#e7f5ee;color:#2f9e62;font-size:11px;text-transform:none;letter-spacing:0}
 .err{color:#a7333a;font-size:12px;word-break:break-word}
+.shots{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:12px}
+.shots figure{margin:0}.shots img{width:100%;border:1px solid var(--line);border-radius:6px}
+.shots figcaption{font-size:12px;color:var(--muted);margin-top:4px}
 """
 
 
@@ -239,6 +242,20 @@ def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
     return ("<table><thead><tr><th>instance</th><th class='n'>attempt</th><th>outcome</th><th>tests</th>"
             "<th class='n'>time</th>" + ("<th class='n'>patch bytes</th>" if patches else "") + "<th>error</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
+
+
+def _screenshots(card: Scorecard, results: list[AttemptResult]) -> str:
+    """The last page of each attempt that did not resolve (web families), as the episode left it."""
+    shots = [x for x in results if x.screenshot and not x.resolved]
+    if not shots:
+        return ""
+    figures = "".join(
+        f"<figure><a href='{escape(x.screenshot)}'><img src='{escape(x.screenshot)}' loading='lazy' "
+        f"alt='last page of {escape(x.instance_id)}'></a><figcaption><code>{escape(x.instance_id)}</code> "
+        f"#{x.attempt} <span class='pill' style='background:{color(card, x.category)}'>"
+        f"{escape(label(card, x.category))}</span></figcaption></figure>" for x in shots)
+    return (f"<section id='screenshots'><h2>Last page of unresolved attempts</h2><div class='shots'>{figures}</div>"
+            "<p class='note'>The browser's current tab when the episode ended (its log folder keeps it).</p></section>")
 
 
 def _html_table(table: Table, *, folded: bool = False) -> str:
@@ -319,6 +336,7 @@ shown apart. Over graded attempts only: {pct(card.resolved_rate_graded)}.</p></s
 {group_tables_html}
 {"".join(_html_table(t, folded=t.ident == "by-check") for t in check_tables(card))}
 {f"<section><h2>Instances</h2>{_instances_table(card, results)}</section>" if results else ""}
+{_screenshots(card, results) if results else ""}
 <section><h2>Reproducibility</h2><table>{repro}</table></section>
 </main></body></html>
 """

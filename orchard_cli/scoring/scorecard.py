@@ -93,6 +93,11 @@ class AttemptResult(_Model):
     cost_usd: float | None = None
     """None when no model ran, or when the model's price is unknown (never 0 for 'unknown')."""
     trajectory: str | None = None
+    steps: int | None = None
+    """Tool calls made (browser actions, task tools); None when the episode made none."""
+    screenshot: str | None = None
+    """The page as the episode left it (web families): a PNG beside `log_dir`'s evidence, relative
+    to the run folder."""
     judge: dict[str, Any] | None = None
     """An LLM judge's verdict (`--judge-model`): model, score (0..1), rationale, error. Beside the
     verdict, never inside it."""
@@ -117,6 +122,10 @@ class RepoScore(_Model):
     pass_at_k: dict[int, float] | None = None
     """pass@k over the group's tasks, for the headline's k; None with one attempt."""
     pass_hat_k: dict[int, float] | None = None
+    mean_steps: float | None = None
+    """Mean tool calls over the attempts that made any (browser actions, task tools)."""
+    mean_tokens: float | None = None
+    """Mean model tokens (in + out) per attempt; None when no model ran."""
 
 
 class BenchmarkScore(_Model):
@@ -286,8 +295,12 @@ def mean_score(rows: list[AttemptResult]) -> float | None:
 def group_score(rows: list[AttemptResult], ks: list[int]) -> RepoScore:
     """The score of one group value; pass@k / pass^k for `ks` ([] with one attempt)."""
     resolved = sum(r.resolved for r in rows)
+    stepped = [r.steps for r in rows if r.steps is not None]
+    spent = [(r.tokens_in or 0) + (r.tokens_out or 0) for r in rows if r.tokens_in is not None]
     score = RepoScore(total=len(rows), resolved=resolved, errors=sum(r.is_error for r in rows),
-                      resolved_rate=resolved / len(rows) if rows else 0.0, mean_score=mean_score(rows))
+                      resolved_rate=resolved / len(rows) if rows else 0.0, mean_score=mean_score(rows),
+                      mean_steps=round(sum(stepped) / len(stepped), 2) if stepped else None,
+                      mean_tokens=round(sum(spent) / len(spent), 1) if spent else None)
     if ks:
         score.pass_at_k, score.pass_hat_k = pass_rates(per_instance(rows), ks)
     return score

@@ -34,6 +34,10 @@ def shown_ks(card: Scorecard) -> list[int]:
     return ks if len(ks) <= 3 else [ks[0], ks[len(ks) // 2], ks[-1]]
 
 
+def _mean(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
 def group_tables(card: Scorecard) -> list[Table]:
     """One table per grouping (by_group; by_repo for scorecards from before groupings)."""
     groups: dict[str, dict[str, RepoScore]] = card.by_group or {"repo": card.by_repo}
@@ -42,17 +46,24 @@ def group_tables(card: Scorecard) -> list[Table]:
     for name, scores in groups.items():
         title = GROUP_TITLES.get(name, name)
         scored = any(s.mean_score is not None for s in scores.values())
+        stepped = any(s.mean_steps is not None for s in scores.values())
+        spent = any(s.mean_tokens is not None for s in scores.values())
         headers = [title, "resolved", "total", "errors", "rate"] + (["check score"] if scored else [])
         headers += [f"pass@{k}" for k in ks] + [f"pass^{k}" for k in ks]
+        headers += (["steps"] if stepped else []) + (["tokens"] if spent else [])
         rows = []
         for key, s in scores.items():
             row = [key, str(s.resolved), str(s.total), str(s.errors), pct(s.resolved_rate)]
             row += [pct(s.mean_score)] if scored else []
             row += [pct((s.pass_at_k or {}).get(k)) for k in ks] + [pct((s.pass_hat_k or {}).get(k)) for k in ks]
+            row += [_mean(s.mean_steps)] if stepped else []
+            row += [_mean(s.mean_tokens, 0)] if spent else []
             rows.append(row)
         note = ("rate: resolved ÷ all attempts (errors count as not resolved)"
                 + ("; check score: mean share of checks passed, errors as 0" if scored else "")
-                + ("; pass@k / pass^k: unbiased estimators averaged over the group's tasks" if ks else ""))
+                + ("; pass@k / pass^k: unbiased estimators averaged over the group's tasks" if ks else "")
+                + ("; steps: mean tool calls of the attempts that made any" if stepped else "")
+                + ("; tokens: mean model tokens (in + out) per attempt" if spent else ""))
         tables.append(Table(title=f"By {title}", ident=f"by-{name}", headers=headers,
                             numeric=[False] + [True] * (len(headers) - 1), rows=rows, note=note))
     return tables

@@ -21,12 +21,11 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
-from orchard_cli.evidence import Evidence
+from orchard_cli.evidence import SCREENSHOT, Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import FamilyBase, Gold, GoldCall, SuiteInfo, Task, TaskSelection
 
 LEASE_LABEL = "orchard.miniwob.lease"
-SCREENSHOT = "last-screenshot.png"
 
 
 @dataclass
