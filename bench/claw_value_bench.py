@@ -50,11 +50,10 @@ def say(text: str) -> None:
 def candidates(family: Any, task: Any, seed: int) -> list[tuple[str, Any]]:
     """(kind, Gold) of one task, gold first, identical ones once."""
     from orchard_cli.tasks.base import Gold
-    from orchard_cli.tasks.claw.validate import near_miss
 
     rng = random.Random(f"claw-candidates:{seed}:{task.task_id}")
     gold = family.gold_solution(task)
-    out = [("gold", gold), ("near_miss", near_miss(family, task)), ("null", Gold())]
+    out = [("gold", gold), ("near_miss", family.near_miss(task)), ("null", Gold())]
     calls = list(gold.tool_calls)
     if calls:
         i = rng.randrange(len(calls))

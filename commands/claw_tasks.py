@@ -12,7 +12,7 @@ from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, em
 
 
 def validate_command(
-    path: Annotated[str, typer.Argument(help="A task folder, a folder of task folders, or a suite name (claw-mini).")],
+    path: Annotated[str, typer.Argument(help="A task folder, a folder of task folders, or a suite name (claw-mini, web-mini).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated task ids.")] = None,
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Episodes at once.")] = 1,
     backend: BackendOpt = "local",
@@ -22,15 +22,17 @@ def validate_command(
 
     Exit 0 when every task is valid, 1 when one is not (each named with why)."""
     from orchard_cli.errors import EXIT_BELOW_BAR
-    from orchard_cli.tasks.claw.validate import validate_tasks
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.tasks.validate import validate_tasks
+    from orchard_cli.tasks.registry import folder_family, load_suite
 
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
-    family, tasks = load_suite(path, family="claw" if Path(path).exists() else None, instances=ids)
-    if not hasattr(family, "parsed"):
+    family, tasks = load_suite(path, family=folder_family(Path(path)) if Path(path).exists() else None,
+                               instances=ids)
+    if not tasks or family.near_miss(tasks[0]) is None:
         from orchard_cli.errors import UsageError
 
-        raise UsageError(f"{path}: `tasks validate` checks claw tasks; this is a {family.name} suite",
+        raise UsageError(f"{path}: `tasks validate` checks tasks with near misses (claw, web); "
+                         f"the {family.name} family has none",
                          hint="SWE suites: orchard eval SUITE --predictions gold")
     console = stderr_console()
     say = (lambda v: console.print(f"{'valid' if v.valid else 'INVALID':>8}  {v.task_id}"
@@ -54,7 +56,7 @@ def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: Ou
 
     from orchard_cli.tasks.claw.synth import plan, synthesize
     from orchard_cli.tasks.claw.taskfile import TaskFile, dump_task
-    from orchard_cli.tasks.claw.validate import validate_tasks
+    from orchard_cli.tasks.validate import validate_tasks
     from orchard_cli.tasks.registry import load_suite
 
     console = stderr_console()

@@ -41,6 +41,8 @@ EXAMPLES = ['click("e12")', 'fill("e5", "text to type")', 'select_option("e7", "
 FINAL = ("answer", "send_msg_to_user")
 ACTION = re.compile(r"^\s*`*\s*([a-z_]+)\((.*)\)\s*`*\s*;?\s*$")
 OBSERVATION_LIMIT = 12000
+MAX_TOKENS = 400
+"""A reply is one action line, perhaps after a few words of thought."""
 HISTORY = 12
 
 
@@ -56,7 +58,7 @@ def _post(url, body, headers, timeout):
 
 
 def chat(args, key, messages):
-    body = {"model": args.model, "messages": messages, "stream": False}
+    body = {"model": args.model, "messages": messages, "stream": False, "max_tokens": args.max_tokens}
     for attempt in range(3):
         try:
             return _post(args.base_url.rstrip("/") + "/chat/completions", body,
@@ -137,6 +139,7 @@ def main(argv=None):
     parser.add_argument("--prompt-file", required=True)
     parser.add_argument("--max-turns", type=int, default=30)
     parser.add_argument("--request-timeout", type=float, default=600.0)
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     args = parser.parse_args(argv)
     key = os.environ.get("ORCHARD_API_KEY", "none")
     with open(args.prompt_file, encoding="utf-8") as fh:

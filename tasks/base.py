@@ -207,6 +207,9 @@ class TaskFamily(Protocol):
         """The task's own limits on an agent episode (`timeout_seconds`, `max_turns`, `max_calls`);
         the run's own are kept where they are tighter. {} for none."""
 
+    def near_miss(self, task: Task) -> Gold | None:
+        """A plausible wrong solution, which must fail (`orchard tasks validate`); None for none."""
+
 
 class FamilyBase:
     """Defaults for every optional hook of `TaskFamily`. Subclasses set `name` and implement
@@ -271,10 +274,13 @@ class FamilyBase:
     def limits(self, task: Task) -> dict[str, float]:
         return {}
 
+    def near_miss(self, task: Task) -> Gold | None:
+        return None
+
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
          "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt",
-         "tools", "release", "close", "limits", "use_judge")
+         "tools", "release", "close", "limits", "use_judge", "near_miss")
 ATTRIBUTES = ("name", "categories", "grading", "environment_error", "suites")
 _CATEGORY_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 

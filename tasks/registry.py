@@ -32,7 +32,18 @@ FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
 FILE_FAMILY = "swe"
 """The family of a data file given without --family: SWE-bench's instance format."""
 FOLDER_FAMILY = "claw"
-"""The family of a folder of task folders given without --family (claw's task.yaml format)."""
+"""The family of a folder of task folders given without --family (claw's task.yaml format),
+unless its first task.yaml is a web task's (it names `sites`)."""
+
+
+def folder_family(folder: Path) -> str:
+    """The family of a folder of task folders, from its first task.yaml: web or claw."""
+    found = [folder / "task.yaml"] if (folder / "task.yaml").is_file() else sorted(folder.glob("*/task.yaml"))[:1]
+    try:
+        head = found[0].read_text(encoding="utf-8") if found else ""
+    except OSError:
+        head = ""
+    return "web" if any(line.startswith("sites:") for line in head.splitlines()) else FOLDER_FAMILY
 
 
 def load_family(name: str) -> TaskFamily:
@@ -72,7 +83,8 @@ def resolve(selection: TaskSelection) -> tuple[TaskFamily, SuiteInfo]:
             valid = ", ".join(s.name for s in list_suites())
             raise UnknownNameError(f"unknown suite {selection.suite!r}; valid: {valid} "
                                    "(or a data file: .parquet/.jsonl/.json)")
-        family = selection.family or (FOLDER_FAMILY if Path(selection.suite).is_dir() else FILE_FAMILY)
+        family = selection.family or (folder_family(Path(selection.suite)) if Path(selection.suite).is_dir()
+                                      else FILE_FAMILY)
         info = SuiteInfo(name=Path(selection.suite).stem, family=family,
                          source=selection.suite, description=f"tasks of {selection.suite}")
     elif selection.family and selection.family != info.family:

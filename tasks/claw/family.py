@@ -101,6 +101,19 @@ class ClawFamily(FamilyBase):
         gold = self.parsed(task).gold
         return Gold(tool_calls=gold.tool_calls, commands=gold.commands, answer=gold.answer)
 
+    def near_miss(self, task: Task) -> Gold:
+        """The task's `near_miss`, or the gold with its last tool call left out (a gold without
+        tool calls: its answer cut in half)."""
+        parsed = self.parsed(task)
+        if parsed.near_miss is not None:
+            miss = parsed.near_miss
+            return Gold(tool_calls=miss.tool_calls, commands=miss.commands, answer=miss.answer)
+        gold = parsed.gold
+        if gold.tool_calls:
+            return Gold(tool_calls=gold.tool_calls[:-1], commands=gold.commands, answer=gold.answer)
+        answer = gold.answer or ""
+        return Gold(commands=gold.commands[:-1], answer=answer[: len(answer) // 2])
+
     def limits(self, task: Task) -> dict[str, float]:
         limits = self.parsed(task).limits
         return {"timeout_seconds": limits.timeout_seconds, "max_turns": limits.max_turns,

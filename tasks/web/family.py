@@ -95,6 +95,12 @@ class WebFamily(FamilyBase):
         steps = self.parsed(task).gold
         return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
 
+    def near_miss(self, task: Task) -> Gold:
+        """The task's `near_miss` steps, or its gold without the last step."""
+        parsed = self.parsed(task)
+        steps = parsed.near_miss or parsed.gold[:-1]
+        return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
+
     def limits(self, task: Task) -> dict[str, float]:
         limits = self.parsed(task).limits
         found: dict[str, float] = {"timeout_seconds": limits.timeout_seconds, "max_turns": limits.max_turns}

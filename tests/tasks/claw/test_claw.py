@@ -16,7 +16,7 @@ from orchard_cli.env import SandboxHandle, connect
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.rollout.solvers import GoldSolver
 from orchard_cli.tasks.claw.family import PORTS
-from orchard_cli.tasks.claw.validate import validate_tasks
+from orchard_cli.tasks.validate import validate_tasks
 from orchard_cli.tasks.registry import load_suite
 
 pytestmark = pytest.mark.bwrap

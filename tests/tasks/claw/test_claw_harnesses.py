@@ -11,7 +11,6 @@ from orchard_cli.env import connect
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions
 from orchard_cli.rollout.episode import Episode, run_episode
-from orchard_cli.tasks.claw.validate import near_miss
 from orchard_cli.tasks.registry import load_suite
 
 PREFIX = {"openclaw": "task__", "codex": "mcp__task__", "zeroclaw": "task__"}
@@ -81,7 +80,7 @@ def test_a_real_harness_passes_with_the_gold_calls_and_fails_with_a_wrong_one(ha
         specs = {s.name: s.input_schema for s in family.parsed(good).tool_specs()}
         assert _strip_defaults(shown) == _strip_defaults(specs), "every task tool, with its schema, reaches the model"
 
-        miss = near_miss(family, bad)
+        miss = family.near_miss(bad)
         result, _ = _run(family, bad, harness, miss)
         assert result.outcome.category == "unresolved", (result.outcome, result.solution.agent.run)
         assert [d.tool for d in result.evidence.dispatches] == [c.tool for c in miss.tool_calls]

@@ -1,9 +1,10 @@
-"""`orchard tasks validate PATH`: a claw task checked three ways, as a real run would grade it.
+"""`orchard tasks validate PATH`: tasks checked three ways, as a real run would grade them.
 
     gold       the task's gold solution replayed (tool calls, commands, answer)   must pass
     null       nothing done (the empty solver)                                   must fail
-    near miss  the task's `near_miss`, or the gold with its last tool call left    must fail
-               out (a task whose gold has no tool call: its answer cut in half)
+    near miss  the family's `near_miss(task)`: a plausible wrong solution         must fail
+
+For any family with gold solutions and near misses (claw, web).
 
 Each runs as an episode of the rollout core on the chosen backend: the services are reset, not
 restarted, between attempts. An episode that errors (infra_error, env_error) makes the task
@@ -23,24 +24,12 @@ WAYS = ("gold", "null", "near_miss")
 
 
 class NearMissSolver(GoldSolver):
-    """The task's near miss, or a mutated gold."""
+    """The family's near miss of the task."""
 
     name = harness = model = "near_miss"
 
-    def reference(self, task: Task) -> Gold:
-        return near_miss(self.family, task)
-
-
-def near_miss(family: Any, task: Task) -> Gold:
-    parsed = family.parsed(task)
-    if parsed.near_miss is not None:
-        miss = parsed.near_miss
-        return Gold(tool_calls=miss.tool_calls, commands=miss.commands, answer=miss.answer)
-    gold = parsed.gold
-    if gold.tool_calls:
-        return Gold(tool_calls=gold.tool_calls[:-1], commands=gold.commands, answer=gold.answer)
-    answer = gold.answer or ""
-    return Gold(commands=gold.commands[:-1], answer=answer[: len(answer) // 2])
+    def reference(self, task: Task) -> Gold | None:
+        return self.family.near_miss(task)
 
 
 class Verdict(BaseModel):
