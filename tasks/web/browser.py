@@ -50,9 +50,9 @@ def browser_binary() -> str:
     raise MissingDependencyError("no Chromium found for web tasks", hint=INSTALL)
 
 
-def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
-    """A launcher Playwright starts as the browser: bwrap, then Chromium with Playwright's own
-    arguments (its pipe, fds 3 and 4, passes through)."""
+def jail_argv(root: Path, read_only: list[str]) -> list[str]:
+    """bwrap's command line, up to the program it runs. `root` (the browser's own folder) is only
+    a mark on the command line (ORCHARD_WEB_BROWSER), by which a test or a person finds it."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise MissingDependencyError("bubblewrap (bwrap) is needed to jail the browser", hint=INSTALL)
@@ -60,14 +60,21 @@ def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
             "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/home/web",
-            "--setenv", "HOME", "/home/web", "--setenv", "TMPDIR", "/tmp", "--chdir", "/tmp"]
+            "--setenv", "HOME", "/home/web", "--setenv", "TMPDIR", "/tmp", "--chdir", "/tmp",
+            "--setenv", "ORCHARD_WEB_BROWSER", str(root)]
     for path in ETC:
         if os.path.exists(path):
             argv += ["--ro-bind", path, path]
     for path in read_only:
         argv += ["--ro-bind", path, path]
+    return argv
+
+
+def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
+    """A launcher Playwright starts as the browser: bwrap, then Chromium with Playwright's own
+    arguments (its pipe, fds 3 and 4, passes through)."""
     script = root / "browser-in-jail.sh"
-    script.write_text("#!/bin/sh\nexec " + shlex.join([*argv, binary]) + ' "$@"\n')
+    script.write_text("#!/bin/sh\nexec " + shlex.join([*jail_argv(root, read_only), binary]) + ' "$@"\n')
     script.chmod(0o700)
     return script
 
