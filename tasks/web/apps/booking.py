@@ -65,7 +65,8 @@ class Booking:
         return ROUTES.dispatch(self, request)
 
     def nav(self) -> list[tuple[str, str]]:
-        return [("/", "Rooms"), ("/availability", "Availability"), ("/book", "Book a room"), ("/bookings", "My bookings")]
+        return [("/", "Rooms"), ("/availability", "Availability"), ("/book", "Book a room"),
+                ("/bookings", "My bookings")]
 
     def query(self, sql: str) -> list[list[Any]]:
         return self.db.query(sql)

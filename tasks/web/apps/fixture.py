@@ -104,12 +104,20 @@ class PageFixture(_Model):
     """Oldest first; the last is the page's current text."""
 
 
+class EditFixture(RevisionFixture):
+    """A revision added on top of the pages (a later edit: vandalism to revert, say)."""
+
+    slug: str
+
+
 class WikiFixture(_Model):
     title: str = "Lorewiki"
     user: str = "Alex"
     """Whom the agent edits as (the author of its revisions)."""
     pages: list[PageFixture] | None = None
     """None: the pages drawn from the seed."""
+    edits: list[EditFixture] = Field(default_factory=list)
+    """Revisions appended, in order, to the pages named by their slug."""
 
     @field_validator("pages")
     @classmethod

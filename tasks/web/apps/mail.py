@@ -154,14 +154,14 @@ def message(mail: Webmail, req: Request, mid: str) -> Response:
     rows = "".join(f"<tr><th scope='row'>{k}</th><td>{esc(v)}</td></tr>" for k, v in head if v)
     body = "".join(f"<p>{esc(line)}</p>" if line.strip() else "" for line in m["body"].split("\n"))
     others = [n for n in mail.mail.mailboxes() if n != item.mailbox]
+    to = f"/message/{seg(m['id'])}/move"
     actions = (f"<p><a href='{esc(url('/compose', reply=m['id']))}'>Reply</a> · "
                f"<a href='{esc(url('/compose', forward=m['id']))}'>Forward</a></p>"
-               + (form(f"/message/{seg(m['id'])}/move", hidden("folder", "Archive") + button("Archive"), label="Archive")
+               + (form(to, hidden("folder", "Archive") + button("Archive"), label="Archive")
                   if item.mailbox != "Archive" else "")
-               + (form(f"/message/{seg(m['id'])}/move", hidden("folder", "Trash") + button("Delete"), label="Delete")
+               + (form(to, hidden("folder", "Trash") + button("Delete"), label="Delete")
                   if item.mailbox != "Trash" else "")
-               + form(f"/message/{seg(m['id'])}/move", select("folder", "Move to folder", [(n, n) for n in others])
-                      + button("Move"), label="Move"))
+               + form(to, select("folder", "Move to folder", [(n, n) for n in others]) + button("Move"), label="Move"))
     return mail.page(m["subject"] or "(no subject)",
                      f"<table aria-label='Headers'>{rows}</table><article aria-label='Message body'>{body}</article>"
                      + actions)

@@ -40,6 +40,9 @@ SORTS = [("relevance", "Relevance"), ("price_asc", "Price: low to high"), ("pric
 SHIPPING = {"standard": ("Standard (3-5 days)", 4.99), "express": ("Express (next day)", 14.99),
             "pickup": ("Store pickup", 0.0)}
 FREE_SHIPPING_FROM = 75.0
+ADDRESS = [("name", "Full name", "name"), ("address", "Street address", "street-address"),
+           ("city", "City", "address-level2"), ("postcode", "Postcode", "postal-code")]
+"""The checkout's address fields: name, label, autocomplete."""
 ORDER_BASE = 100400
 ROUTES = Router()
 
@@ -313,8 +316,7 @@ def checkout(shop: Shop, req: Request, errors: dict[str, str] | None = None, sta
         f"<label for='ship-{k}'>{esc(label)}: {money(_shipping_cost(k, subtotal))}</label></div>"
         for k, (label, _) in SHIPPING.items())
     fields = "".join(text_input(name, label, req.field(name), error=errors.get(name, ""), autocomplete=auto)
-                     for name, label, auto in (("name", "Full name", "name"), ("address", "Street address", "street-address"),
-                                               ("city", "City", "address-level2"), ("postcode", "Postcode", "postal-code")))
+                     for name, label, auto in ADDRESS)
     ship = f"<fieldset><legend>Shipping</legend>{radios}</fieldset>"
     body = (summary + f"<p>Subtotal: {money(subtotal)} (standard shipping is free from {money(FREE_SHIPPING_FROM)})</p>"
             + form("/checkout", fields + ship + button("Place order"), label="Checkout"))

@@ -71,12 +71,24 @@ class Wiki:
 def _fill(conn: sqlite3.Connection, part: WikiFixture, fixture: WebFixture) -> None:
     pages = part.pages if part.pages is not None else \
         [PageFixture.model_validate(p) for p in wiki_data.pages(fixture.seed, fixture.clock())]
+    ids = {}
     for p in pages:
-        page_id = conn.execute("INSERT INTO pages(slug, title) VALUES (?, ?)", (p.slug, p.title)).lastrowid
-        for number, r in enumerate(p.revisions, start=1):
-            rev = conn.execute("INSERT INTO revisions(page_id, number, author, summary, at, text) VALUES (?,?,?,?,?,?)",
-                               (page_id, number, r.author, r.summary, r.at, r.text)).lastrowid
-        conn.execute("UPDATE pages SET latest = ? WHERE id = ?", (rev, page_id))
+        ids[p.slug] = conn.execute("INSERT INTO pages(slug, title) VALUES (?, ?)", (p.slug, p.title)).lastrowid
+        for r in p.revisions:
+            _revise(conn, ids[p.slug], r.author, r.summary, r.at, r.text)
+    for e in part.edits:
+        if e.slug not in ids:
+            raise ValueError(f"bad web fixture at wiki.edits: no page {e.slug!r}")
+        _revise(conn, ids[e.slug], e.author, e.summary, e.at, e.text)
+
+
+def _revise(conn: sqlite3.Connection, page_id: int, author: str, summary: str, at: str, text: str) -> None:
+    """A new revision of the page, now its latest."""
+    number = conn.execute("SELECT coalesce(max(number), 0) + 1 FROM revisions WHERE page_id = ?",
+                          (page_id,)).fetchone()[0]
+    rev = conn.execute("INSERT INTO revisions(page_id, number, author, summary, at, text) VALUES (?,?,?,?,?,?)",
+                       (page_id, number, author, summary, at, text)).lastrowid
+    conn.execute("UPDATE pages SET latest = ? WHERE id = ?", (rev, page_id))
 
 
 def render(text: str) -> str:
@@ -196,16 +208,9 @@ def save(wiki: Wiki, req: Request, slug: str) -> Response:
     if errors:
         return edit(wiki, req, slug, errors)
     with wiki.db.conn as conn:
-        if p is None:
-            page_id = conn.execute("INSERT INTO pages(slug, title) VALUES (?, ?)",
-                                   (slug, req.field("title").strip())).lastrowid
-            number = 1
-        else:
-            page_id = p["id"]
-            number = conn.execute("SELECT max(number) FROM revisions WHERE page_id = ?", (page_id,)).fetchone()[0] + 1
-        rev = conn.execute("INSERT INTO revisions(page_id, number, author, summary, at, text) VALUES (?,?,?,?,?,?)",
-                           (page_id, number, wiki.user, req.field("summary").strip(), wiki.clock.iso(), text)).lastrowid
-        conn.execute("UPDATE pages SET latest = ? WHERE id = ?", (rev, page_id))
+        page_id = p["id"] if p is not None else \
+            conn.execute("INSERT INTO pages(slug, title) VALUES (?, ?)", (slug, req.field("title").strip())).lastrowid
+        _revise(conn, page_id, wiki.user, req.field("summary").strip(), wiki.clock.iso(), text)
     return redirect(f"/wiki/{seg(slug)}?saved=1")
 
 
