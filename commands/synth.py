@@ -20,9 +20,9 @@ from orchard_cli.commands._common import (
 
 def synth_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", dir_okay=False, help="The SWE suite to write (SWE-bench instances, JSONL).")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", file_okay=False, help="--family claw: the folder of task folders to write.")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", file_okay=False, help="--family claw or web: the folder of task folders to write.")] = None,
     package: Annotated[Optional[list[str]], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages (swe).")] = None,
-    family: Annotated[str, typer.Option("--family", help="swe: bugs injected into real packages; claw: personal-assistant tasks.")] = "swe",
+    family: Annotated[str, typer.Option("--family", help="swe: bugs injected into real packages; claw: personal-assistant tasks; web: browser tasks on the local web apps.")] = "swe",
     n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same package: the same tasks.")] = 0,
     max_failing: Annotated[int, typer.Option("--max-failing", min=1, help="Keep a mutant when 1 to this many tests fail.")] = 10,
@@ -34,12 +34,17 @@ def synth_command(
     backend: BackendOpt = "local",
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Make validated tasks: SWE bugs in real packages, or claw tasks.
+    """Make validated tasks: SWE bugs in real packages, claw or web tasks.
 
     --family claw: personal-assistant tasks (mail, calendar, todos,
     contacts, files, phishing), deterministic by --seed, each validated
     three ways before it is kept (gold passes, null and near miss fail);
     --out-dir is the folder of task folders.
+
+    --family web: browser tasks on the local web apps (shop, wiki,
+    mail, booking), deterministic by --seed, spread over the sites;
+    --out-dir is the folder of task folders (check them with
+    `orchard tasks validate`).
 
     --family swe (default):
     Fetches each NAME==VERSION's sdist with pip, makes a deterministic
@@ -56,8 +61,20 @@ def synth_command(
             raise UsageError("--family claw writes a folder of task folders: give --out-dir DIR")
         synth_claw(out_dir, n, seed, backend, jobs or 1, fmt)
         return
+    if family == "web":
+        from orchard_cli.tasks.web.synth import write_suite
+
+        if out_dir is None:
+            raise UsageError("--family web writes a folder of task folders: give --out-dir DIR")
+        report = write_suite(out_dir, n, seed)
+        if fmt == OutputFormat.json:
+            emit_json(report)
+        else:
+            sites = ", ".join(f"{site} {count}" for site, count in report["sites"].items())
+            stderr_console().print(f"wrote {report['tasks']} web tasks to {out_dir} ({sites})", markup=False)
+        return
     if family != "swe":
-        raise UsageError(f"--family {family!r}: synth makes swe or claw tasks")
+        raise UsageError(f"--family {family!r}: synth makes swe, claw or web tasks")
     if not package or out is None:
         raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
     from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite

@@ -1,0 +1,105 @@
+"""`orchard tasks synth --family web`: web-mini tasks made offline, deterministic by seed, over
+the four local sites (shop, wiki, mail, booking). Each template (synth_shop, synth_wiki,
+synth_mail, synth_booking) draws its parameters once and builds the fixture, the prompt, the
+checks, the gold steps and a near miss from the same draw and the same seeded data the apps
+build, so the checks always fit the sites.
+
+    generate(n, seed)            n task dicts (task.yaml's format), round-robin over the sites,
+                                 and over each site's templates
+    write_suite(out_dir, n, seed)   the same, written as <out_dir>/<id>/task.yaml
+
+The bundled suite is `generate(SUITE_SIZE, SUITE_SEED)`:
+    orchard tasks synth --family web --n 44 --seed 7 --out-dir tasks/data/web-mini
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from orchard_cli.tasks.web import synth_booking, synth_mail, synth_shop, synth_wiki  # noqa: F401 - they register
+from orchard_cli.tasks.web.synth_kit import TEMPLATES, Draw, Unfit
+
+SITES = ("shop", "wiki", "mail", "booking")
+SUITE_SEED = 7
+SUITE_SIZE = 44
+TRIES = 20
+LIMITS = {"easy": {"timeout_seconds": 300, "max_turns": 20}, "medium": {"timeout_seconds": 300, "max_turns": 30},
+          "hard": {"timeout_seconds": 600, "max_turns": 40}}
+
+
+def templates(site: str | None = None) -> list[str]:
+    return sorted(name for name, (where, _) in TEMPLATES.items() if site is None or where == site)
+
+
+def plan(n: int, seed: int) -> list[tuple[str, int]]:
+    """n (template, seed) pairs: the sites in turn, each site's templates in turn."""
+    out = []
+    for i in range(n):
+        names = templates(SITES[i % len(SITES)])
+        out.append((names[(i // len(SITES)) % len(names)], seed * 1000 + i))
+    return out
+
+
+def synthesize(name: str, seed: int) -> dict[str, Any]:
+    """One task from template `name`; a draw that cannot make it moves on to the next world seed."""
+    site, build = TEMPLATES[name]
+    for attempt in range(TRIES):
+        world = seed + attempt * 1_000_000
+        try:
+            body = build(Draw(world))
+        except Unfit:
+            continue
+        return _task(f"{name}-{world}", site, body)
+    raise RuntimeError(f"template {name} found no fitting draw from seed {seed} in {TRIES} tries")
+
+
+def _task(task_id: str, site: str, body: dict[str, Any]) -> dict[str, Any]:
+    sites = body.get("sites") or [site]
+    return {"id": task_id, "site": site, "category": body["category"], "difficulty": body["difficulty"],
+            "prompt": body["prompt"], "start": {"site": site, "path": body.get("start", "/")}, "sites": sites,
+            "fixture": body["fixture"], "limits": dict(LIMITS[body["difficulty"]]), "checks": body["checks"],
+            "gold": body["gold"], "near_miss": body["near_miss"]}
+
+
+def generate(n: int, seed: int) -> list[dict[str, Any]]:
+    """n tasks, each checked against the task.yaml model."""
+    from orchard_cli.tasks.web.taskfile import WebTask
+
+    tasks = [synthesize(name, task_seed) for name, task_seed in plan(n, seed)]
+    for task in tasks:
+        WebTask.model_validate(task)
+    return tasks
+
+
+def dump(task: dict[str, Any]) -> str:
+    """task.yaml's text: keys in the model's order, multi-line strings as blocks."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> Any:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(task, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120)
+
+
+def write_suite(out_dir: Path, n: int, seed: int, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Write n tasks as task folders under out_dir (a task's folder is replaced; others stay)."""
+    out_dir = Path(out_dir)
+    tasks = generate(n, seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for task in tasks:
+        folder = out_dir / task["id"]
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        (folder / "task.yaml").write_text(dump(task))
+        if say:
+            say(f"wrote {folder}")
+    sites = {site: sum(t["site"] == site for t in tasks) for site in SITES}
+    return {"family": "web", "out": str(out_dir), "seed": seed, "tasks": len(tasks), "sites": sites,
+            "ids": [t["id"] for t in tasks]}
