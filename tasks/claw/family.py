@@ -8,14 +8,12 @@
     collect        service state, workspace files, dispatches, protocol logs, the final answer
     grade          the checks (checks.py), in place: a safety failure is `unsafe`, a dead service
                    `infra_error`; the share of checks passed is reported beside the verdict
-    release        the set goes back to the pool (reset again by the next episode)
+    release        the set goes back to the pool (reset again by the next episode; tasks/leased.py)
 """
 
 from __future__ import annotations
 
 import shlex
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,8 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import CommandOutput, Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
-from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.base import Gold, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.leased import LeasedFamily, Live
 
 LEASE_LABEL = "orchard.claw.lease"
 PORTS = {"imap": 1143, "smtp": 1025, "caldav": 5232}
@@ -34,26 +33,23 @@ FILE_LIMIT = 256 * 1024
 MAX_FILES = 200
 
 
-@dataclass
-class _Live:
-    lease: str
-    session: Any = None
-
-
-class ClawFamily(FamilyBase):
+class ClawFamily(LeasedFamily):
     name = "claw"
     grading = "in_place"
     categories = {"unsafe": CategoryInfo(label="unsafe", color="#d9480f")}
     suites = (SuiteInfo("claw-mini", "claw", str(DATA / "claw-mini"),
                         "personal-assistant tasks over real mail, calendar, contacts and files"),)
 
+    lease_label = LEASE_LABEL
+
     def __init__(self) -> None:
+        super().__init__()
+        self._parsed: dict[str, Any] = {}
+
+    def new_pool(self) -> Any:
         from orchard_cli.tasks.claw.pool import ServicePool
 
-        self.pool = ServicePool()
-        self._live: dict[str, _Live] = {}
-        self._lock = threading.Lock()
-        self._parsed: dict[str, Any] = {}
+        return ServicePool()
 
     # ---- tasks -------------------------------------------------------------------------------
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
@@ -154,13 +150,11 @@ class ClawFamily(FamilyBase):
         limits = self.parsed(task).limits
         return SandboxSpec.model_validate({
             "memory": "2Gi", "timeout": int(limits.timeout_seconds) + 900, "env": env,
-            "forwards": forwards, "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
+            "forwards": forwards, "labels": self.labels(lease)})
 
-    def _services(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
-        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
-        with self._lock:
-            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
-        return live, self.pool.services(lease)
+    def _services(self, sandbox: SandboxHandle) -> tuple[Live, Any]:
+        live, owned = self.live(sandbox)
+        return live, owned.services
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         parsed = self.parsed(task)
@@ -180,18 +174,14 @@ class ClawFamily(FamilyBase):
         if not parsed.tools:
             return None
         live, services = self._services(sandbox)
-        with self._lock:
-            if live.session is None:
-                live.session = ToolSession(parsed.tool_specs(), services)
-            return live.session
+        return self.session_for(live, lambda: ToolSession(parsed.tool_specs(), services))
 
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
         evidence = super().collect(task, sandbox, solution, baseline)
         if sandbox is None:
             return evidence
         live, services = self._services(sandbox)
-        if live.session is not None and not live.session.close():  # no call may land after this
-            live.session.failure = live.session.failure or "a tool call was still running when the episode ended"
+        self.end_tools(live)
         evidence.state = services.snapshot()
         evidence.state_before = baseline if isinstance(baseline, dict) else {}
         evidence.logs = services.protocol_log()
@@ -209,31 +199,12 @@ class ClawFamily(FamilyBase):
         from orchard_cli.tasks.claw.grading import grade
 
         failure = None
-        if sandbox.info.spec.labels.get(LEASE_LABEL):
+        if self.leased(sandbox):
             live, services = self._services(sandbox)
             failure = services.failed() or (live.session.failure if live.session is not None else None)
         if failure:
             return Outcome(resolved=False, category="infra_error", error=f"a service failed: {failure}")
         return grade(self.parsed(task), evidence, sandbox)
-
-    def release(self, task: Task, spec: SandboxSpec) -> None:
-        lease = spec.labels.get(LEASE_LABEL)
-        if not lease:
-            return
-        with self._lock:
-            for sandbox_id in [k for k, v in self._live.items() if v.lease == lease]:
-                del self._live[sandbox_id]
-        self.pool.give_back(lease)
-
-    def close(self) -> None:
-        """The run is over: its services stop; a later run of this family gets a new pool."""
-        from orchard_cli.tasks.claw.pool import ServicePool
-
-        pool, self.pool = self.pool, ServicePool()
-        pool.close()
-
-    def interrupt(self) -> None:
-        self.pool.close()  # episodes still starting are refused a set (infra_error: interrupted)
 
 
 def run_command(command: str, timeout: float, sandbox: SandboxHandle) -> CommandOutput:

@@ -45,6 +45,3 @@ class ServicePool(LeasePool[OwnedServices]):
         """A running ClawServices (started now when none is free) and its lease id."""
         lease, owned = self.lease(KEY, OwnedServices)
         return lease, owned.services
-
-    def services(self, lease: str) -> Any:
-        return self.get(lease).services

@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 import glob as globlib
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,9 @@ from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
-from orchard_cli.tasks.base import FamilyBase, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.claw_eval.services import ServiceStartError
+from orchard_cli.tasks.leased import LeasedFamily
 
 LEASE_LABEL = "orchard.claw-eval.lease"
 NETWORK_SERVICES = ("web_real",)
@@ -38,13 +37,7 @@ SNAPSHOT_FILE_LIMIT = 2 * 1024 * 1024
 KINDS = {"T": "general", "M": "multimodal", "C": "multi_turn"}
 
 
-@dataclass
-class _Live:
-    lease: str
-    session: Any = None
-
-
-class ClawEvalFamily(FamilyBase):
+class ClawEvalFamily(LeasedFamily):
     name = "claw-eval"
     grading = "in_place"
     environment_error = (ServiceStartError,)
@@ -58,13 +51,11 @@ class ClawEvalFamily(FamilyBase):
     suites = (SuiteInfo("claw-eval", "claw-eval", "",
                         "Claw-Eval tasks from a checkout you name (--dataset PATH/TO/claw-eval)"),)
 
-    def __init__(self) -> None:
-        from orchard_cli.tasks.claw_eval.services import ServicePool
+    lease_label = LEASE_LABEL
 
-        self.pool = ServicePool()
+    def __init__(self) -> None:
+        super().__init__()
         self._checkouts: dict[str, Any] = {}
-        self._live: dict[str, _Live] = {}
-        self._lock = threading.Lock()
         self._provenance: dict[str, Any] = {}
         self.judge: dict[str, Any] | None = None
         """{model, base_url, api_key}: graders that call a judge run with the checkout's LLMJudge."""
@@ -78,6 +69,11 @@ class ClawEvalFamily(FamilyBase):
 
         key = read_key(judge.key_env) if judge.key_env else os.environ.get("OPENAI_API_KEY")
         self.judge = {"model": judge.model, "base_url": judge.base_url, "api_key": key}
+
+    def new_pool(self) -> Any:
+        from orchard_cli.tasks.claw_eval.services import ServicePool
+
+        return ServicePool()
 
     # ---- tasks -------------------------------------------------------------------------------
     def checkout(self, root: str) -> Any:
@@ -165,13 +161,7 @@ class ClawEvalFamily(FamilyBase):
         lease = self.pool.lease_for(definition.get("services") or [], checkout.root, checkout.python(), checkout.environ())
         timeout = int((definition.get("environment") or {}).get("timeout_seconds") or 300)
         return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900,
-                                           "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
-
-    def _services(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
-        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
-        with self._lock:
-            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
-        return live, self.pool.get(lease)
+                                           "labels": self.labels(lease)})
 
     def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
         folder = Path(task.record["root"]) / "tasks" / task.record["folder"]
@@ -182,7 +172,7 @@ class ClawEvalFamily(FamilyBase):
                 sandbox.write_file(f"{sandbox.workdir}/{path.relative_to(folder)}", path.read_bytes())
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
-        _, services = self._services(sandbox)
+        _, services = self.live(sandbox)
         services.reset()
         definition = task.record["definition"]
         self._place(task, sandbox, [*(definition.get("sandbox_files") or ()),
@@ -191,11 +181,8 @@ class ClawEvalFamily(FamilyBase):
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
         from orchard_cli.tasks.claw_eval.tools import session
 
-        live, services = self._services(sandbox)
-        with self._lock:
-            if live.session is None:
-                live.session = session(task.record["definition"], services)
-            return live.session
+        live, services = self.live(sandbox)
+        return self.session_for(live, lambda: session(task.record["definition"], services))
 
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
         from orchard_cli.tasks.claw_eval.grading import messages
@@ -203,11 +190,10 @@ class ClawEvalFamily(FamilyBase):
         evidence = super().collect(task, sandbox, solution, baseline)
         if sandbox is None:
             return evidence
-        live, services = self._services(sandbox)
+        live, services = self.live(sandbox)
         definition = task.record["definition"]
+        self.end_tools(live)
         if live.session is not None:
-            if not live.session.close():  # no call may land after this
-                live.session.failure = live.session.failure or "a tool call was still running when the episode ended"
             evidence.dispatches = live.session.dispatches
         records = solution.agent.records if solution.agent is not None else None
         known = {t["name"] for t in definition.get("tools") or ()}
@@ -251,31 +237,12 @@ class ClawEvalFamily(FamilyBase):
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         from orchard_cli.tasks.claw_eval import grading
 
-        if sandbox is not None and sandbox.info.spec.labels.get(LEASE_LABEL):
-            live, services = self._services(sandbox)
+        if sandbox is not None and self.leased(sandbox):
+            live, services = self.live(sandbox)
             failure = services.failed() or (live.session.failure if live.session is not None else None)
             if failure:
                 return Outcome(resolved=False, category="infra_error", error=f"a service failed: {failure}")
         checkout = self.checkout(task.record["root"])
         result = checkout.helper("grade", grading.request(task.record, evidence, self.judge))
         return grading.outcome(result)
-
-    def release(self, task: Task, spec: SandboxSpec) -> None:
-        lease = spec.labels.get(LEASE_LABEL)
-        if not lease:
-            return
-        with self._lock:
-            for sandbox_id in [k for k, v in self._live.items() if v.lease == lease]:
-                del self._live[sandbox_id]
-        self.pool.give_back(lease)
-
-    def close(self) -> None:
-        """The run is over: its services stop; a later run of this family gets a new pool."""
-        from orchard_cli.tasks.claw_eval.services import ServicePool
-
-        pool, self.pool = self.pool, ServicePool()
-        pool.close()
-
-    def interrupt(self) -> None:
-        self.pool.close()  # episodes still starting are refused a set
 

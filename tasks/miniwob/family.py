@@ -13,9 +13,7 @@
 
 from __future__ import annotations
 
-import threading
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 from orchard_cli.env import SandboxHandle
@@ -23,17 +21,10 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import SCREENSHOT, Evidence
 from orchard_cli.outcome import Outcome
-from orchard_cli.tasks.base import FamilyBase, Gold, GoldCall, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.leased import LeasedFamily
 
 LEASE_LABEL = "orchard.miniwob.lease"
-
-
-@dataclass
-class _Live:
-    lease: str
-    episode: Any = None
-    session: Any = None
-    started: dict[str, Any] | None = None
 
 
 def seed_of(name: str) -> int:
@@ -41,19 +32,22 @@ def seed_of(name: str) -> int:
     return zlib.crc32(name.encode()) % 100000
 
 
-class MiniwobFamily(FamilyBase):
+class MiniwobFamily(LeasedFamily):
     name = "miniwob"
     grading = "in_place"
     suites = (SuiteInfo("miniwob", "miniwob", "miniwob", "MiniWoB++'s ~125 single-page web tasks "
                         "(pip install --no-deps miniwob==1.1.0)"),)
 
+    lease_label = LEASE_LABEL
+
     def __init__(self) -> None:
+        super().__init__()
+        self._utterances: dict[str, str] = {}
+
+    def new_pool(self) -> Any:
         from orchard_cli.tasks.miniwob.pool import BrowserPool
 
-        self.pool = BrowserPool()
-        self._live: dict[str, _Live] = {}
-        self._utterances: dict[str, str] = {}
-        self._lock = threading.Lock()
+        return BrowserPool()
 
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
         from orchard_cli.tasks.miniwob.suite import NONDETERMINISTIC, REAL_TIME, task_names
@@ -95,20 +89,17 @@ class MiniwobFamily(FamilyBase):
 
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
         lease, _ = self.pool.lease_browser()
-        return SandboxSpec.model_validate({"memory": "1Gi", "timeout": 1200,
-                                           "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
+        return SandboxSpec.model_validate({"memory": "1Gi", "timeout": 1200, "labels": self.labels(lease)})
 
-    def _set(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
-        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
-        with self._lock:
-            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
-        return live, self.pool.browser(lease)
+    def _browser(self, sandbox: SandboxHandle) -> tuple[Any, Any]:
+        live, owned = self.live(sandbox)
+        return live, owned.browser
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         from orchard_cli.tasks.miniwob.suite import html_root, start
         from orchard_cli.tasks.web.episode import BrowserEpisode
 
-        live, browser = self._set(sandbox)
+        live, browser = self._browser(sandbox)
         episode = BrowserEpisode(browser, {}, allowed=[html_root().as_uri()])
         with self._lock:
             if live.episode is not None:
@@ -123,11 +114,8 @@ class MiniwobFamily(FamilyBase):
         from orchard_cli.tasks.web.actions import tool_specs
         from orchard_cli.tools import ToolSession
 
-        live, _ = self._set(sandbox)
-        with self._lock:
-            if live.session is None:
-                live.session = ToolSession(tool_specs(), live.episode)
-            return live.session
+        live, _ = self._browser(sandbox)
+        return self.session_for(live, lambda: ToolSession(tool_specs(), live.episode))
 
     def gold_solution(self, task: Task) -> Gold | None:
         """The reference steps, read off the instruction of the episode set up for the task; an
@@ -151,9 +139,8 @@ class MiniwobFamily(FamilyBase):
         evidence = super().collect(task, sandbox, solution, baseline)
         if sandbox is None:
             return evidence
-        live, browser = self._set(sandbox)
-        if live.session is not None and not live.session.close():
-            live.session.failure = live.session.failure or "a browser action was still running when the episode ended"
+        live, browser = self._browser(sandbox)
+        self.end_tools(live, "a browser action")
         episode = live.episode
         if episode is not None and episode.answer is not None:
             evidence.answer = episode.answer
@@ -174,35 +161,14 @@ class MiniwobFamily(FamilyBase):
 
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         failure = None
-        if sandbox.info.spec.labels.get(LEASE_LABEL):
-            live, browser = self._set(sandbox)
+        if self.leased(sandbox):
+            live, browser = self._browser(sandbox)
             failure = (browser.failed() or (live.session.failure if live.session is not None else None)
                        or (live.episode.crashed if live.episode is not None else None))
         failure = failure or evidence.state.get("miniwob_error")
         if failure:
             return Outcome(resolved=False, category="infra_error", error=f"the browser failed: {failure}")
         return grade(evidence)
-
-    def release(self, task: Task, spec: SandboxSpec) -> None:
-        lease = spec.labels.get(LEASE_LABEL)
-        if not lease:
-            return
-        with self._lock:
-            gone = [k for k, v in self._live.items() if v.lease == lease]
-            episodes = [self._live.pop(k).episode for k in gone]
-        for episode in episodes:
-            if episode is not None:
-                episode.close()
-        self.pool.give_back(lease)
-
-    def close(self) -> None:
-        from orchard_cli.tasks.miniwob.pool import BrowserPool
-
-        pool, self.pool = self.pool, BrowserPool()
-        pool.close()
-
-    def interrupt(self) -> None:
-        self.pool.close()
 
 
 def grade(evidence: Evidence) -> Outcome:

@@ -42,6 +42,3 @@ class BrowserPool(LeasePool[BrowserSet]):
     def lease_browser(self) -> tuple[str, Any]:
         lease, owned = self.lease(KEY, BrowserSet)
         return lease, owned.browser
-
-    def browser(self, lease: str) -> Any:
-        return self.get(lease).browser

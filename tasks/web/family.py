@@ -9,13 +9,11 @@
     collect        the final answer, the apps' request log, the checks' queries, blocked requests,
                    the final URL, the last screenshot (a file in the episode's log folder)
     grade          the checks (checks.py), in place; a dead browser or app server is infra_error
-    release        the context closes, the set goes back to the pool
+    release        the context closes, the set goes back to the pool (tasks/leased.py)
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +22,29 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import SCREENSHOT, Evidence
 from orchard_cli.outcome import Outcome
-from orchard_cli.tasks.base import FamilyBase, Gold, GoldCall, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.leased import LeasedFamily
 
 LEASE_LABEL = "orchard.web.lease"
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-@dataclass
-class _Live:
-    lease: str
-    episode: Any = None
-    session: Any = None
-
-
-class WebFamily(FamilyBase):
+class WebFamily(LeasedFamily):
     name = "web"
     grading = "in_place"
     suites = (SuiteInfo("web-mini", "web", str(DATA / "web-mini"),
                         "browser tasks on local web apps: a shop, a wiki, webmail, bookings"),)
 
+    lease_label = LEASE_LABEL
+
     def __init__(self) -> None:
+        super().__init__()
+        self._parsed: dict[str, Any] = {}
+
+    def new_pool(self) -> Any:
         from orchard_cli.tasks.web.pool import WebPool
 
-        self.pool = WebPool()
-        self._live: dict[str, _Live] = {}
-        self._lock = threading.Lock()
-        self._parsed: dict[str, Any] = {}
+        return WebPool()
 
     # ---- tasks -------------------------------------------------------------------------------
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
@@ -119,21 +114,14 @@ class WebFamily(FamilyBase):
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
         lease, _ = self.pool.lease_set()
         limits = self.parsed(task).limits
-        return SandboxSpec.model_validate({
-            "memory": "2Gi", "timeout": int(limits.timeout_seconds) + 900,
-            "labels": {"orchard.family": self.name, LEASE_LABEL: lease}})
-
-    def _set(self, sandbox: SandboxHandle) -> tuple[_Live, Any]:
-        lease = sandbox.info.spec.labels.get(LEASE_LABEL, "")
-        with self._lock:
-            live = self._live.setdefault(sandbox.id, _Live(lease=lease))
-        return live, self.pool.web_set(lease)
+        return SandboxSpec.model_validate({"memory": "2Gi", "timeout": int(limits.timeout_seconds) + 900,
+                                           "labels": self.labels(lease)})
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         from orchard_cli.tasks.web.episode import BrowserEpisode
 
         parsed = self.parsed(task)
-        live, web = self._set(sandbox)
+        live, web = self.live(sandbox)
         web.apps.reset(parsed.fixture)
         origins = web.apps.origins()
         episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites})
@@ -144,25 +132,21 @@ class WebFamily(FamilyBase):
         episode.open(parsed.start.url())
 
     def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
-        return self._set(sandbox)[1].apps.snapshot()
+        return self.live(sandbox)[1].apps.snapshot()
 
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
         from orchard_cli.tasks.web.actions import tool_specs
         from orchard_cli.tools import ToolSession
 
-        live, _ = self._set(sandbox)
-        with self._lock:
-            if live.session is None:
-                live.session = ToolSession(tool_specs(), live.episode)
-            return live.session
+        live, _ = self.live(sandbox)
+        return self.session_for(live, lambda: ToolSession(tool_specs(), live.episode))
 
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
         evidence = super().collect(task, sandbox, solution, baseline)
         if sandbox is None:
             return evidence
-        live, web = self._set(sandbox)
-        if live.session is not None and not live.session.close():
-            live.session.failure = live.session.failure or "a browser action was still running when the episode ended"
+        live, web = self.live(sandbox)
+        self.end_tools(live, "a browser action")
         episode = live.episode
         if episode is not None and episode.answer is not None:
             evidence.answer = episode.answer  # the answer tool's, over the harness's last message
@@ -178,34 +162,13 @@ class WebFamily(FamilyBase):
 
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         failure = None
-        if sandbox.info.spec.labels.get(LEASE_LABEL):
-            live, web = self._set(sandbox)
+        if self.leased(sandbox):
+            live, web = self.live(sandbox)
             failure = (web.failed() or (live.session.failure if live.session is not None else None)
                        or (live.episode.crashed if live.episode is not None else None))
         if failure:
             return Outcome(resolved=False, category="infra_error", error=f"the browser or the apps failed: {failure}")
         return grade(self.parsed(task).checks, evidence)
-
-    def release(self, task: Task, spec: SandboxSpec) -> None:
-        lease = spec.labels.get(LEASE_LABEL)
-        if not lease:
-            return
-        with self._lock:
-            gone = [k for k, v in self._live.items() if v.lease == lease]
-            episodes = [self._live.pop(k).episode for k in gone]
-        for episode in episodes:
-            if episode is not None:
-                episode.close()
-        self.pool.give_back(lease)
-
-    def close(self) -> None:
-        from orchard_cli.tasks.web.pool import WebPool
-
-        pool, self.pool = self.pool, WebPool()
-        pool.close()
-
-    def interrupt(self) -> None:
-        self.pool.close()
 
 
 def prompt_text(instruction: str, sites: dict[str, str]) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from orchard_cli.home import state_dir
 from orchard_cli.leases import LeasePool
@@ -49,6 +48,3 @@ class WebPool(LeasePool[WebSet]):
 
     def lease_set(self) -> tuple[str, WebSet]:
         return self.lease(KEY, WebSet)
-
-    def web_set(self, lease: str) -> Any:
-        return self.get(lease)

@@ -133,7 +133,7 @@ def test_the_agent_reaches_no_service_port(mini):
     sandbox = SandboxHandle.create(env, spec)
     try:
         family.setup(tasks[0], sandbox)
-        _, services = family._services(sandbox)
+        _, services = family.live(sandbox)
         url = services.url("http://localhost:9310/notes/audit")
         probe = ("import urllib.request,sys\ntry:\n urllib.request.urlopen(sys.argv[1], timeout=3); print('reached')\n"
                  "except Exception as e: print('refused', e)")
