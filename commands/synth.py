@@ -42,9 +42,9 @@ def synth_command(
     --out-dir is the folder of task folders.
 
     --family web: browser tasks on the local web apps (shop, wiki,
-    mail, booking), deterministic by --seed, spread over the sites;
-    --out-dir is the folder of task folders (check them with
-    `orchard tasks validate`).
+    mail, booking), deterministic by --seed, spread over the sites,
+    each validated three ways before it is kept; --out-dir is the
+    folder of task folders.
 
     --family swe (default):
     Fetches each NAME==VERSION's sdist with pip, makes a deterministic
@@ -62,16 +62,18 @@ def synth_command(
         synth_claw(out_dir, n, seed, backend, jobs or 1, fmt)
         return
     if family == "web":
-        from orchard_cli.tasks.web.synth import write_suite
+        from orchard_cli.tasks.web.synth import synth_validated
 
         if out_dir is None:
             raise UsageError("--family web writes a folder of task folders: give --out-dir DIR")
-        report = write_suite(out_dir, n, seed)
+        console = stderr_console()
+        report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1,
+                                 say=lambda line: console.print(line, markup=False))
         if fmt == OutputFormat.json:
             emit_json(report)
         else:
             sites = ", ".join(f"{site} {count}" for site, count in report["sites"].items())
-            stderr_console().print(f"wrote {report['tasks']} web tasks to {out_dir} ({sites})", markup=False)
+            console.print(f"kept {report['tasks']}/{n} web tasks in {out_dir} ({sites})", markup=False)
         return
     if family != "swe":
         raise UsageError(f"--family {family!r}: synth makes swe, claw or web tasks")

@@ -7,6 +7,9 @@ build, so the checks always fit the sites.
     generate(n, seed)            n task dicts (task.yaml's format), round-robin over the sites,
                                  and over each site's templates
     write_suite(out_dir, n, seed)   the same, written as <out_dir>/<id>/task.yaml
+    synth_validated(out_dir, n, seed)   written only when valid three ways (tasks/validate.py:
+                                 the gold passes, a null run and the near miss fail), as
+                                 `orchard tasks synth --family web` does
 
 The bundled suite is `generate(SUITE_SIZE, SUITE_SEED)`:
     orchard tasks synth --family web --n 44 --seed 7 --out-dir tasks/data/web-mini
@@ -15,6 +18,7 @@ The bundled suite is `generate(SUITE_SIZE, SUITE_SEED)`:
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -103,3 +107,38 @@ def write_suite(out_dir: Path, n: int, seed: int, say: Callable[[str], None] | N
     sites = {site: sum(t["site"] == site for t in tasks) for site in SITES}
     return {"family": "web", "out": str(out_dir), "seed": seed, "tasks": len(tasks), "sites": sites,
             "ids": [t["id"] for t in tasks]}
+
+
+def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local", workers: int = 1,
+                    say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Make n tasks in a staging folder, validate them three ways on real apps and a real browser,
+    and copy the valid ones to out_dir; the report names each one dropped and why."""
+    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.tasks.validate import validate_tasks
+
+    out_dir = Path(out_dir)
+    parent = out_dir.parent if out_dir.parent.exists() else None
+    staging = Path(tempfile.mkdtemp(prefix=".web-synth-", dir=parent))
+    try:
+        made = write_suite(staging, n, seed)
+        family, tasks = load_suite(str(staging), family="web")
+        try:
+            results = validate_tasks(family, tasks, backend=backend, workers=workers)
+        finally:
+            family.close()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        kept, dropped = [], {}
+        for result in results:
+            if not result.valid:
+                dropped[result.task_id] = result.reason()
+                if say:
+                    say(f"dropped {result.task_id}: {result.reason()}")
+                continue
+            target = out_dir / result.task_id
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(staging / result.task_id, target)
+            kept.append(result.task_id)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {**made, "out": str(out_dir), "asked": n, "tasks": len(kept), "ids": kept, "dropped": dropped,
+            "sites": {site: sum(i.startswith(site + "-") for i in kept) for site in SITES}}

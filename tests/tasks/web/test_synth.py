@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchard_cli.tasks.web.synth import SITES, SUITE_SEED, SUITE_SIZE, dump, generate, plan, templates
+from orchard_cli.tasks.web.synth import SITES, SUITE_SEED, SUITE_SIZE, dump, generate, plan, templates, write_suite
 from orchard_cli.tasks.web.taskfile import WebTask
 
 SUITE = Path(__file__).resolve().parents[3] / "tasks" / "data" / "web-mini"
@@ -66,14 +66,11 @@ def test_state_checks_query_the_fixture_and_fail_there(suite, tmp_path):
         apps.stop()
 
 
-def test_the_cli_writes_task_folders(tmp_path):
-    out = tmp_path / "tasks"
-    proc = subprocess.run([sys.executable, "-m", "orchard_cli.main", "tasks", "synth", "--family", "web", "--n", "4",
-                           "--seed", "3", "--out-dir", str(out)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    written = sorted(p.parent.name for p in out.glob("*/task.yaml"))
-    assert written == sorted(t["id"] for t in generate(4, 3))
-    assert "wrote 4 web tasks" in proc.stderr
+def test_write_suite_writes_task_folders_and_the_cli_needs_a_folder(tmp_path):
+    report = write_suite(tmp_path / "tasks", 4, 3)
+    written = sorted(p.parent.name for p in (tmp_path / "tasks").glob("*/task.yaml"))
+    assert written == sorted(report["ids"]) == sorted(t["id"] for t in generate(4, 3))
+    assert report["sites"] == {site: 1 for site in SITES}
     missing = subprocess.run([sys.executable, "-m", "orchard_cli.main", "tasks", "synth", "--family", "web"],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "--out-dir" in missing.stderr
