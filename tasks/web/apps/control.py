@@ -183,7 +183,10 @@ class WebApps:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                self._proc.wait(timeout=5)
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    raise InfraError("the web apps closed their control channel") from None
                 raise InfraError(self._death())
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
