@@ -3,8 +3,8 @@
     answer    the final answer (`answer`/`send_msg_to_user`): the claw family's answer check
               (exact after normalising, includes, excludes, regex, a number with a tolerance)
     request   the apps' request log (evidence.state["requests"]): requests to `site` with this
-              `method` and `path` whose form and query hold the given fields; `count` of them
-              exactly (default: at least one). Irreversible actions are checked this way: the
+              `method` and `path` (and `status`, if given) whose form and query hold the given
+              fields; `count` of them exactly (default: at least one). Irreversible actions are checked this way: the
               order was placed once, with the right variant
     state     a read-only SQL query on a site's database after the episode (run by collect, kept
               in evidence.state["queries"][id]): its rows, exactly and in order
@@ -37,6 +37,8 @@ class RequestCheck(_Check):
     path: str
     form: dict[str, str] = Field(default_factory=dict)
     query: dict[str, str] = Field(default_factory=dict)
+    status: int | None = None
+    """Only requests the app answered with this status (303: a form it accepted; 422: refused)."""
     count: int | None = Field(None, ge=0)
 
 
@@ -63,7 +65,7 @@ def _same(a: Any, b: Any) -> bool:
 def request_matches(check: RequestCheck, request: dict[str, Any]) -> bool:
     if request.get("site") != check.site or str(request.get("method", "")).upper() != check.method.upper():
         return False
-    if request.get("path") != check.path:
+    if request.get("path") != check.path or (check.status is not None and request.get("status") != check.status):
         return False
     form, query = request.get("form") or {}, request.get("query") or {}
     return (all(k in form and _same(form[k], v) for k, v in check.form.items())

@@ -1,0 +1,100 @@
+"""The web family through the rollout core and the CLI, on the bundled web-mini suite: every task
+is valid three ways (its gold passes, a null run and its near miss fail), the apps are out of the
+agent sandbox's reach, a run is graded again from its evidence alone, and a run killed with -9
+resumes running each attempt once and leaves no browser or app server behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.tasks.registry import load_suite
+from orchard_cli.tasks.validate import validate_tasks
+
+pytestmark = [pytest.mark.chromium, pytest.mark.bwrap]
+
+
+def orchard(cwd, *args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "orchard_cli.main", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"})
+
+
+def test_every_web_mini_task_is_valid_three_ways():
+    family, tasks = load_suite("web-mini")
+    assert len(tasks) >= 40
+    sites = {family.parsed(t).site for t in tasks}
+    assert sites == {"shop", "wiki", "mail", "booking"}
+    try:
+        results = validate_tasks(family, tasks, workers=2)
+    finally:
+        family.close()
+    bad = [f"{r.task_id}: {r.reason()}" for r in results if not r.valid]
+    assert len(results) == len(tasks) and not bad, "\n".join(bad)
+
+
+def test_the_apps_and_the_browser_are_out_of_the_agent_sandboxs_reach():
+    family, tasks = load_suite("web-mini", limit=1)
+    env = connect("local")
+    spec = family.sandbox_spec(tasks[0], "local")
+    try:
+        sandbox = SandboxHandle.create(env, spec)
+        try:
+            family.setup(tasks[0], sandbox)
+            ports = family.live(sandbox)[1].apps.ports()
+            probe = ("import socket,sys\nfor p in sys.argv[1:]:\n    s=socket.socket(); s.settimeout(3)\n"
+                     "    try:\n        s.connect(('127.0.0.1', int(p))); print('OPEN', p)\n"
+                     "    except OSError as e:\n        print('closed', p, e)\n")
+            sandbox.write_file("probe.py", probe)
+            job = sandbox.exec("python3 probe.py " + " ".join(str(p) for p in ports.values()), timeout=60)
+            assert job.exit_code == 0, job.stderr
+            assert "OPEN" not in job.stdout and job.stdout.count("closed") == len(ports)
+        finally:
+            sandbox.destroy()
+    finally:
+        family.release(tasks[0], spec)
+        family.close()
+        env.close()
+
+
+def _ours(home) -> list[str]:
+    """Browser and app processes of this ORCHARD_HOME (their command lines name its folders)."""
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(home) in line and ("web" in line)]
+
+
+def test_regrade_agrees_and_a_killed_run_resumes_each_attempt_once(tmp_path, _orchard_home):
+    argv = [sys.executable, "-m", "orchard_cli.main", "eval", "web-mini", "--predictions", "gold", "--limit", "8",
+            "--out", str(tmp_path / "run")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = tmp_path / "run" / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and len(results.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    assert _ours(_orchard_home), "the run's browser and apps are found while it runs"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while _ours(_orchard_home) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _ours(_orchard_home) == []
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    keys = [(r["instance_id"], r["attempt"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 8 and all(r["resolved"] for r in rows)
+    assert {"site", "category"} <= set(rows[0]["groups"])
+
+    again = orchard(tmp_path, "eval", "regrade", str(tmp_path / "run"), "--format", "json")
+    assert again.returncode == 0, again.stderr[-2000:]
+    card = json.loads((tmp_path / "run" / "regrade" / "scorecard.json").read_text())
+    assert card["resolved"] == 8 and set(card["by_group"]["site"]) <= {"shop", "wiki", "mail", "booking"}
+    assert _ours(_orchard_home) == []
