@@ -9,7 +9,10 @@ An episode, in the task page's own JavaScript (html/core/core.js):
     core.startEpisodeReal()       runs the task's genProblem() and starts that timer
     WOB_TASK_READY                true once the task can be acted on
     core.getUtterance()           the instruction (#query's text); the *-nl-turk and
-                                  email-inbox-forward-nl tasks return {utterance, fields} instead
+                                  email-inbox-forward-nl tasks return {utterance, fields} instead.
+                                  Two tasks show part of it as a picture, which `start` puts in
+                                  words as BrowserGym does: use-colorwheel-2's swatch (its hex
+                                  colour) and click-menu-2's icon (its class, "ui-icon-stop")
     core.endEpisode(r, scaled, reason)   called by the task when it judges an action; it sets
         WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL (r), WOB_REWARD_GLOBAL (r, times
         1 - elapsed/EPISODE_MAX_TIME when scaled), WOB_REWARD_REASON; only its first call counts.
@@ -60,8 +63,17 @@ _START_JS = """({seed, maxTime, hide, marker, css}) => {
 
 _UTTERANCE_JS = """() => {
   const u = core.getUtterance();
-  return (u !== null && typeof u === 'object') ? {utterance: u.utterance, fields: u.fields || {}}
-                                               : {utterance: u, fields: null};
+  if (u !== null && typeof u === 'object') return {utterance: u.utterance, fields: u.fields || {}};
+  const query = document.getElementById('query');
+  if (!query.querySelector('.cc, .ui-icon')) return {utterance: u, fields: null};
+  const hex = (rgb) => '#' + rgb.match(/\\d+/g).slice(0, 3).map(n => (+n).toString(16).padStart(2, '0')).join('');
+  const words = Array.from(query.childNodes, (node) => {
+    if (node.nodeType !== 1) return node.textContent;
+    if (node.classList.contains('cc')) return hex(node.style.backgroundColor);
+    const icon = Array.from(node.classList).find(c => c.startsWith('ui-icon-'));
+    return icon ? '"' + icon + '"' : node.textContent;
+  });
+  return {utterance: words.join(' ').replace(/\\s+/g, ' ').trim(), fields: null};
 }"""
 
 _REWARD_JS = """(marker) => {

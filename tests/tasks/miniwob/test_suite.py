@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,14 @@ def test_one_seed_is_one_episode_and_another_seed_another(chromium, page):
     assert episode("enter-text", 11) == first
     assert episode("enter-text", 12) != first
     assert episode("click-checkboxes", 5) == episode("click-checkboxes", 5)
+
+
+def test_an_instruction_shown_as_a_picture_is_put_in_words(chromium, page):
+    started = chromium.run(suite.start(page, "use-colorwheel-2", 0))  # a colour swatch in the page
+    assert re.fullmatch(r"Select the following color #[0-9a-f]{6} with the color picker and hit Submit\.",
+                        started["utterance"])
+    started = chromium.run(suite.start(page, "click-menu-2", 2))  # a jQuery UI icon in the page
+    assert started["utterance"].endswith('the item with the "ui-icon-stop" icon.')
 
 
 def test_the_display_for_people_is_hidden_so_clicks_after_the_end_do_not_wait(chromium, page):
