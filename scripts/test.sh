@@ -10,4 +10,4 @@ ORCHARD_EXTRAS="all,test" ORCHARD_APT_EXTRA="docker.io chromium debootstrap" ./s
 ./scripts/install-harnesses.sh          # pinned Node 24, Codex CLI and OpenClaw under .harnesses/
 
 export ORCHARD_TEST_STRICT=1   # a missing prerequisite fails the run instead of skipping
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=30 "$@"
