@@ -28,7 +28,11 @@ def validate_command(
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
     family, tasks = load_suite(path, family=folder_family(Path(path)) if Path(path).exists() else None,
                                instances=ids)
-    if not tasks or family.near_miss(tasks[0]) is None:
+    if not tasks:
+        from orchard_cli.errors import UsageError
+
+        raise UsageError(f"{path}: no task matches the selection")
+    if family.near_miss(tasks[0]) is None:
         from orchard_cli.errors import UsageError
 
         raise UsageError(f"{path}: `tasks validate` checks tasks with near misses (claw, web); "

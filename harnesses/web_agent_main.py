@@ -109,7 +109,7 @@ def parse_action(text):
     name, raw = found.group(1), found.group(2).strip()
     try:
         values = ast.literal_eval("(" + raw + ",)") if raw else ()
-    except (ValueError, SyntaxError):
+    except Exception:  # noqa: BLE001 - whatever the model wrote (SyntaxError, TypeError, ...)
         return None, f"could not read the arguments of {name}({raw[:80]}): quote strings, e.g. click(\"e12\")"
     names = list(SIGNATURES[name])
     if name == "press" and len(values) == 2:
@@ -120,7 +120,10 @@ def parse_action(text):
     if "bid" in arguments:
         arguments["bid"] = str(arguments["bid"])
     if name == "tab_focus" and "index" in arguments:
-        arguments["index"] = int(arguments["index"])
+        try:
+            arguments["index"] = int(arguments["index"])
+        except (TypeError, ValueError):
+            return None, f"tab_focus takes a tab number, not {arguments['index']!r}"
     return (name, arguments), None
 
 

@@ -12,9 +12,44 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Generic, Protocol, TypeVar
+
+
+OWNER = "owner.pid"
+
+
+def set_folder(kind: str, prefix: str) -> Path:
+    """A new folder for a set under ORCHARD_HOME/<kind>, marked with this process's pid. Folders
+    whose process is gone (a run killed with -9 never removed its own) are removed first."""
+    from orchard_cli.home import state_dir
+
+    root = state_dir(kind)
+    for mark in root.glob(f"*/{OWNER}"):
+        try:
+            pid = int(mark.read_text())
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            shutil.rmtree(mark.parent, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    (folder / OWNER).write_text(str(os.getpid()))
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Leasable(Protocol):
@@ -43,11 +78,18 @@ class LeasePool(Generic[T]):
 
     def lease(self, key: Hashable, start: Callable[[], T]) -> tuple[str, T]:
         """A running set for `key`: a free one, or one `start()` makes now (cold)."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the run is stopping: no new service sets")
-            found = next((i for i, (k, _) in enumerate(self._free) if k == key), None)
-            chosen = self._free.pop(found)[1] if found is not None else None
+        chosen = None
+        while chosen is None:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("the run is stopping: no new service sets")
+                found = next((i for i, (k, _) in enumerate(self._free) if k == key), None)
+                if found is None:
+                    break
+                chosen = self._free.pop(found)[1]
+            if chosen.failed():  # died while it waited: never handed out
+                chosen.stop()
+                chosen = None
         if chosen is None:
             chosen = start()
             atexit.register(chosen.stop)

@@ -14,6 +14,8 @@ they share, declared once:
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -73,6 +75,13 @@ class LeasedFamily(FamilyBase):
         if live.session is not None and not live.session.close():
             live.session.failure = live.session.failure or f"{what} was still running when the episode ended"
 
+    def failure(self, live: Live, owned: Any) -> str | None:
+        """Why the episode's infrastructure failed (its set died, a tool call found a service
+        gone, its page crashed), or None. Kept in the evidence by families that grade from it,
+        so a regrade reads the same failure."""
+        return (owned.failed() or (live.session.failure if live.session is not None else None)
+                or (live.episode.crashed if live.episode is not None else None))
+
     def release(self, task: Task, spec: Any) -> None:
         lease = spec.labels.get(self.lease_label)
         if not lease:
@@ -91,3 +100,16 @@ class LeasedFamily(FamilyBase):
 
     def interrupt(self) -> None:
         self.pool.close()  # episodes still starting are refused a set (infra_error: interrupted)
+
+
+@contextmanager
+def infra_failures() -> Iterator[None]:
+    """A leased set (a browser, an app server, services) that fails under a step of the episode
+    ends it as infra_error: a set that died is not the task's environment failing."""
+    from orchard_cli.errors import InfraError
+    from orchard_cli.rollout.failures import EpisodeFailure
+
+    try:
+        yield
+    except (InfraError, OSError) as exc:
+        raise EpisodeFailure("infra_error", f"its leased set failed: {exc}") from exc

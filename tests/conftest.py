@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -72,7 +73,10 @@ def pytest_collection_modifyitems(config, items):
         "docker": (docker_ok, "needs a running Docker engine (scripts/start-dockerd.sh)"),
         "bwrap": (shutil.which("bwrap") is not None, "needs bubblewrap (apt-get install bubblewrap)"),
         "k8s": (bool(os.environ.get("KUBECONFIG")), "needs a real Kubernetes cluster: set KUBECONFIG"),
-        "chromium": (shutil.which("chromium") is not None, "needs Chromium (apt-get install chromium)"),
+        "chromium": (shutil.which("chromium") is not None and os.access("/usr/lib/chromium/chromium-headless-shell", os.X_OK)
+                     and importlib.util.find_spec("playwright") is not None,
+                     "needs Chromium, its headless shell and Playwright (apt-get install chromium "
+                     "chromium-headless-shell; pip install playwright==1.65.0)"),
         "zeroclaw": (shutil.which("zeroclaw") is not None,
                      "needs a zeroclaw binary on PATH (no registry reachable here ships one)"),
         "swe_real": (swe_real_data() is not None,

@@ -30,8 +30,13 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
     if predictions and (harness or model):
         raise UsageError("give either --predictions or --model/--harness, not both")
     if predictions == "gold":
-        if not tasks or family.gold_solution(tasks[0]) is None:
+        lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
+        if not tasks or len(lacking) == len(tasks):
             raise UsageError(f"tasks of the {family.name} family here have no gold solutions")
+        if lacking:
+            raise UsageError(f"{len(lacking)} of the {len(tasks)} tasks have no gold solution: "
+                             f"{', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''}",
+                             hint="choose the others with --instances")
         return GoldSolver(family)
     if predictions == "empty":
         return EmptySolver()

@@ -5,12 +5,9 @@ set, so any free one serves (the family resets it to the task's fixture)."""
 from __future__ import annotations
 
 import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from orchard_cli.home import state_dir
-from orchard_cli.leases import LeasePool
+from orchard_cli.leases import LeasePool, set_folder
 
 KEY = "claw"
 
@@ -21,7 +18,7 @@ class OwnedServices:
     def __init__(self) -> None:
         from orchard_cli.tasks.claw.services import ClawServices
 
-        self.root = Path(tempfile.mkdtemp(prefix="services-", dir=state_dir("claw")))
+        self.root = set_folder("claw", "services-")
         self.services = ClawServices(self.root)
         try:
             self.services.start()

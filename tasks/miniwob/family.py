@@ -22,7 +22,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.evidence import SCREENSHOT, Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import LeasedFamily
+from orchard_cli.tasks.leased import LeasedFamily, infra_failures
 
 LEASE_LABEL = "orchard.miniwob.lease"
 
@@ -53,6 +53,9 @@ class MiniwobFamily(LeasedFamily):
         from orchard_cli.tasks.miniwob.suite import NONDETERMINISTIC, REAL_TIME, task_names
         from orchard_cli.tasks.swe.dataset import select
 
+        from orchard_cli.tasks.web.browser import require_browser
+
+        require_browser()
         if selection.dataset:
             raise UsageError("the miniwob suite comes from the installed 'miniwob' package; it takes no --dataset")
         names = task_names()
@@ -88,7 +91,8 @@ class MiniwobFamily(LeasedFamily):
         return prompt_text(instruction, {})
 
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        lease, _ = self.pool.lease_browser()
+        with infra_failures():
+            lease, _ = self.pool.lease_browser()
         return SandboxSpec.model_validate({"memory": "1Gi", "timeout": 1200, "labels": self.labels(lease)})
 
     def _browser(self, sandbox: SandboxHandle) -> tuple[Any, Any]:
@@ -100,13 +104,14 @@ class MiniwobFamily(LeasedFamily):
         from orchard_cli.tasks.web.episode import BrowserEpisode
 
         live, browser = self._browser(sandbox)
-        episode = BrowserEpisode(browser, {}, allowed=[html_root().as_uri()])
-        with self._lock:
-            if live.episode is not None:
-                live.episode.close()
-            live.episode = episode
-        episode.open("about:blank")
-        live.started = browser.call(start(episode.page, task.record["name"], int(task.record["seed"])))
+        with infra_failures():
+            episode = BrowserEpisode(browser, {}, allowed=[html_root().as_uri()])
+            with self._lock:
+                if live.episode is not None:
+                    live.episode.close()
+                live.episode = episode
+            episode.open("about:blank")
+            live.started = browser.call(start(episode.page, task.record["name"], int(task.record["seed"])))
         with self._lock:
             self._utterances[task.task_id] = live.started["utterance"]
 
@@ -147,6 +152,7 @@ class MiniwobFamily(LeasedFamily):
         if live.session is not None:
             evidence.dispatches = live.session.dispatches
         state: dict[str, Any] = {"started": live.started or {}}
+        owned = self.pool.get(live.lease)
         if episode is not None and episode.page is not None:
             try:
                 state["miniwob"] = browser.call(reward(episode.page), timeout=30)
@@ -156,23 +162,23 @@ class MiniwobFamily(LeasedFamily):
             shot = episode.screenshot()
             if shot:
                 evidence.attachments[SCREENSHOT] = shot
+        state["failure"] = self.failure(live, owned) or state.pop("miniwob_error", None)
         evidence.state = state
         return evidence
 
+    def quick_verdict(self, task: Task, evidence: Evidence) -> Outcome:
+        """The whole verdict, from the evidence alone: a regrade needs no browser."""
+        return grade(evidence)
+
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
-        failure = None
-        if self.leased(sandbox):
-            live, browser = self._browser(sandbox)
-            failure = (browser.failed() or (live.session.failure if live.session is not None else None)
-                       or (live.episode.crashed if live.episode is not None else None))
-        failure = failure or evidence.state.get("miniwob_error")
-        if failure:
-            return Outcome(resolved=False, category="infra_error", error=f"the browser failed: {failure}")
         return grade(evidence)
 
 
 def grade(evidence: Evidence) -> Outcome:
-    """MiniWoB's own verdict, from the evidence alone."""
+    """MiniWoB's own verdict, from the evidence alone; a browser that failed is infra_error."""
+    failure = evidence.state.get("failure")
+    if failure:
+        return Outcome(resolved=False, category="infra_error", error=f"the browser failed: {failure}")
     result = evidence.state.get("miniwob") or {}
     done, raw = bool(result.get("done")), float(result.get("raw_reward") or 0.0)
     resolved = done and raw > 0

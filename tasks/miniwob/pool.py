@@ -4,12 +4,9 @@ read MiniWoB++'s HTML and nothing else of the host's files; a fresh context per 
 from __future__ import annotations
 
 import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from orchard_cli.home import state_dir
-from orchard_cli.leases import LeasePool
+from orchard_cli.leases import LeasePool, set_folder
 
 KEY = "miniwob"
 
@@ -19,7 +16,7 @@ class BrowserSet:
         from orchard_cli.tasks.miniwob.suite import html_root
         from orchard_cli.tasks.web.browser import WebBrowser
 
-        self.root = Path(tempfile.mkdtemp(prefix="browser-", dir=state_dir("miniwob")))
+        self.root = set_folder("miniwob", "browser-")
         self.browser = WebBrowser(self.root, read_only=[str(html_root())])
         try:
             self.browser.start()

@@ -33,8 +33,11 @@ CHROMIUM = "/usr/lib/chromium/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--disable-default-apps", "--metrics-recording-only", "--password-store=basic",
-        "--use-mock-keychain", "--mute-audio", "--hide-scrollbars"]
-"""The jail is the sandbox (Chromium's own needs user namespaces it cannot have as root here)."""
+        "--use-mock-keychain", "--mute-audio", "--hide-scrollbars",
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp"]
+"""The jail is the sandbox (Chromium's own needs user namespaces it cannot have as root here);
+WebRTC may not send UDP around the request routing."""
 ETC = ("/etc/fonts", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/ld.so.cache",
        "/etc/localtime", "/etc/chromium.d", "/etc/mime.types", "/etc/nsswitch.conf", "/etc/hosts",
        "/etc/passwd", "/etc/group")
@@ -77,6 +80,18 @@ def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
     script.write_text("#!/bin/sh\nexec " + shlex.join([*jail_argv(root, read_only), binary]) + ' "$@"\n')
     script.chmod(0o700)
     return script
+
+
+def require_browser() -> None:
+    """What every web episode needs, checked once at load: Playwright, a Chromium, bubblewrap
+    (one line with the install command, not an error per attempt)."""
+    import importlib.util
+
+    if importlib.util.find_spec("playwright") is None:
+        raise MissingDependencyError("web tasks need Playwright", hint=INSTALL)
+    browser_binary()
+    if shutil.which("bwrap") is None:
+        raise MissingDependencyError("web tasks need bubblewrap (bwrap) to jail the browser", hint=INSTALL)
 
 
 class WebBrowser:
@@ -140,7 +155,7 @@ class WebBrowser:
         loop = self.loop
         if loop is not None and loop.is_running():
             try:
-                asyncio.run_coroutine_threadsafe(self._close(), loop).result(timeout=20)
+                asyncio.run_coroutine_threadsafe(self._close(), loop).result(timeout=40)
             except Exception:  # noqa: BLE001 - a dead browser closes as well as it can
                 pass
             loop.call_soon_threadsafe(loop.stop)

@@ -1,8 +1,10 @@
 """One web episode's browser: a fresh context of a `WebBrowser`, its tabs, the sites it may
 reach, and the action space (actions.py) performed on it. It is the episode's `ToolBackend`.
 
-Every request a page makes is routed: one to an allowed origin goes on, any other is aborted and
-recorded in `blocked` (the family keeps them in the evidence). `goto` refuses such a URL itself.
+Every request a page makes (WebSockets too) is routed: one to an allowed origin goes on, any
+other is aborted and recorded in `blocked` (the family keeps them in the evidence). `goto` and
+`new_tab` refuse such a URL themselves, and any document URL that is not a site's (`data:`,
+`javascript:`): the agent browses the task's sites, it does not write pages.
 An action that fails on the page (no such element, a timeout) is the agent's error: a 400 reply
 naming it, the page unchanged. A browser that died is the service gone: ConnectionError, which
 the tool surface turns into an infra_error of the episode, never a failed task.
@@ -64,6 +66,7 @@ class BrowserEpisode:
             accept_downloads=False)
         self.context.set_default_timeout(self.action_timeout_ms)
         await self.context.route("**/*", self._route)
+        await self.context.route_web_socket(lambda _: True, self._route_socket)
         self.context.on("page", self._on_page)
         page = await self.context.new_page()
         self._focus(page)
@@ -106,6 +109,13 @@ class BrowserEpisode:
         self._block(request.url, request.method, request.resource_type)
         await route.abort("blockedbyclient")
 
+    async def _route_socket(self, socket: Any) -> None:
+        if self.is_allowed(socket.url.replace("ws", "http", 1)):
+            socket.connect_to_server()
+            return
+        self._block(socket.url, "GET", "websocket")
+        await socket.close(code=1008, reason="blocked: outside this task's sites")
+
     def _block(self, url: str, method: str, resource: str) -> None:
         """Record a blocked request (once per URL and method; repeats are counted)."""
         url = url[:500]
@@ -119,7 +129,16 @@ class BrowserEpisode:
         if page not in self.pages:
             self.pages.append(page)
         page.on("crash", lambda _: setattr(self, "crashed", "the page crashed"))
+        page.on("close", self._on_close)
         self.page = page  # a popup takes the focus, as in a person's browser
+
+    def _on_close(self, page: Any) -> None:
+        """A tab closed (by the page itself, or by tab_close): gone from the list; the focus
+        moves to the last tab left."""
+        if page in self.pages:
+            self.pages.remove(page)
+        if self.page is page and self.pages:
+            self.page = self.pages[-1]
 
     def _focus(self, page: Any) -> None:
         self._on_page(page)
@@ -157,8 +176,9 @@ class BrowserEpisode:
                 self.last_error = str(exc)
                 raise
             except Exception as exc:  # noqa: BLE001 - Playwright: timeout, detached element, ...
-                if self.browser.failed() or self.crashed:
-                    raise
+                if self.browser.failed() or self.crashed or not await self._responsive():
+                    raise ConnectionError(self.browser.failed() or self.crashed
+                                          or "the page stopped responding") from exc
                 self.last_error = _short(exc)
                 raise ActionError(self.last_error) from exc
             await self._settle()
@@ -175,12 +195,11 @@ class BrowserEpisode:
         elif action == "fill":
             await (await self._element(a)).fill(str(a["value"]))
         elif action == "select_option":
-            options = a["options"] if isinstance(a["options"], list) else [a["options"]]
+            options = [str(o) for o in (a["options"] if isinstance(a["options"], list) else [a["options"]])]
             element = await self._element(a)
-            try:
-                await element.select_option(label=options)
-            except Exception:  # noqa: BLE001 - not labels: values then
-                await element.select_option(value=options)
+            labels = await element.evaluate("s => Array.from(s.options || [], o => o.label)")
+            by_label = all(o in labels for o in options)
+            await element.select_option(**({"label": options} if by_label else {"value": options}))
         elif action == "check":
             await (await self._element(a)).set_checked(bool(a.get("checked", True)))
         elif action == "hover":
@@ -193,7 +212,7 @@ class BrowserEpisode:
         elif action == "scroll":
             await page.mouse.wheel(float(a.get("dx", 0)), float(a.get("dy", 0)))
         elif action == "goto":
-            await self._goto(self.resolve(str(a["url"])))
+            await self._goto(self.resolve(str(a["url"])), agent=True)
         elif action == "go_back":
             await page.go_back()
         elif action == "go_forward":
@@ -202,7 +221,7 @@ class BrowserEpisode:
             page = await self.context.new_page()
             self._focus(page)
             if a.get("url"):
-                await self._goto(self.resolve(str(a["url"])))
+                await self._goto(self.resolve(str(a["url"])), agent=True)
         elif action == "tab_focus":
             index = int(a["index"])
             if not 0 <= index < len(self.pages):
@@ -210,15 +229,21 @@ class BrowserEpisode:
             self.page = self.pages[index]
             await self.page.bring_to_front()
         elif action == "tab_close":
-            closing = self.pages.pop(self.pages.index(page))
-            await closing.close()
+            await page.close()  # _on_close drops it and moves the focus
             if not self.pages:
                 self._focus(await self.context.new_page())
-            self.page = self.pages[-1]
         elif action == "mouse_click":
             await page.mouse.click(float(a["x"]), float(a["y"]), button=a.get("button", "left"))
         else:
             raise ActionError(f"no action named {action!r}")
+
+    async def _responsive(self) -> bool:
+        """The page still runs script (a timed-out action on a hung renderer is not the agent's)."""
+        try:
+            await asyncio.wait_for(self.page.evaluate("1"), 2)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
 
     async def _element(self, a: dict[str, Any]) -> Any:
         """The element an action names. A bid not on the page fails at once (a selector waits, up
@@ -238,8 +263,12 @@ class BrowserEpisode:
             return self.page.locator(str(a["selector"]))
         raise ActionError("name the element: 'bid' (an id from the observation) or 'selector'")
 
-    async def _goto(self, url: str) -> None:
-        if not self.is_allowed(url):
+    async def _goto(self, url: str, agent: bool = False) -> None:
+        """Open `url` in the current tab. The agent's own `goto` opens a site's page only (an
+        http(s) or allowed file URL), never a page it writes itself (`data:`, `javascript:`)."""
+        scheme = urlsplit(url).scheme
+        written = agent and scheme not in ("http", "https", "file") and url != "about:blank"
+        if written or not self.is_allowed(url):
             self._block(url, "GET", "document")
             raise ActionError(f"{url} is outside this task's sites ({', '.join(self.allowed)})")
         await self.page.goto(url, wait_until="domcontentloaded")

@@ -23,7 +23,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.evidence import SCREENSHOT, Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import LeasedFamily
+from orchard_cli.tasks.leased import LeasedFamily, infra_failures
 
 LEASE_LABEL = "orchard.web.lease"
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -40,6 +40,7 @@ class WebFamily(LeasedFamily):
     def __init__(self) -> None:
         super().__init__()
         self._parsed: dict[str, Any] = {}
+        self._sha256: str | None = None
 
     def new_pool(self) -> Any:
         from orchard_cli.tasks.web.pool import WebPool
@@ -51,16 +52,23 @@ class WebFamily(LeasedFamily):
         from orchard_cli.tasks.swe.dataset import select
         from orchard_cli.tasks.web.taskfile import load_task_dir, task_folders
 
+        from orchard_cli.tasks.web.browser import require_browser
+
+        require_browser()
         root = Path(selection.dataset or suite.source)
         if not root.is_dir():
             raise UsageError(f"{root}: not a folder of web tasks (each a folder with task.yaml)")
         parsed = [load_task_dir(f) for f in task_folders(root)]
+        self._sha256 = folder_sha256(task_folders(root))
         if not parsed:
             raise UsageError(f"{root}: no task folders (a folder holding task.yaml, or folders of them)")
         rows = [{"instance_id": t.id, "repo": f"web/{t.site}"} for t in parsed]
         by_id = {t.id: t for t in parsed}
         chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
         return [self.task(by_id[r["instance_id"]], suite.name) for r in chosen]
+
+    def provenance(self) -> dict[str, Any]:
+        return {"dataset_sha256": self._sha256} if self._sha256 else {}
 
     def task(self, parsed: Any, suite: str) -> Task:
         self._parsed[parsed.id] = parsed
@@ -112,24 +120,28 @@ class WebFamily(LeasedFamily):
         return {site: f"{site}:/" for site in sites}
 
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        lease, _ = self.pool.lease_set()
+        with infra_failures():
+            lease, _ = self.pool.lease_set()
         limits = self.parsed(task).limits
         return SandboxSpec.model_validate({"memory": "2Gi", "timeout": int(limits.timeout_seconds) + 900,
                                            "labels": self.labels(lease)})
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
+        """The apps reset, a fresh context at the start page. A set that died (browser, apps) is
+        infra_error; a fixture the apps refuse is the task's own error (env_error)."""
         from orchard_cli.tasks.web.episode import BrowserEpisode
 
         parsed = self.parsed(task)
         live, web = self.live(sandbox)
-        web.apps.reset(parsed.fixture)
-        origins = web.apps.origins()
-        episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites})
-        with self._lock:
-            if live.episode is not None:
-                live.episode.close()
-            live.episode = episode
-        episode.open(parsed.start.url())
+        with infra_failures():
+            web.apps.reset(parsed.fixture)
+            origins = web.apps.origins()
+            episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites})
+            with self._lock:
+                if live.episode is not None:
+                    live.episode.close()
+                live.episode = episode
+            episode.open(parsed.start.url())
 
     def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
         return self.live(sandbox)[1].apps.snapshot()
@@ -152,6 +164,7 @@ class WebFamily(LeasedFamily):
             evidence.answer = episode.answer  # the answer tool's, over the harness's last message
         parsed = self.parsed(task)
         evidence.state = collect_state(web.apps, parsed.checks, episode)
+        evidence.state["failure"] = self.failure(live, web)
         evidence.state_before = baseline if isinstance(baseline, dict) else {}
         if live.session is not None:
             evidence.dispatches = live.session.dispatches
@@ -160,15 +173,12 @@ class WebFamily(LeasedFamily):
             evidence.attachments[SCREENSHOT] = shot
         return evidence
 
-    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
-        failure = None
-        if self.leased(sandbox):
-            live, web = self.live(sandbox)
-            failure = (web.failed() or (live.session.failure if live.session is not None else None)
-                       or (live.episode.crashed if live.episode is not None else None))
-        if failure:
-            return Outcome(resolved=False, category="infra_error", error=f"the browser or the apps failed: {failure}")
+    def quick_verdict(self, task: Task, evidence: Evidence) -> Outcome:
+        """The whole verdict, from the evidence alone: a regrade needs no browser."""
         return grade(self.parsed(task).checks, evidence)
+
+    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        return self.quick_verdict(task, evidence)
 
 
 def prompt_text(instruction: str, sites: dict[str, str]) -> str:
@@ -200,8 +210,13 @@ def collect_state(apps: Any, checks: list[Any], episode: Any) -> dict[str, Any]:
 
 
 def grade(checks: list[Any], evidence: Evidence) -> Outcome:
-    """The verdict from the evidence alone (`eval regrade` gives the same one)."""
+    """The verdict from the evidence alone (`eval regrade` gives the same one): a browser or app
+    server that failed during the episode (`state.failure`) is infra_error, whatever the checks."""
     from orchard_cli.tasks.web.checks import run_checks
+
+    failure = evidence.state.get("failure")
+    if failure:
+        return Outcome(resolved=False, category="infra_error", error=f"the browser or the apps failed: {failure}")
 
     results = run_checks(checks, evidence.answer, evidence.state)
     resolved = bool(results) and all(r.passed for r in results)
@@ -216,3 +231,15 @@ def grade(checks: list[Any], evidence: Evidence) -> Outcome:
                           "passed": passed, "failed": len(results) - passed, "total": len(results),
                           "score": round(passed / len(results), 4) if results else 0.0,
                           "summary": f"{passed}/{len(results)} checks"})
+
+
+def folder_sha256(folders: list[Path]) -> str:
+    """One digest of a suite's task files (their relative paths and bytes), for the scorecard."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for folder in folders:
+        path = folder / "task.yaml"
+        digest.update(f"{folder.name}/task.yaml\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -6,11 +6,8 @@ fixture and opens a fresh browser context for each episode."""
 from __future__ import annotations
 
 import shutil
-import tempfile
-from pathlib import Path
 
-from orchard_cli.home import state_dir
-from orchard_cli.leases import LeasePool
+from orchard_cli.leases import LeasePool, set_folder
 
 KEY = "web"
 
@@ -22,7 +19,7 @@ class WebSet:
         from orchard_cli.tasks.web.apps.control import WebApps
         from orchard_cli.tasks.web.browser import WebBrowser
 
-        self.root = Path(tempfile.mkdtemp(prefix="set-", dir=state_dir("web")))
+        self.root = set_folder("web", "set-")
         self.apps = WebApps(self.root / "apps")
         self.browser = WebBrowser(self.root / "browser")
         try:

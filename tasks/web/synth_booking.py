@@ -135,7 +135,7 @@ def availability(d: Draw) -> dict[str, Any]:
     return {"site": "booking", "category": "availability", "difficulty": "easy",
             "prompt": f"On {words(day)}, what is the earliest hour at which the {w.rooms[room].name} room is free? "
                       "Answer with the start time.", "start": "/", "fixture": d.fixture(),
-            "checks": [answer_check(includes=[right], excludes=[wrong])],
+            "checks": [answer_check(includes=[right], excludes=[h for h in w.hours if h != right])],
             "gold": [*steps, answer(right)], "near_miss": [*steps, answer(wrong)]}
 
 

@@ -67,8 +67,10 @@ def attribute(d: Draw) -> dict[str, Any]:
     if kind == "reviews":
         check = answer_check(number=p["reviews"])
     else:
-        longer = sorted({q[kind] for q in products if p[kind] in q[kind] and q[kind] != p[kind]})
-        check = answer_check(includes=[p[kind]], **({"excludes": longer} if longer else {}))
+        # every other value of the catalogue is excluded (an answer listing them all must fail),
+        # but for one the right value holds (the check compares substrings)
+        others = sorted({q[kind] for q in products if q[kind] != p[kind] and q[kind].lower() not in p[kind].lower()})
+        check = answer_check(includes=[p[kind]], **({"excludes": others} if others else {}))
     return {"site": "shop", "category": "attribute", "difficulty": "easy",
             "prompt": questions[kind] + " Answer with just that.", "start": "/", "fixture": d.fixture(),
             "checks": [check],

@@ -62,7 +62,12 @@ def fact(d: Draw) -> dict[str, Any]:
             raise Unfit("no other page with a different value")
         wrong = d.rng.choice(others)
     value = latest[key]
-    check = answer_check(number=_number(value), tolerance=0.5) if key in NUMERIC else answer_check(includes=[value])
+    if key in NUMERIC:
+        check = answer_check(number=_number(value), tolerance=0.5)
+    else:  # the value, and none of the other pages' (nor the page's older) values for the same fact
+        values = {facts(r["text"]).get(key) for p in all_pages for r in p["revisions"]}
+        others = sorted(v for v in values if v and v != value and v.lower() not in value.lower())
+        check = answer_check(includes=[value], **({"excludes": others} if others else {}))
     return {"site": "wiki", "category": "search", "difficulty": "easy",
             "prompt": QUESTIONS[key].format(t=page["title"]) + " Answer with just the value.", "start": "/",
             "fixture": d.fixture(), "checks": [check],

@@ -66,7 +66,7 @@ class Shop:
 
     def reset(self, fixture: WebFixture) -> None:
         part = fixture.shop or ShopFixture()
-        key = json.dumps([fixture.seed, part.model_dump(mode="json")], sort_keys=True)
+        key = json.dumps([fixture.seed, fixture.now, part.model_dump(mode="json")], sort_keys=True)
         self.db.load(self._images.get(key, lambda: image(SCHEMA, lambda c: _fill(c, part, fixture))))
         self.title, self.clock = part.title, Clock(fixture.clock())
 

@@ -90,14 +90,19 @@ def test_sites_outside_the_task_are_blocked_and_recorded(apps, browser):
         refused = episode.act("goto", {"url": wiki + "/"})
         assert refused.status == 400 and "outside this task's sites" in refused.error
         assert episode.act("goto", {"url": "file:///etc/passwd"}).status == 400
-        # a page of an allowed site that loads something from elsewhere: the request never leaves
-        page = (f"data:text/html,<img src='{wiki}/pixel.png'><script>fetch('http://192.0.2.1/x')</script>"
-                "<h1>probe</h1>")
-        assert episode.act("goto", {"url": page}).ok
-        time.sleep(0.5)
+        written = episode.act("goto", {"url": "data:text/html,<script>fetch('http://192.0.2.1/')</script>"})
+        assert written.status == 400, "the agent browses the sites, it does not write pages"
+        # a page of an allowed site that loads things from elsewhere: no request leaves
+        ws = wiki.replace("http", "ws", 1)
+        probe = (f"<img src='{wiki}/pixel.png'><script>fetch('http://192.0.2.1/x');"
+                 f"window.sock = new WebSocket('{ws}/socket');</script><h1>probe</h1>")
+        browser.call(episode.page.set_content(probe))
+        deadline = time.monotonic() + 10
+        while len(episode.blocked) < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)
         urls = [b["url"] for b in episode.blocked]
         assert wiki + "/" in urls and "file:///etc/passwd" in urls and wiki + "/pixel.png" in urls
-        assert "http://192.0.2.1/x" in urls
+        assert "http://192.0.2.1/x" in urls and ws + "/socket" in urls and any(u.startswith("data:") for u in urls)
         assert not any(r["site"] == "wiki" for r in apps.requests()), "the wiki never saw a request"
     finally:
         episode.close()

@@ -14,6 +14,8 @@ import time
 import pytest
 
 from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.rollout.solvers import GoldSolver
 from orchard_cli.tasks.registry import load_suite
 from orchard_cli.tasks.validate import validate_tasks
 
@@ -62,6 +64,35 @@ def test_the_apps_and_the_browser_are_out_of_the_agent_sandboxs_reach():
         env.close()
 
 
+class _BrowserCrashes(GoldSolver):
+    """The gold solution, with the browser killed (as a crash would) before it starts."""
+
+    def solve(self, context):
+        _, web = self.family.live(context.sandbox)
+        subprocess.run(["pkill", "-9", "-f", f"ORCHARD_WEB_BROWSER {web.browser.root}"], check=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while web.browser.failed() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return super().solve(context)
+
+
+def test_a_browser_that_crashes_mid_episode_is_infra_error_in_the_run_and_in_a_regrade():
+    family, tasks = load_suite("web-mini", limit=1)
+    env = connect("local")
+    try:
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=_BrowserCrashes(family), episode_id="crash"),
+                             family=family, env=env, backend="local")
+        assert result.outcome.category == "infra_error", result.outcome
+        assert result.evidence.state["failure"]
+        assert family.quick_verdict(tasks[0], result.evidence).category == "infra_error"  # what regrade reads
+        again = run_episode(Episode(task=tasks[0], attempt=2, solver=GoldSolver(family), episode_id="after"),
+                            family=family, env=env, backend="local")
+        assert again.outcome.category == "resolved" and family.pool.started == 2, "a dead set is never reused"
+    finally:
+        family.close()
+        env.close()
+
+
 def _ours(home) -> list[str]:
     """Browser and app processes of this ORCHARD_HOME (their command lines name its folders)."""
     out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
@@ -98,3 +129,4 @@ def test_regrade_agrees_and_a_killed_run_resumes_each_attempt_once(tmp_path, _or
     card = json.loads((tmp_path / "run" / "regrade" / "scorecard.json").read_text())
     assert card["resolved"] == 8 and set(card["by_group"]["site"]) <= {"shop", "wiki", "mail", "booking"}
     assert _ours(_orchard_home) == []
+    assert list((_orchard_home / "web").iterdir()) == [], "the killed run's set folder is swept, the others removed"
