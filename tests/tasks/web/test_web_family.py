@@ -40,28 +40,52 @@ def test_every_web_mini_task_is_valid_three_ways():
     assert len(results) == len(tasks) and not bad, "\n".join(bad)
 
 
-def test_the_apps_and_the_browser_are_out_of_the_agent_sandboxs_reach():
+PROBE = """import json, os, socket, sys
+seen = {}
+for port in sys.argv[1].split(","):
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect(("127.0.0.1", int(port))); seen[port] = "open"
+    except OSError as exc:
+        seen[port] = f"closed {exc}"
+seen["state_folder"] = os.path.exists(sys.argv[2])
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("network", ["none", "proxy"])
+def test_the_apps_their_state_and_the_browser_are_out_of_the_agent_sandboxs_reach(network):
+    """As the gold solver's sandbox has it (no network) and as an agent's has it (only its proxy)."""
+    import http.server
+    import threading
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
     family, tasks = load_suite("web-mini", limit=1)
     env = connect("local")
     spec = family.sandbox_spec(tasks[0], "local")
+    if network == "proxy":
+        spec = spec.model_copy(update={"network": "proxy",
+                                       "proxy_url": f"http://127.0.0.1:{proxy.server_address[1]}"})
     try:
         sandbox = SandboxHandle.create(env, spec)
         try:
             family.setup(tasks[0], sandbox)
-            ports = family.live(sandbox)[1].apps.ports()
-            probe = ("import socket,sys\nfor p in sys.argv[1:]:\n    s=socket.socket(); s.settimeout(3)\n"
-                     "    try:\n        s.connect(('127.0.0.1', int(p))); print('OPEN', p)\n"
-                     "    except OSError as e:\n        print('closed', p, e)\n")
-            sandbox.write_file("probe.py", probe)
-            job = sandbox.exec("python3 probe.py " + " ".join(str(p) for p in ports.values()), timeout=60)
+            web = family.live(sandbox)[1]
+            ports = [str(p) for p in web.apps.ports().values()]
+            sandbox.write_file("probe.py", PROBE)
+            job = sandbox.exec(["python3", "probe.py", ",".join(ports), str(web.root)], timeout=60)
             assert job.exit_code == 0, job.stderr
-            assert "OPEN" not in job.stdout and job.stdout.count("closed") == len(ports)
+            seen = json.loads(job.stdout)
+            assert all(seen[p].startswith("closed") for p in ports), seen
+            assert seen["state_folder"] is False, "the apps' databases and Maildir are not visible inside"
         finally:
             sandbox.destroy()
     finally:
         family.release(tasks[0], spec)
         family.close()
         env.close()
+        proxy.shutdown()
 
 
 class _BrowserCrashes(GoldSolver):
