@@ -8,12 +8,16 @@ import asyncio
 import importlib.util
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from orchard_cli.errors import MissingDependencyError, UnknownNameError
-from orchard_cli.tasks.miniwob import solvers, suite
+from orchard_cli.tasks.miniwob import suite
+
+sys.path.insert(0, str(Path(__file__).parent))
+import page_solvers as solvers  # noqa: E402 - scripted solutions on a bare page, this folder's helper
 
 pytestmark = pytest.mark.chromium
 SHELL = os.environ.get("ORCHARD_CHROMIUM") or "/usr/lib/chromium/chromium-headless-shell"

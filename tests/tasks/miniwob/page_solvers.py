@@ -1,5 +1,6 @@
-"""Scripted reference solutions for simple MiniWoB++ tasks, written with Playwright locators the way
-an agent would act (roles, labels, visible text), plus a plausible wrong action (`near_miss`) for
+"""Scripted solutions for simple MiniWoB++ tasks on a bare Playwright page (the suite's own tests,
+without orchard's browser; the family's reference steps are tasks/miniwob/gold.py), written with
+Playwright locators the way an agent would act (roles, labels, visible text), plus a plausible wrong action (`near_miss`) for
 some, so that CI shows the suite's reward telling a solved episode from a failed one.
 
 Each reads what it needs from the instruction (the utterance `suite.start` returned), never from
