@@ -34,6 +34,14 @@ from orchard_cli.tasks.web.browser import ARGS, WebBrowser, browser_binary  # no
 from orchard_cli.tasks.web.episode import BrowserEpisode  # noqa: E402
 from orchard_cli.tools import ToolSession  # noqa: E402
 
+_TEMP = tempfile.TemporaryDirectory(prefix="web-bench-")
+
+
+def tmp() -> Path:
+    """A folder for a browser or the apps, removed with the run's own when the bench ends."""
+    return Path(tempfile.mkdtemp(dir=_TEMP.name))
+
+
 LINKS = ("role=link[name='All products']", "role=link[name=/^Cart/]")
 """Two pages a step alternates between (each click loads a page)."""
 
@@ -80,12 +88,12 @@ def bare_steps(origin: str, steps: int) -> tuple[list[float], list[float], list[
 def orchard_steps(origins: dict[str, str], steps: int) -> tuple[list[float], list[float], list[float]]:
     cold, warm, step = [], [], []
     for _ in range(3):
-        root = Path(tempfile.mkdtemp())
+        root = tmp()
         started = time.perf_counter()
         browser = WebBrowser(root).start()
         cold.append(time.perf_counter() - started)
         browser.stop()
-    browser = WebBrowser(Path(tempfile.mkdtemp())).start()
+    browser = WebBrowser(tmp()).start()
     try:
         for _ in range(5):
             started = time.perf_counter()
@@ -109,7 +117,7 @@ def orchard_steps(origins: dict[str, str], steps: int) -> tuple[list[float], lis
 
 def pages_per_second(origins: dict[str, str], workers: int, seconds: float) -> float:
     """Steps per second over `workers` threads, each with its own browser (as a run's workers)."""
-    browsers = [WebBrowser(Path(tempfile.mkdtemp())).start() for _ in range(workers)]
+    browsers = [WebBrowser(tmp()).start() for _ in range(workers)]
     counts = [0] * workers
     stop = time.monotonic() + seconds
 
@@ -137,7 +145,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    apps = WebApps(Path(tempfile.mkdtemp()))
+    apps = WebApps(tmp())
     apps.start()
     try:
         apps.reset({"seed": 1001})
