@@ -50,6 +50,14 @@ def _pre(text: str, cls: str = "") -> str:
     return f'<pre class="{cls}">{escape(text)}</pre>'
 
 
+def _result(result: object) -> str:
+    """A dispatch's result: a text (a web page's observation) folded under its first line, in
+    full; anything else as JSON, cut."""
+    if isinstance(result, str) and "\n" in result:
+        return _fold(result.split("\n", 1)[0][:200], _pre(result))
+    return f"<code>{escape(json.dumps(result, ensure_ascii=False, default=str)[:400])}</code>"
+
+
 def _fold(summary: str, body: str, *, open_: bool = False) -> str:
     return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
 
@@ -166,8 +174,7 @@ def _evidence(t: Trajectory) -> str:
         rows = "".join(f"<tr><td>{d.seq}</td><td><code>{escape(d.tool)}</code></td>"
                        f"<td><code>{escape(json.dumps(d.arguments, ensure_ascii=False)[:400])}</code></td>"
                        f"<td>{'' if d.status is None else d.status}</td>"
-                       f"<td><code>{escape(json.dumps(d.result, ensure_ascii=False, default=str)[:400])}</code></td></tr>"
-                       for d in ev.dispatches)
+                       f"<td>{_result(d.result)}</td></tr>" for d in ev.dispatches)
         parts.append(f"<h3>Tool dispatches ({len(ev.dispatches)})</h3><table><tr><th>#</th><th>tool</th>"
                      f"<th>arguments</th><th>status</th><th>result</th></tr>{rows}</table>")
     for name, state in ev.state.items():
