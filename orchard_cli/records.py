@@ -84,16 +84,28 @@ def cut_torn_tail(path: Path) -> bool:
 class JsonlWriter:
     """Append records to a JSONL file, one durable line at a time. Thread-safe."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+    def __init__(self, path: str | Path, *, fsync: bool = True, images: bool = False) -> None:
+        """`images`: records' images go to files beside the file (orchard_cli.images), never
+        base64 inside a line (trajectories)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.repaired = cut_torn_tail(self.path)
         self._fsync = fsync
+        self._images = None
+        if images:
+            from orchard_cli.images import ImageStore, images_dir
+
+            self._images = ImageStore(images_dir(self.path))
         self._lock = threading.Lock()
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, record: BaseModel | Mapping[str, Any]) -> None:
         data = encode_line(record)
+        if self._images is not None:
+            from orchard_cli.images import might_hold_images
+
+            if might_hold_images(data.decode("utf-8", "replace")):
+                data = encode_line(self._images.externalize(_to_dict(record)))
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"writer for {self.path} is closed")

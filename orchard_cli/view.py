@@ -9,6 +9,7 @@ as the proxy recorded them. Verdict colours are the families' own (`categories`)
 from __future__ import annotations
 
 import json
+import os
 from html import escape
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ h1{font-size:22px;margin:0 0 16px} h2{font-size:18px;margin:0} h3{font-size:15px
 .head{display:flex;gap:12px;align-items:center;flex-wrap:wrap}
 .badge{color:#fff;border-radius:12px;padding:2px 10px;font-weight:600;font-size:13px}
 .facts{color:#57606a;margin:6px 0 0;font-size:13px} .facts b{color:#1f2328;font-weight:600}
+.shot{max-width:640px;width:100%;border:1px solid #d0d7de;border-radius:6px;margin:6px 0;display:block}
 .msg{border-left:4px solid #d0d7de;margin:10px 0;padding:6px 12px;background:#fbfcfd;border-radius:0 6px 6px 0}
 .msg .role{font-size:12px;font-weight:700;text-transform:uppercase;letter-spacing:.04em;color:#57606a}
 .system{border-color:#8c959f} .user{border-color:#0969da} .assistant{border-color:#1a7f37} .tool{border-color:#bf8700}
@@ -77,6 +79,21 @@ def _content_text(content: Any) -> str:
     return json.dumps(content, indent=1, ensure_ascii=False)
 
 
+def _image_of(part: Any) -> str | None:
+    """An image content part's reference (`orchard-image:...`) or data URL, else None."""
+    if not isinstance(part, dict) or part.get("type") not in ("image_url", "input_image", "image"):
+        return None
+    url = part.get("image_url")
+    url = url.get("url") if isinstance(url, dict) else url
+    if url is None and isinstance(part.get("source"), dict):
+        url = part["source"].get("data")
+    return url if isinstance(url, str) and url.startswith(("orchard-image:", "data:image/")) else None
+
+
+def _images(content: Any) -> list[str]:
+    return [ref for ref in (_image_of(p) for p in content) if ref] if isinstance(content, list) else []
+
+
 def _arguments(raw: str) -> str:
     """A tool call's arguments for reading: a lone command/input shown as is, JSON pretty."""
     try:
@@ -99,9 +116,12 @@ def _message(message: dict[str, Any]) -> str:
              + "</div>"]
     if message.get("reasoning_content"):
         parts.append(_fold("reasoning", _pre(str(message["reasoning_content"]))))
-    text = _content_text(message.get("content"))
+    content = message.get("content")
+    shots = _images(content)
+    text = _content_text([p for p in content if not _image_of(p)] if shots else content)
     if text:
         parts.append(_long_text(text, "text" if role != "tool" else ""))
+    parts += [f"<img class='shot' src='{escape(ref)}' alt='image'>" for ref in shots]
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {}
         parts.append(f'<div class="call"><span class="fn">{escape(str(fn.get("name", "")))}</span> '
@@ -250,8 +270,9 @@ def view(path: str | Path, *, episode: str | None = None, out: str | Path | None
          categories: Callable[[set[str]], Categories] | None = None) -> tuple[Path, int]:
     """Write the page for FILE (or one episode of it); returns (page path, episodes shown).
     `categories(families)` gives the verdict labels and colours of the families in the file."""
-    from orchard_cli.trajectory import read_trajectories
+    from orchard_cli.images import images_dir
     from orchard_cli.records import write_text
+    from orchard_cli.trajectory import read_trajectories
 
     path = Path(path)
     trajectories = read_trajectories(path)
@@ -271,5 +292,8 @@ def view(path: str | Path, *, episode: str | None = None, out: str | Path | None
         path.name.removesuffix(".jsonl") + (f".{trajectories[0].episode_id}" if episode else "") + ".html")
     target.parent.mkdir(parents=True, exist_ok=True)
     known = categories({t.family for t in trajectories}) if categories else None
-    write_text(target, render_page(trajectories, title, known))
+    page = render_page(trajectories, title, known)
+    # images stored beside the trajectories (orchard_cli.images), linked from where the page is
+    where = os.path.relpath(images_dir(path.resolve()), target.resolve().parent)
+    write_text(target, page.replace("src='orchard-image:", f"src='{escape(Path(where).as_posix())}/"))
     return target, len(trajectories)

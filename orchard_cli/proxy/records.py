@@ -7,6 +7,7 @@ occurrence of the upstream key in a body is replaced by `[REDACTED]` before the 
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchard_cli.errors import UsageError
+from orchard_cli.images import ImageStore, images_dir, might_hold_images
 from orchard_cli.records import cut_torn_tail
 
 SCHEMA_VERSION = 1
@@ -114,6 +116,7 @@ class JsonlWriter:
         self._secrets = [s for s in secrets or [] if s]
         self._interval = interval_s
         self.repaired = cut_torn_tail(self.path)  # a proxy killed mid-line: start on a fresh one
+        self._images = ImageStore(images_dir(self.path))  # screenshots as files, not base64 lines
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._queue: queue.SimpleQueue[CallRecord] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -131,6 +134,9 @@ class JsonlWriter:
             except queue.Empty:
                 break
             line = record.model_dump_json()
+            if might_hold_images(line):
+                line = json.dumps(self._images.externalize(json.loads(line)), ensure_ascii=False,
+                                  separators=(",", ":"))
             for secret in self._secrets:  # last line of defence; records are scrubbed upstream
                 line = line.replace(secret, REDACTED)
             lines.append(line + "\n")

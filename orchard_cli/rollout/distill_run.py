@@ -197,7 +197,7 @@ class DistillRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json(self.run_dir / "config.json", self.config)
         totals = TeacherStats()
-        writer = JsonlWriter(self.out)
+        writer = JsonlWriter(self.out, images=True)
         ledger = JsonlWriter(self.ledger_path)
         solvers = self.solvers()
         metadata = {"upstream": self.upstream.describe(), "run": "distill",

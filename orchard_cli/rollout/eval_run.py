@@ -246,7 +246,7 @@ class _ScorecardSink:
         trajectory = None
         if solution is not None and solution.agent is not None:
             if self.trajectories is None:
-                self.trajectories = JsonlWriter(run.out / TRAJECTORIES)
+                self.trajectories = JsonlWriter(run.out / TRAJECTORIES, images=True)
             self.trajectories.write(trajectory_of(result, {"upstream": _upstream(run.solver), "seed": run.config.seed,
                                                            "run": "eval"}))
             trajectory = TRAJECTORIES
