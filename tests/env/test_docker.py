@@ -366,7 +366,7 @@ def test_runner_channel_cannot_be_reached_from_inside(env, base):
     """Results come over a connection no sandbox process can open or read: no forged exit codes."""
     info = env.create_sandbox(SandboxSpec(image=base))
     assert info.details["exec"] == "runner" and info.details["runner_protected"] == "true"
-    job = run(env, info.sandbox_id, "ls /run/orchard; pid=$(pgrep -o -f /run/orchard/runner.py); "
+    job = run(env, info.sandbox_id, "ls /run/orchard; pid=$(pgrep -o -f /run/orchard/ctl.sock); "
                                     "for fd in /proc/$pid/fd/*; do readlink $fd || cat $fd; done "
                                     "2>/dev/null | grep -c . || echo refused")
     assert "ctl.sock" not in job.stdout and job.stdout.endswith("0\nrefused\n"), job.stdout
