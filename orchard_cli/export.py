@@ -63,10 +63,15 @@ def _text(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False)  # image parts and the like, kept losslessly
 
 
-def row(t: Trajectory) -> dict[str, Any]:
-    """One trajectory as one dataset row."""
+def row(t: Trajectory, images: Path | None = None) -> dict[str, Any]:
+    """One trajectory as one dataset row; its images (files in `images`, beside the trajectories
+    file) back inline as data URLs: a dataset has no folder beside it."""
+    from orchard_cli.images import internalize
+
     messages = []
     for m in t.messages:
+        if images is not None:
+            m = {**m, "content": internalize(m.get("content"), images)}
         calls = [{"id": c.get("id"), "type": c.get("type", "function"),
                   "function": {"name": (c.get("function") or {}).get("name"),
                                "arguments": (c.get("function") or {}).get("arguments")}}
@@ -111,6 +116,7 @@ def _card(families: list[str], counts: dict[str, int]) -> str:
 
 def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolved"] = "all") -> ExportResult:
     """Write the dataset folder; an existing non-empty folder is refused (nothing is overwritten)."""
+    from orchard_cli.images import images_dir
     from orchard_cli.trajectory import read_trajectories
 
     pa, pq = _pyarrow()
@@ -133,7 +139,7 @@ def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolv
         shards = [items[i:i + ROWS_PER_FILE] for i in range(0, len(items), ROWS_PER_FILE)]
         for n, shard in enumerate(shards):
             target = folder / f"data-{n:05d}-of-{len(shards):05d}.parquet"
-            pq.write_table(pa.Table.from_pylist([row(t) for t in shard], schema=schema), target)
+            pq.write_table(pa.Table.from_pylist([row(t, images_dir(path)) for t in shard], schema=schema), target)
             files.append(str(target))
     counts = {f: len(v) for f, v in by_family.items()}
     (out / "README.md").write_text(_card(sorted(by_family), counts), encoding="utf-8")

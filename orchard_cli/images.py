@@ -3,9 +3,12 @@
 A model call that shows the model a screenshot carries it as a data URL (`data:image/png;base64,
 ...`, in chat `image_url` parts and Responses `input_image` items) or as a base64 source
 (`{"type": "base64", "media_type": "image/png", "data": ...}`). Written to a trajectories file
-(or the proxy's calls file), each such image becomes a file `images/<sha256>.<ext>` beside it,
-written once however many calls re-send it, and the record holds `orchard-image:<sha256>.<ext>`
-where the base64 was. `internalize` turns the references back into data URLs (for a trainer or a
+(or the proxy's calls file), each such image becomes a file `<stem>.images/<sha256>.<ext>` beside
+it (`trajectories.images/` for `trajectories.jsonl`), written once however many calls re-send it,
+and the record holds `orchard-image:<sha256>.<ext>` where the base64 was. Only image content parts
+are rewritten (a chat `image_url` part's URL, a Responses `input_image`'s `image_url`, an `image`
+part's base64 `source`), never other text that happens to look like a data URL. Copy the folder
+with the file: a record's images resolve against it. `internalize` turns the references back into data URLs (for a trainer or a
 server that needs the bytes); `orchard view` shows them as images.
 
 A leaf module: standard library only.
@@ -23,7 +26,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-IMAGES_DIR = "images"
 PREFIX = "orchard-image:"
 _DATA_URL = re.compile(r"^data:(image/(png|jpeg|jpg|gif|webp));base64,", re.IGNORECASE)
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg", "image/gif": "gif", "image/webp": "webp"}
@@ -32,8 +34,9 @@ _NAME = re.compile(r"^[0-9a-f]{64}\.(png|jpg|gif|webp)$")
 
 
 def images_dir(jsonl: str | Path) -> Path:
-    """Where the images of a JSONL file's records live: `images/` beside it."""
-    return Path(jsonl).parent / IMAGES_DIR
+    """Where the images of a JSONL file's records live: `<stem>.images/` beside it."""
+    path = Path(jsonl)
+    return path.with_name(path.stem + ".images")
 
 
 def might_hold_images(text: str) -> bool:
@@ -61,32 +64,46 @@ class ImageStore:
                 fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
+                os.chmod(tmp, 0o644)  # as readable as the JSONL beside it
                 os.replace(tmp, target)
             self._known.add(name)
         return PREFIX + name
 
     def externalize(self, value: Any) -> Any:
-        if isinstance(value, str):
-            match = _DATA_URL.match(value)
-            if match is None:
-                return value
-            try:
-                data = base64.b64decode(value[match.end():], validate=False)
-            except (binascii.Error, ValueError):
-                return value
-            return self.put(data, match.group(1))
+        """`value` with each image content part's bytes moved to a file (other values as they are)."""
         if isinstance(value, list):
             return [self.externalize(v) for v in value]
-        if isinstance(value, dict):
-            if value.get("type") == "base64" and str(value.get("media_type", "")).startswith("image/") \
-                    and isinstance(value.get("data"), str):
-                try:
-                    data = base64.b64decode(value["data"], validate=False)
-                except (binascii.Error, ValueError):
-                    return value
-                return {**value, "data": self.put(data, value["media_type"])}
-            return {k: self.externalize(v) for k, v in value.items()}
-        return value
+        if not isinstance(value, dict):
+            return value
+        kind = value.get("type")
+        if kind in ("image_url", "input_image"):
+            url = value.get("image_url")
+            if isinstance(url, dict) and isinstance(url.get("url"), str):
+                return {**value, "image_url": {**url, "url": self._data_url(url["url"])}}
+            if isinstance(url, str):
+                return {**value, "image_url": self._data_url(url)}
+            return value
+        source = value.get("source")
+        if kind == "image" and isinstance(source, dict) and source.get("type") == "base64" \
+                and str(source.get("media_type", "")).startswith("image/") and isinstance(source.get("data"), str):
+            data = _decode(source["data"])
+            if data is None:
+                return value
+            return {**value, "source": {**source, "data": self.put(data, source["media_type"])}}
+        return {k: self.externalize(v) for k, v in value.items()}
+
+    def _data_url(self, url: str) -> str:
+        match = _DATA_URL.match(url)
+        data = _decode(url[match.end():]) if match else None
+        return url if data is None else self.put(data, match.group(1))
+
+
+def _decode(text: str) -> bytes | None:
+    """Strict base64 (whitespace ignored); None for anything else, which then stays as it is."""
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def path_of(ref: str, folder: str | Path) -> Path | None:
@@ -97,17 +114,27 @@ def path_of(ref: str, folder: str | Path) -> Path | None:
 
 
 def internalize(value: Any, folder: str | Path) -> Any:
-    """`value` with each reference back as a data URL (a base64 source's `data` as base64)."""
-    if isinstance(value, str):
-        path = path_of(value, folder)
-        if path is None:
-            return value
-        mime = _MIME[path.suffix[1:]]
-        return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+    """`value` with each image part's reference back as a data URL (a base64 source's `data` as
+    base64)."""
     if isinstance(value, list):
         return [internalize(v, folder) for v in value]
-    if isinstance(value, dict):
-        if value.get("type") == "base64" and path_of(value.get("data"), folder) is not None:
-            return {**value, "data": base64.b64encode(path_of(value["data"], folder).read_bytes()).decode()}
-        return {k: internalize(v, folder) for k, v in value.items()}
-    return value
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("type")
+    if kind in ("image_url", "input_image"):
+        url = value.get("image_url")
+        if isinstance(url, dict):
+            return {**value, "image_url": {**url, "url": _url_of(url.get("url"), folder)}}
+        return {**value, "image_url": _url_of(url, folder)}
+    source = value.get("source")
+    if kind == "image" and isinstance(source, dict) and path_of(source.get("data"), folder) is not None:
+        data = path_of(source["data"], folder).read_bytes()
+        return {**value, "source": {**source, "data": base64.b64encode(data).decode()}}
+    return {k: internalize(v, folder) for k, v in value.items()}
+
+
+def _url_of(ref: Any, folder: str | Path) -> Any:
+    path = path_of(ref, folder)
+    if path is None:
+        return ref
+    return f"data:{_MIME[path.suffix[1:]]};base64,{base64.b64encode(path.read_bytes()).decode()}"

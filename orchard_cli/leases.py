@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import itertools
-import os
 import shutil
 import tempfile
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 
-OWNER = "owner.pid"
+OWNER = "owner"
 
 
 def set_folder(kind: str, prefix: str) -> Path:
@@ -30,26 +29,18 @@ def set_folder(kind: str, prefix: str) -> Path:
     from orchard_cli.home import state_dir
 
     root = state_dir(kind)
+    from orchard_cli.env.owner import current_owner, owner_alive
+
     for mark in root.glob(f"*/{OWNER}"):
         try:
-            pid = int(mark.read_text())
-        except (OSError, ValueError):
+            owner = mark.read_text().strip()
+        except OSError:
             continue
-        if not _alive(pid):
+        if owner and not owner_alive(owner):  # host:pid:start; another host's folder is left alone
             shutil.rmtree(mark.parent, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
-    (folder / OWNER).write_text(str(os.getpid()))
+    (folder / OWNER).write_text(current_owner())
     return folder
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Leasable(Protocol):
@@ -87,7 +78,11 @@ class LeasePool(Generic[T]):
                 if found is None:
                     break
                 chosen = self._free.pop(found)[1]
-            if chosen.failed():  # died while it waited: never handed out
+            try:
+                dead = chosen.failed()
+            except Exception as exc:  # noqa: BLE001 - a set that cannot say is not handed out
+                dead = f"{type(exc).__name__}: {exc}"
+            if dead:  # died while it waited: never handed out
                 chosen.stop()
                 chosen = None
         if chosen is None:

@@ -105,7 +105,10 @@ class JsonlWriter:
             from orchard_cli.images import might_hold_images
 
             if might_hold_images(data.decode("utf-8", "replace")):
-                data = encode_line(self._images.externalize(_to_dict(record)))
+                try:
+                    data = encode_line(self._images.externalize(_to_dict(record)))
+                except OSError:  # images that cannot be stored stay inline: the record is not lost
+                    pass
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"writer for {self.path} is closed")

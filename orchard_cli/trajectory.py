@@ -54,7 +54,8 @@ class TrajectoryOutcome(BaseModel):
 
 
 class Trajectory(BaseModel):
-    """One episode. Documented field by field; `schema_version` changes with any breaking edit."""
+    """One episode. Documented field by field; `schema_version` changes with any breaking edit.
+    Images in `calls` and `messages` are files beside the trajectories file: see CallRecord."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -56,7 +56,7 @@ def _result(result: object) -> str:
     """A dispatch's result: a text (a web page's observation) folded under its first line, in
     full; anything else as JSON, cut."""
     if isinstance(result, str) and "\n" in result:
-        return _fold(result.split("\n", 1)[0][:200], _pre(result))
+        return _fold(escape(result.split("\n", 1)[0][:200]), _pre(result))
     return f"<code>{escape(json.dumps(result, ensure_ascii=False, default=str)[:400])}</code>"
 
 
@@ -187,9 +187,9 @@ def _evidence(t: Trajectory) -> str:
     if ev.answer:
         parts.append("<h3>Final answer</h3>" + _long_text(ev.answer))
     for path, text in ev.files.items():
-        parts.append(_fold(f"file {path} ({len(text):,} characters)", _pre(text)))
+        parts.append(_fold(f"file {escape(path)} ({len(text):,} characters)", _pre(text)))
     for cmd in ev.commands:
-        parts.append(_fold(f"$ {cmd.command}  (exit {cmd.exit_code})", _pre(cmd.stdout + cmd.stderr)))
+        parts.append(_fold(f"$ {escape(cmd.command)}  (exit {cmd.exit_code})", _pre(cmd.stdout + cmd.stderr)))
     if ev.dispatches:
         rows = "".join(f"<tr><td>{d.seq}</td><td><code>{escape(d.tool)}</code></td>"
                        f"<td><code>{escape(json.dumps(d.arguments, ensure_ascii=False)[:400])}</code></td>"

@@ -22,17 +22,15 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import marshal
 import os
 import shlex
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchard_cli.env import cgroups, netdrop
+from orchard_cli.env import cgroups, netdrop, runner_boot
 from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
 from orchard_cli.env.runner_channel import RunnerChannel
@@ -62,17 +60,18 @@ RUNNER_WAIT = 30.0            # seconds the runner may take to come up
 # The container's main process (under docker-init): start the runner, which connects back to the
 # control socket, note what the image offers, then sleep, ignoring the signals a stray `pkill` or
 # `kill -TERM -1` in the sandbox would send (the container lives as long as this sleep does).
-# The runner starts from its code as this process compiled it when the image's Python is the same
-# minor version (no compile in the container: faster, and less memory kept), else from its source.
-_BOOT = (f"import marshal,sys\nif sys.version_info[:2]=={tuple(sys.version_info[:2])!r}:\n"
-         f" f=open('{CTL}/runner.bin','rb');c=marshal.loads(f.read());f.close()\n"
-         f"else:\n f=open('{CTL}/runner.py');c=compile(f.read(),'runner.py','exec');f.close()\n"
-         "exec(c,{'__name__':'__main__','__builtins__':__builtins__})")
-_START = f"""#!/bin/sh
+
+
+@functools.cache
+def _start_script() -> str:
+    """The container's main process (see above): the runner from code this process compiled when
+    the container's Python is the same interpreter, else from its source (runner_boot)."""
+    boot = shlex.quote(runner_boot.program(CTL, _compiled()))
+    return f"""#!/bin/sh
 [ -x /bin/bash ] && : >{CTL}/has-bash
 py=$(command -v /usr/bin/python3 || command -v python3)
 if [ -n "$py" ]; then
-  ("$py" -I -S -c {shlex.quote(_BOOT)} {CTL}/ctl.sock </dev/null >{CTL}/runner.log 2>&1 &)  # init reaps it
+  ("$py" -I -S -c {boot} {CTL}/ctl.sock </dev/null >{CTL}/runner.log 2>&1 &)  # init reaps it
 else
   : >{CTL}/no-runner
 fi
@@ -81,14 +80,10 @@ exec sleep infinity
 """
 
 
-RUNNER_SOURCE = Path(__file__).with_name("local_runner.py")
-
-
 @functools.cache
-def _runner_code() -> bytes:
-    """The runner compiled and marshalled by this interpreter (read by a container whose Python
-    is the same minor version; see _BOOT)."""
-    return marshal.dumps(compile(RUNNER_SOURCE.read_text(), "runner.py", "exec"))
+def _compiled() -> "runner_boot.Compiled":
+    """The runner as this process compiles it, once."""
+    return runner_boot.here()
 
 
 def _host_dir(sandbox_id: str) -> Path:
@@ -308,9 +303,8 @@ class DockerBackend:
             (root / sub).mkdir(exist_ok=True)
         os.chmod(root / "tmp", 0o1777)
         os.chmod(root / "ctl", 0o1777)  # the image's user may not be root
-        shutil.copyfile(RUNNER_SOURCE, root / "ctl" / "runner.py")
-        (root / "ctl" / "runner.bin").write_bytes(_runner_code())
-        (root / "ctl" / "start.sh").write_text(_START)
+        runner_boot.place(root / "ctl", _compiled())
+        (root / "ctl" / "start.sh").write_text(_start_script())
         channel = RunnerChannel(root / "ctl" / "ctl.sock", lambda: _log_tail(root / "ctl" / "runner.log"),
                                 socket_mode=0o666)  # the runner runs as the image's user
         env = dict(spec.env)

@@ -41,7 +41,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.env import cgroups, limits, netdrop
+from orchard_cli.env import cgroups, runner_boot, limits, netdrop
 from orchard_cli.env.base import CAPABILITIES
 from orchard_cli.env.io_loop import io_loop
 from orchard_cli.env.local_spawn import OutputTail, spawn
@@ -65,40 +65,7 @@ from orchard_cli.home import orchard_home, state_dir
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_TIMEOUT = 30.0
-RUNNER = Path(__file__).with_name("local_runner.py")
 _warned = False
-_COMPILED: dict[str, bytes | None] = {}
-_COMPILED_LOCK = threading.Lock()
-_COMPILE = ("import marshal,sys;sys.stdout.buffer.write(marshal.dumps(compile(open(sys.argv[1]).read(),"
-            "'runner.py','exec')))")
-
-
-def compiled_runner(python: str) -> bytes | None:
-    """The runner's code object, compiled and marshalled by `python` itself (the sandbox's own
-    interpreter, run here on the host: host-rooted sandboxes only), once per process. A runner
-    started from it skips compiling 800 lines, whose memory its interpreter would keep: 2.9 MiB
-    of PSS instead of 5.2 per sandbox, and ~15 ms less CPU per create. None when `python` cannot
-    do it (the runner then starts from its source)."""
-    with _COMPILED_LOCK:
-        if python not in _COMPILED:
-            try:
-                done = subprocess.run([python, "-I", "-S", "-c", _COMPILE, str(RUNNER)], capture_output=True,
-                                      timeout=60, env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"})
-                _COMPILED[python] = done.stdout if done.returncode == 0 and done.stdout else None
-            except (OSError, subprocess.SubprocessError):
-                _COMPILED[python] = None
-        return _COMPILED[python]
-
-
-def runner_argv(python: str, inside: str, code: bytes | None) -> list[str]:
-    """The runner's command line: from its marshalled code when there is some, else its source."""
-    if code is None:
-        return [python, "-I", "-S", f"{inside}/runner.py", f"{inside}/ctl.sock"]
-    boot = (f"import marshal,sys;f=open({inside + '/runner.bin'!r},'rb');c=marshal.loads(f.read());f.close()\n"
-            "exec(c,{'__name__':'__main__','__builtins__':__builtins__})")
-    return [python, "-I", "-S", "-c", boot, f"{inside}/ctl.sock"]
-
-
 def _children(pid: int) -> list[int]:
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -257,13 +224,10 @@ class LocalBackend:
         meta["cgroups"] = dirs
         _write_meta(folder, meta)
         (folder / "run").mkdir()
-        code = compiled_runner(python) if image == Path("/") else None
-        if code is not None:
-            (folder / "run" / "runner.bin").write_bytes(code)   # readable inside at /.orchard
-        else:
-            shutil.copyfile(RUNNER, folder / "run" / "runner.py")
+        compiled = runner_boot.by(python) if image == Path("/") else None  # a host binary: run it here
+        runner_boot.place(folder / "run", compiled)   # readable inside at /.orchard
         inside = "/.orchard" if self.bwrap else str(folder / "run")
-        argv = runner_argv(python, inside, code)
+        argv = [python, "-I", "-S", "-c", runner_boot.program(inside, compiled), f"{inside}/ctl.sock"]
         if self.bwrap:
             argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
                     *argv]

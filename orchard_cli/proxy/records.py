@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -60,7 +61,10 @@ class CallError(BaseModel):
 class CallRecord(BaseModel):
     """One model call. `request`/`response` are in the dialect the harness spoke; when the proxy
     translated, `upstream_request`/`upstream_response` hold what went over the wire upstream.
-    Streamed responses are assembled into the shape of the non-streamed answer."""
+    Streamed responses are assembled into the shape of the non-streamed answer. In a file (the
+    proxy's `--out`, a trajectories file), an image content part's data URL is replaced by
+    `orchard-image:<sha256>.<ext>`, a file in `<stem>.images/` beside it (orchard_cli.images;
+    `internalize` gives the data URLs back); in memory it is the data URL as sent."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -117,6 +121,7 @@ class JsonlWriter:
         self._interval = interval_s
         self.repaired = cut_torn_tail(self.path)  # a proxy killed mid-line: start on a fresh one
         self._images = ImageStore(images_dir(self.path))  # screenshots as files, not base64 lines
+        self._image_error = False
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._queue: queue.SimpleQueue[CallRecord] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -135,8 +140,13 @@ class JsonlWriter:
                 break
             line = record.model_dump_json()
             if might_hold_images(line):
-                line = json.dumps(self._images.externalize(json.loads(line)), ensure_ascii=False,
-                                  separators=(",", ":"))
+                try:
+                    line = json.dumps(self._images.externalize(json.loads(line)), ensure_ascii=False,
+                                      separators=(",", ":"))
+                except (OSError, ValueError) as exc:  # the line keeps its images; the writer lives on
+                    if not self._image_error:
+                        self._image_error = True
+                        sys.stderr.write(f"orchard proxy: images stay inline in {self.path}: {exc}\n")
             for secret in self._secrets:  # last line of defence; records are scrubbed upstream
                 line = line.replace(secret, REDACTED)
             lines.append(line + "\n")

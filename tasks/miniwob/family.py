@@ -176,7 +176,7 @@ class MiniwobFamily(LeasedFamily):
 
 def grade(evidence: Evidence) -> Outcome:
     """MiniWoB's own verdict, from the evidence alone; a browser that failed is infra_error."""
-    failure = evidence.state.get("failure")
+    failure = evidence.state.get("failure") or evidence.state.get("miniwob_error")  # (older runs: the latter)
     if failure:
         return Outcome(resolved=False, category="infra_error", error=f"the browser failed: {failure}")
     result = evidence.state.get("miniwob") or {}

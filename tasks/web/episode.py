@@ -238,12 +238,21 @@ class BrowserEpisode:
             raise ActionError(f"no action named {action!r}")
 
     async def _responsive(self) -> bool:
-        """The page still runs script (a timed-out action on a hung renderer is not the agent's)."""
+        """The page still runs script (a timed-out action on a hung renderer is not the agent's).
+        Only a probe that times out says no: one that fails otherwise (the page navigated, or
+        closed itself) is a page that answers."""
+        if self.page.is_closed():
+            if not self.pages:
+                self._focus(await self.context.new_page())
+            self.page = self.pages[-1]
+            return True
         try:
             await asyncio.wait_for(self.page.evaluate("1"), 2)
-            return True
-        except Exception:  # noqa: BLE001
+        except asyncio.TimeoutError:
             return False
+        except Exception:  # noqa: BLE001 - navigating, closed: alive
+            pass
+        return True
 
     async def _element(self, a: dict[str, Any]) -> Any:
         """The element an action names. A bid not on the page fails at once (a selector waits, up

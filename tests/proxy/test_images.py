@@ -31,6 +31,12 @@ def _png(seed: int, size: int = 96) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
+def _externalized(value, folder):
+    from orchard_cli.images import ImageStore
+
+    return ImageStore(folder / "x").externalize(value)
+
+
 def _url(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
@@ -61,7 +67,10 @@ def test_ten_calls_resending_five_screenshots_store_five_files_and_no_base64_lin
     last = json.loads(lines[-1])["request"]["messages"][-1]["content"]
     refs = [p["image_url"]["url"] for p in last if p["type"] == "image_url"]
     assert len(refs) == 5 and all(r.startswith(PREFIX) for r in refs)
-    assert internalize(refs[0], images_dir(calls)) == _url(shots[0])  # the bytes come back
+    back = internalize(last, images_dir(calls))  # the bytes come back
+    assert back[1] == {"type": "image_url", "image_url": {"url": _url(shots[0])}} and back[0] == last[0]
+    lookalike = {"role": "tool", "content": _url(shots[0]) + " and more text"}  # not an image part
+    assert _url(shots[0]) in json.dumps(_externalized(lookalike, tmp_path))
 
     trajectories = tmp_path / "run" / "trajectories.jsonl"
     record = Trajectory(episode_id="vision-1", task_id="t", suite="s", family="web", source="agent", harness="h",
@@ -76,7 +85,15 @@ def test_ten_calls_resending_five_screenshots_store_five_files_and_no_base64_lin
     [back] = read_trajectories(trajectories)
     assert back.calls[-1].request["messages"][-1]["content"][1]["image_url"]["url"] == refs[0]
 
+    from orchard_cli.export import export_hf
+    import pyarrow.parquet as pq
+
+    exported = export_hf(trajectories, tmp_path / "dataset")
+    [table] = [pq.read_table(f) for f in exported.files]
+    content = json.loads(table.to_pylist()[0]["messages"][-1]["content"])
+    assert content[1]["image_url"]["url"] == _url(shots[0]), "a dataset carries its images inline"
+
     page, shown = view(trajectories, out=tmp_path / "pages" / "view.html")
     html = page.read_text()
-    assert shown == 1 and html.count("<img class='shot' src='../run/images/") == 5
-    assert all((page.parent / "../run/images" / name).is_file() for name in stored)
+    assert shown == 1 and html.count("<img class='shot' src='../run/trajectories.images/") == 5
+    assert all((page.parent / "../run/trajectories.images" / name).is_file() for name in stored)
