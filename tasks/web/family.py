@@ -58,8 +58,9 @@ class WebFamily(LeasedFamily):
         root = Path(selection.dataset or suite.source)
         if not root.is_dir():
             raise UsageError(f"{root}: not a folder of web tasks (each a folder with task.yaml)")
-        parsed = [load_task_dir(f) for f in task_folders(root)]
-        self._sha256 = folder_sha256(task_folders(root))
+        folders = task_folders(root)
+        parsed = [load_task_dir(f) for f in folders]
+        self._sha256 = folder_sha256(folders)
         if not parsed:
             raise UsageError(f"{root}: no task folders (a folder holding task.yaml, or folders of them)")
         rows = [{"instance_id": t.id, "repo": f"web/{t.site}"} for t in parsed]

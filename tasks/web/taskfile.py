@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchard_cli.errors import UsageError
+from orchard_cli.tasks.claw.taskfile import task_folders  # noqa: F401 - the same layout of task folders
 from orchard_cli.tasks.web.checks import Check
 
 SITES = ("shop", "wiki", "mail", "booking")
@@ -119,8 +120,3 @@ def load_task_dir(folder: Path) -> WebTask:
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"{path}: {where + ': ' if where else ''}{first['msg']}") from exc
 
-
-def task_folders(root: Path) -> list[Path]:
-    if (root / TASK_FILE).is_file():
-        return [root]
-    return sorted(p.parent for p in root.glob(f"*/{TASK_FILE}"))
