@@ -174,6 +174,7 @@ def main() -> int:
     from orchard_cli.value.features import COMPACT, SCALARS, Featurizer
     from orchard_cli.value.model import ValueModel, base_identity, load_base
     from orchard_cli.value.train import TrainConfig, train_value_model
+    from orchard_cli.value.reading import Reading
 
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -189,7 +190,8 @@ def main() -> int:
         shutil.rmtree(model_dir)
     started = time.monotonic()
     report = train_value_model(TrainConfig(runs=[str(r) for r in runs], out=str(model_dir), seed=args.seed,
-                                           holdout=args.holdout, max_tokens=args.max_tokens, threads=args.threads),
+                                           holdout=args.holdout, max_tokens=args.max_tokens,
+                                           reading=Reading(threads=args.threads)),
                                say=say)
     training = time.monotonic() - started
     model = ValueModel.load(model_dir)

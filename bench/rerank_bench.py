@@ -9,11 +9,17 @@
                tasks and over DRAWS seeded draws of N of each task's candidates (candidates whose
                patch is empty or did not apply are dropped before picking when others are left,
                as `rerank apply` does; `first` is the first drawn, unfiltered). Table + PNG.
+  reading      episodes read per second, the featurizer of --baseline-commit (loaded from git: one
+               padded pass per episode, batches of 4; as shipped with 1 torch thread, and with
+               every core) against today's (shared prefixes, unpadded passes, every core), on the
+               same episodes in one run, no feature cache; the largest difference between their
+               rows; and the best-of-N table once from each one's rows (same heads, same folds).
   throughput   candidates scored per second on the CPU (fresh feature cache), for trajectories
                of growing length, at two token budgets.
 
 Usage: .venv/bin/python bench/rerank_bench.py [--suite swe-mini] [--tasks 30] [--near-misses 5]
          [--folds 4] [--objective pairwise|pointwise] [--work DIR] [--draws 200] [--skip-throughput]
+         [--baseline-commit cfac927] [--skip-baseline]
 --work keeps candidates, runs and models; a second run reuses graded runs found there.
 Needs bubblewrap, PyPI (sdists, environments) and the embedded model.
 """
@@ -27,6 +33,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 NS = (1, 2, 4, 8)
@@ -45,8 +52,7 @@ def cli(*args: str) -> int:
 def graded_runs(suite: str, tasks: int, near: int, work: Path) -> tuple[list[str], list[Path]]:
     from orchard_cli.tasks.registry import load_suite
 
-    sys.path.insert(0, str(HERE / "tests" / "value"))
-    from conftest import pick_tasks  # noqa: E402  (the test's spread over repositories)
+    from orchard_cli.value.candidates_io import pick_tasks
 
     _, all_tasks = load_suite(suite)
     ids = pick_tasks(all_tasks, tasks)
@@ -65,7 +71,7 @@ def graded_runs(suite: str, tasks: int, near: int, work: Path) -> tuple[list[str
 
 
 def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int, folds: int = 4,
-                     objective: str = "pairwise") -> dict[str, list[dict]]:
+                     objective: str = "pairwise", tag: str = "") -> dict[str, list[dict]]:
     """task -> candidates [{patch, resolved, applies, score}] in run order, each task scored by
     the model of the fold that held it out."""
     from orchard_cli.value import data
@@ -74,7 +80,7 @@ def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int, folds: int =
     episodes = data.episodes_from_runs(runs)
     by_task: dict[str, list[dict]] = defaultdict(list)
     for k in range(1, folds + 1):
-        model_dir = work / f"model-{objective}-{k}of{folds}"
+        model_dir = work / f"model{tag}-{objective}-{k}of{folds}"
         if not (model_dir / "value_model.json").is_file():
             cli("rerank", "train", *[a for r in runs for a in ("--runs", str(r))], "--fold", f"{k}/{folds}",
                 "--max-tokens", str(max_tokens), "--objective", objective, "--out", str(model_dir))
@@ -140,6 +146,58 @@ def plot(table: dict[int, dict[str, float]], path: Path) -> None:
     plt.close(fig)
 
 
+def baseline_module(commit: str) -> Any:
+    """features.py as it was at `commit`, loaded from git as a module of its own."""
+    import subprocess
+    import types
+
+    source = subprocess.run(["git", "-C", str(HERE), "show", f"{commit}:orchard_cli/value/features.py"],
+                            capture_output=True, text=True, check=True).stdout
+    module = types.ModuleType("baseline_features")
+    exec(compile(source, f"{commit}:orchard_cli/value/features.py", "exec"), module.__dict__)
+    return module
+
+
+def reading_speed(runs: list[Path], max_tokens: int, commit: str) -> tuple[list[dict], dict[str, Any]]:
+    """Rows per second of the baseline featurizer and of today's on the runs' graded episodes."""
+    import numpy as np
+    import torch
+
+    from orchard_cli.value import data, features
+    from orchard_cli.value.model import base_identity, load_base
+    from orchard_cli.value.reading import Reading
+
+    episodes, _ = data.labelled(data.episodes_from_runs(runs))
+    unique = list({ep.digest(): ep for ep in episodes}.values())
+    base = load_base("smollm2")
+    fingerprint = base_identity("smollm2", base).fingerprint
+    precision = features.default_precision()
+    cores = len(__import__("os").sched_getaffinity(0))
+    old = baseline_module(commit)
+    rows, made = [], {}
+    for label, threads in ((f"{commit} (1 thread, as shipped)", 1), (f"{commit} ({cores} threads)", cores)):
+        torch.set_num_threads(threads)
+        old.clear_cache()
+        reader = old.Featurizer(base, max_tokens=max_tokens, fingerprint=fingerprint, precision=precision)
+        started = time.monotonic()
+        made[label] = reader.features(unique)
+        rows.append({"featurizer": label, "seconds": time.monotonic() - started})
+        print(f"  {label}: {len(unique) / rows[-1]['seconds']:.3f} episodes/s", file=sys.stderr)
+    features.clear_cache()
+    reader = features.Featurizer(base, max_tokens=max_tokens, fingerprint=fingerprint, precision=precision,
+                                 spec="smollm2", reading=Reading(cache=False))
+    started = time.monotonic()
+    made["today"] = reader.features(unique)
+    rows.append({"featurizer": f"today ({reader.reading.torch_threads()} threads)", "seconds": time.monotonic() - started})
+    first = rows[0]["seconds"]
+    for row in rows:
+        row.update(episodes=len(unique), per_second=len(unique) / row["seconds"], speedup=first / row["seconds"])
+    before = next(iter(made.values()))
+    rel = float((np.abs(made["today"] - before) / (1e-3 + np.abs(before))).max())
+    keys = [reader.key(ep) for ep in unique]
+    return rows, {"before": dict(zip(keys, before)), "after": dict(zip(keys, made["today"])), "max_rel_diff": rel}
+
+
 def throughput(model_dir: Path, runs: list[Path], budgets: tuple[int, ...] = (512, 1024)) -> list[dict]:
     """Candidates per second for episodes whose trajectory is padded to L tokens of real text."""
     from orchard_cli.value import data, features
@@ -149,10 +207,11 @@ def throughput(model_dir: Path, runs: list[Path], budgets: tuple[int, ...] = (51
     model = ValueModel.load(model_dir)
     base = load_base(model.meta.base.name)
     sample = [ep for ep in data.episodes_from_runs(runs[:1]) if ep.patch.strip()][:8]
-    filler = "\n".join(f"[tool] {line}" for line in Path(HERE / "orchard_cli" / "evaluation.py").read_text().splitlines())
+    filler = "\n".join(f"[tool] {line}" for line in Path(HERE / "orchard_cli" / "value" / "features.py").read_text().splitlines())
     rows = []
     for budget in budgets:
-        featurizer = Featurizer(base, max_tokens=budget, fingerprint=model.meta.base.fingerprint)
+        featurizer = Featurizer(base, max_tokens=budget, fingerprint=model.meta.base.fingerprint,
+                                precision=model.meta.precision)
         for length in (0, 256, 1024, 4096):
             ids = featurizer._encode(filler)[0][:length]
             text = base.tokenizer.decode(ids) if length else ""
@@ -180,11 +239,31 @@ def main() -> None:
     parser.add_argument("--objective", choices=("pairwise", "pointwise"), default="pairwise")
     parser.add_argument("--work", type=Path, default=HERE / "runs" / "rerank-bench")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--baseline-commit", default="cfac927",
+                        help="the featurizer to compare with (the last one before shared prefixes)")
+    parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     ids, runs = graded_runs(args.suite, args.tasks, args.near_misses, args.work)
     graded_s = time.monotonic() - started
+    result: dict[str, Any] = {"suite": args.suite}
+    tables = {}
+    if not args.skip_baseline:
+        from orchard_cli.value import features
+
+        speed, rows = reading_speed(runs, args.max_tokens, args.baseline_commit)
+        result["reading"], result["max_rel_diff"] = speed, rows["max_rel_diff"]
+        print("\n| featurizer | episodes | seconds | episodes/s | speedup |\n| --- | ---: | ---: | ---: | ---: |")
+        for r in speed:
+            print(f"| {r['featurizer']} | {r['episodes']} | {r['seconds']:.1f} | {r['per_second']:.3f} | x{r['speedup']:.2f} |")
+        print(f"largest relative difference between the two featurizers' rows: {rows['max_rel_diff']:.1e}")
+        for tag in ("before", "after"):  # the same heads and folds, each on one featurizer's rows
+            features.clear_cache()
+            features._CACHE.update(rows[tag])
+            tables[tag] = best_of_n(cross_fit_scores(runs, args.work, args.max_tokens, args.folds, args.objective,
+                                                     tag=f"-{tag}"), args.draws)
+        # today's rows stay in the process's cache: the main table below reads them, not the LM
     by_task = cross_fit_scores(runs, args.work, args.max_tokens, args.folds, args.objective)
     table = best_of_n(by_task, args.draws)
     plot(table, args.work / "best_of_n.png")
@@ -197,7 +276,13 @@ def main() -> None:
         if row.get("tasks"):
             print(f"| {n} | {row['tasks']} | " + " | ".join(f"{100 * row[s]:.1f}%" for s in SHOWN) + " |")
     print(f"\nplot: {args.work / 'best_of_n.png'}")
-    result = {"suite": args.suite, "tasks": len(by_task), "best_of_n": table}
+    for tag, other in tables.items():
+        print(f"\nbest of N from the rows of the featurizer {tag} (value column; the others do not read rows):")
+        print("| N | value " + tag + " |\n| ---: | ---: |")
+        for n in NS:
+            if other[n].get("tasks"):
+                print(f"| {n} | {100 * other[n]['value']:.1f}% |")
+    result.update(tasks=len(by_task), best_of_n=table, best_of_n_by_featurizer=tables)
     if not args.skip_throughput:
         rows = throughput(args.work / f"model-{args.objective}-1of{args.folds}", runs)
         result["throughput"] = rows

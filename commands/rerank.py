@@ -17,7 +17,16 @@ app = typer.Typer(no_args_is_help=True,
                   help="The value model: distil graded experience into a scorer (train), pick the best "
                        "of N candidate attempts with it (apply), make graded candidate sets (candidates).")
 
-ThreadsOpt = Annotated[int, typer.Option("--threads", min=1, help="torch threads for the base LM (1 is fastest on a busy 2-core machine).")]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="torch threads per worker for the base LM (default: the cores, shared among the workers).")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Processes that read episodes, each with its own copy of the base LM.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="Where the base LM reads: auto (a GPU when torch sees one), cpu, cuda or cuda:N.")]
+CacheOpt = Annotated[bool, typer.Option("--feature-cache/--no-feature-cache", help="Keep what the base LM read on disk (ORCHARD_HOME/cache/value-features) and reuse it.")]
+
+
+def _reading(device: str, workers: int, threads: Optional[int], cache: bool):  # type: ignore[no-untyped-def]
+    from orchard_cli.value.reading import Reading
+
+    return Reading(device=device, workers=workers, threads=threads, cache=cache)
 
 
 def _pct(value: float | None) -> str:
@@ -47,7 +56,10 @@ def train(
     objective: Annotated[str, typer.Option("--objective", help="pairwise (learn from resolved/unresolved pairs of one task, then calibrate) or pointwise (plain logistic regression).")] = "pairwise",
     features: Annotated[str, typer.Option("--features", help="compact (gains, sizes, relevance to the problem) or all (adds the absolute log-probabilities).")] = "compact",
     shuffle_labels: Annotated[bool, typer.Option("--shuffle-labels", help="Control: fit on permuted labels; held-out metrics should be at chance.")] = False,
-    threads: ThreadsOpt = 1,
+    device: DeviceOpt = "auto",
+    workers: WorkersOpt = 1,
+    threads: ThreadsOpt = None,
+    feature_cache: CacheOpt = True,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Train a value model on graded episodes; its metrics are measured on held-out tasks."""
@@ -71,7 +83,8 @@ def train(
     config = TrainConfig(
         trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
         base_model=base_model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
-        holdout=holdout, fold=fold_kn, max_tokens=max_tokens, precision=precision, shuffle_labels=shuffle_labels, threads=threads,
+        holdout=holdout, fold=fold_kn, max_tokens=max_tokens, precision=precision, shuffle_labels=shuffle_labels,
+        reading=_reading(device, workers, threads, feature_cache),
         head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps, objective=objective,
                         features=features))
     console = stderr_console()
@@ -103,7 +116,10 @@ def apply(
     out: Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Folder for the scorecard of the picks (must be new or empty).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids (default: every task in the runs).")] = None,
     filter_: Annotated[bool, typer.Option("--filter/--no-filter", help="Drop candidates whose patch is empty or did not apply, when others are left.")] = True,
-    threads: ThreadsOpt = 1,
+    device: DeviceOpt = "auto",
+    workers: WorkersOpt = 1,
+    threads: ThreadsOpt = None,
+    feature_cache: CacheOpt = True,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Pick one of each task's N candidates with a value model; scorecard side by side with
@@ -112,7 +128,7 @@ def apply(
 
     config = RerankConfig(value_model=str(value_model), runs=[str(r) for r in runs], out=str(out),
                           instances=[i.strip() for i in instances.split(",") if i.strip()] if instances else None,
-                          filter=filter_, threads=threads)
+                          filter=filter_, reading=_reading(device, workers, threads, feature_cache))
     console = stderr_console()
     report = rerank_runs(config, say=lambda line: console.print(line, markup=False))
     render_report(report, fmt, out)

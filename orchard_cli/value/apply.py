@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
 from orchard_cli.value import data, metrics
+from orchard_cli.value.reading import Reading, ReadProgress
 
 Say = Callable[[str], None]
 LABELS = {"first": "first attempt", "random": "random pick (expected)", "majority": "most common patch",
@@ -39,7 +40,8 @@ class RerankConfig(BaseModel):
     filter: bool = True
     """Drop candidates whose patch is empty or did not apply (without a patch: that did nothing),
     when any other is left."""
-    threads: int | None = 1
+    reading: Reading = Field(default_factory=Reading)
+    """Where and how the base LM reads the candidates."""
 
 
 class Candidate(BaseModel):
@@ -141,11 +143,15 @@ def rerank_runs(config: RerankConfig, say: Say = lambda _: None) -> RerankReport
     if not by_task:
         raise UsageError("the runs hold no candidates")
     flat = [ep for cands in by_task.values() for _, ep in cands]
-    model.threads = config.threads
+    model.reading = config.reading
     model.featurizer()  # loads the base and checks that the head fits it, before any work
     say(f"scoring {len(flat)} candidate(s) of {len(by_task)} task(s) with {config.value_model}")
     started = time.monotonic()
-    scores = [float(s) for s in model.score(flat)]
+    progress = ReadProgress(f"reading with {model.meta.base.name}")
+    try:
+        scores = [float(s) for s in model.score(flat, progress)]
+    finally:
+        progress.close()
     seconds = time.monotonic() - started
     score_of = {id(ep): s for ep, s in zip(flat, scores)}
     per_task, selected, filtered_out = [], [], 0

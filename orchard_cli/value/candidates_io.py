@@ -55,3 +55,21 @@ def write_candidates(suite: str, out: Path, *, instances: list[str] | None = Non
     write_json(out / "kinds.json", {"schema_version": 1, "suite": suite, "seed": seed, "slots": kinds})
     counted = Counter(kind for ks in kinds.values() for kind in ks)
     return {"tasks": len(sets), "files": slots, "out": str(out), "kinds": dict(sorted(counted.items()))}
+
+
+def pick_tasks(tasks: list[Any], n: int, repos: int = 3) -> list[str]:
+    """n task ids, round robin over the `repos` repositories whose test suites are smallest
+    (grading runs a task's whole suite: the smaller, the faster)."""
+    by_repo: dict[str, list[Any]] = {}
+    for t in sorted(tasks, key=lambda t: t.task_id):
+        by_repo.setdefault(t.repo, []).append(t)
+    size = {repo: max(len(t.record.get("PASS_TO_PASS", [])) + len(t.record.get("FAIL_TO_PASS", []))
+                      for t in ts) for repo, ts in by_repo.items()}
+    light = sorted(by_repo, key=lambda repo: (size[repo], repo))[:max(1, repos)]
+    queues = {repo: [t.task_id for t in by_repo[repo]] for repo in light}
+    chosen: list[str] = []
+    while len(chosen) < n and any(queues.values()):
+        for repo in light:
+            if queues[repo] and len(chosen) < n:
+                chosen.append(queues[repo].pop(0))
+    return chosen

@@ -45,7 +45,6 @@ SCALARS = ("patch_logprob", "added_logprob_in_context", "after_logprob", "before
 # The compact set (the head's default): differences within an episode, sizes and relevance. The
 # absolute log-probabilities left out mostly tell code bases apart, not good patches from bad.
 COMPACT = ("naturalness_gain", "min_token_gain", "log_changed_lines", "hunks", "has_patch", *RELEVANCE, *ACTION)
-BATCH = 4
 SNIPPET_CONTEXT = 3  # context lines around a hunk's changes, each side, in the naturalness passes
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
@@ -127,23 +126,39 @@ def default_precision() -> str:
 
 
 class Featurizer:
-    """Features of episodes with one frozen base LM (a `LocalModel`)."""
+    """Features of episodes with one frozen base LM (a `LocalModel`).
+
+    Each episode is read in one unpadded pass; episodes whose composed texts begin alike (the
+    candidates of one task: the same header and problem) share that beginning: it is read once,
+    its keys and values kept, and each episode reads only the rest. Causal attention makes the
+    states equal to a whole pass (within float rounding: pinned by tests/value/test_features.py).
+    """
 
     def __init__(self, base: Any, *, max_tokens: int = 512, fingerprint: str = "",
-                 precision: str = "bf16") -> None:
+                 precision: str = "bf16", spec: str = "", reading: Any = None) -> None:
+        from orchard_cli.value.reading import Reading
+
         self.base = base
+        self.spec = spec
+        """The base's name or folder (what `load_base` takes): needed to read in worker processes."""
         self.precision = precision
         """'bf16': the passes run under bfloat16 autocast (2-3x faster on CPUs with AMX/AVX512-BF16,
         correct anywhere); 'fp32': full precision. Part of the cache key and of the model's meta."""
+        self.reading: Reading = reading if reading is not None else Reading(cache=False)
+        self.store = None
+        if self.reading.cache and fingerprint:
+            from orchard_cli.value.reading import FeatureStore
+
+            self.store = FeatureStore.default()
         self.tokenizer, self.model = base.tokenizer, base.model
         self.max_tokens = max_tokens
         self.fingerprint = fingerprint
         self.layers = int(self.model.config.num_hidden_layers)
         self.mid = self.layers // 2
         self.hidden = int(self.model.config.hidden_size)
-        self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.computed = 0
         """Episodes read by the LM so far (cache hits not counted)."""
+        self._device: Any = None
 
     @property
     def dim(self) -> int:
@@ -164,7 +179,7 @@ class Featurizer:
             ids[name], offsets = self._encode(text) if text else ([], [])
             if name == "patch" and ep.actions is None:
                 plus = [m.span() for m in re.finditer(r"(?m)^\+(?!\+\+ ).*$", text)]
-                added = [any(a <= start < b for a, b in plus) for start, _ in offsets]
+                added = _marks([start for start, _ in offsets], plus)
         seq, span = compose(ids, self.max_tokens)
         return {"ids": seq, "span": span, "added": added[:span[1] - span[0]],
                 "patch_tokens": len(ids["patch"]) if ep.actions is None else 0,
@@ -175,80 +190,152 @@ class Featurizer:
         return hashlib.sha256(raw.encode()).hexdigest()
 
     def features(self, episodes: Sequence[Episode], progress: Any = None) -> np.ndarray:
-        """One row per episode (cached by content: the same text is read once per process)."""
+        """One row per episode, cached by content: in this process, and on disk when the reading
+        keeps a cache (a second run over the same episodes reads nothing again)."""
         keys = [self.key(ep) for ep in episodes]
         todo: dict[str, Episode] = {}
         for k, ep in zip(keys, episodes):
-            if k not in _CACHE:
-                todo.setdefault(k, ep)
-        order = sorted(todo, key=lambda k: len(todo[k].output) + len(todo[k].trajectory))
-        for start in range(0, len(order), BATCH):
-            chunk = order[start:start + BATCH]
-            for k, row in zip(chunk, self._compute([todo[k] for k in chunk])):
+            if k in _CACHE or k in todo:
+                continue
+            row = self.store.get(k, self.dim) if self.store is not None else None
+            if row is not None:
                 _CACHE[k] = row
-            self.computed += len(chunk)
-            if progress:
-                progress(min(start + BATCH, len(order)), len(order))
+            else:
+                todo[k] = ep
+        if todo:
+            fresh = list(todo)
+            if self.reading.workers > 1 and len(fresh) > 1:
+                rows = self._in_workers([todo[k] for k in fresh], progress)
+            else:
+                rows = self.compute([todo[k] for k in fresh], progress)
+            for k, row in zip(fresh, rows):
+                _CACHE[k] = row
+                if self.store is not None:
+                    self.store.put(k, row)
         if not episodes:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([_CACHE[k] for k in keys]).astype(np.float32)
 
+    def _in_workers(self, episodes: list[Episode], progress: Any) -> list[np.ndarray]:
+        """The episodes cut into chunks at boundaries no prefix is shared over, several per worker."""
+        from orchard_cli.value.reading import read_in_workers
+
+        encoded = [self.encode(ep)["ids"] for ep in episodes]
+        order = sorted(range(len(episodes)), key=lambda i: encoded[i])
+        groups = _segments([encoded[i] for i in order])
+        target = max(1, len(episodes) // (4 * self.reading.workers))
+        chunks: list[list[int]] = [[]]
+        for lo, hi in groups:
+            if len(chunks[-1]) >= target:
+                chunks.append([])
+            chunks[-1].extend(order[lo:hi])
+        rows_of = read_in_workers(self, [[episodes[i] for i in chunk] for chunk in chunks], progress)
+        rows: list[Any] = [None] * len(episodes)
+        for chunk, chunk_rows in zip(chunks, rows_of):
+            for i, row in zip(chunk, chunk_rows):
+                rows[i] = row
+        self.computed += len(episodes)
+        return rows
+
     # ---- the passes ---------------------------------------------------------------------------
 
-    def _forward(self, batch: list[list[int]], spans: list[tuple[int, int]], hidden: bool) -> tuple[list[Any], Any]:
-        """Right-padded pass over `batch`. Returns, per row, the log-probability of each token in
-        its span [a, b) given the tokens before it (the LM head runs on those positions only:
-        over a 49k vocabulary it costs as much as the transformer), and the hidden states."""
+    def compute(self, episodes: Sequence[Episode], progress: Any = None) -> list[np.ndarray]:
+        """Feature rows of `episodes` (no cache), in their order."""
+        encoded = [self.encode(ep) for ep in episodes]
+        order = sorted(range(len(episodes)), key=lambda i: encoded[i]["ids"])
+        rows: list[Any] = [None] * len(episodes)
+        done = 0
+        with _torch_threads(self.reading.torch_threads()):
+            for lo, hi, length in shared_prefixes([encoded[i]["ids"] for i in order]):
+                members = order[lo:hi]
+                prefix = self._pass(encoded[members[0]]["ids"][:length], keep=True) if length else None
+                natural = self._naturalness([episodes[i].patch for i in members])
+                for j, i in enumerate(members):
+                    mid, final = self._states(encoded[i]["ids"], prefix)
+                    rows[i] = self._row(episodes[i], encoded[i], mid, final, natural[j])
+                    done += 1
+                    if progress:
+                        progress(done, len(episodes))
+        self.computed += len(episodes)
+        return rows
+
+    def device(self) -> Any:
+        """Where the base computes (moved there once, on first use)."""
+        if self._device is None:
+            from orchard_cli.value.reading import resolve_device
+
+            self._device = resolve_device(self.reading.device)
+            if self._device.type != "cpu":
+                with self.base.lock:
+                    self.model.to(self._device)
+        return self._device
+
+    def _pass(self, ids: list[int], *, prefix: Any = None, keep: bool = False, hidden: bool = True) -> Any:
+        """One pass over `ids` (after `prefix`'s tokens, whose cache it extends and then crops back).
+        Returns (length, cache, mid states, final states) when `keep`, else (mid, final)."""
         import torch
 
-        width = max(len(ids) for ids in batch)
-        input_ids = torch.full((len(batch), width), self.pad, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-            mask[row, :len(ids)] = 1
+        device = self.device()
+        feed = torch.tensor([ids], dtype=torch.long, device=device)
         with self.base.lock, torch.inference_mode(), \
-                torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            out = self.model.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=hidden)
-            last = out.last_hidden_state
-            token_lp = []
-            for row, (a, b) in enumerate(spans):
-                a = max(a, 1)
-                if b <= a:
-                    token_lp.append(torch.zeros(0))
-                    continue
-                logits = self.model.lm_head(last[row, a - 1:b - 1]).float()
-                lp = torch.log_softmax(logits, dim=-1)
-                token_lp.append(lp.gather(-1, input_ids[row, a:b].unsqueeze(-1)).squeeze(-1))
-        return token_lp, (out.hidden_states if hidden else None)
+                torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            if prefix is None:
+                cache = None
+                if keep:
+                    from transformers import DynamicCache
 
-    def _compute(self, episodes: list[Episode]) -> list[np.ndarray]:
-        encoded = [self.encode(ep) for ep in episodes]
-        token_lp, states = self._forward([e["ids"] for e in encoded], [e["span"] for e in encoded], hidden=True)
-        natural = self._naturalness([ep.patch for ep in episodes])
-        rows = []
-        for row, (ep, enc) in enumerate(zip(episodes, encoded)):
-            ids, (p0, p1) = enc["ids"], enc["span"]
-            mid = states[self.mid][row]
-            last = states[-1][row, len(ids) - 1]
-            pooled = mid[p0:p1].mean(0) if p1 > p0 else mid[:len(ids)].mean(0)
-            lp = [float(v) for v in token_lp[row]]  # tokens max(p0, 1) .. p1 - 1
-            first = max(p0, 1)
-            on_added = [lp[p0 + j - first] for j, plus in enumerate(enc["added"]) if plus and p0 + j >= first]
-            in_patch = lp if ep.actions is None else []  # an Actions section is not a patch
-            changed = sum(1 for line in ep.patch.splitlines()
-                          if line[:1] in "+-" and not line.startswith(("+++", "---")))
-            scalars = [_mean(in_patch), _mean(on_added), *natural[row],
-                       math.log1p(enc["patch_tokens"]), math.log1p(changed), math.log1p(enc["trajectory_tokens"]),
-                       float(len(hunks(ep.patch))), float(bool(ep.patch.strip())),
-                       *relevance(ep.problem, ep.patch), *action_features(ep.actions)]
-            rows.append(np.concatenate([pooled.float().numpy(), last.float().numpy(),
-                                        np.asarray(scalars, dtype=np.float32)]))
-        return rows
+                    cache = DynamicCache(config=self.model.config)
+                out = self.model.model(input_ids=feed, cache=cache, use_cache=keep, output_hidden_states=hidden)
+                mid = out.hidden_states[self.mid][0] if hidden else None
+                final = out.last_hidden_state[0]
+                return (len(ids), cache, mid, final) if keep else (mid, final)
+            length, cache, pre_mid, pre_final = prefix
+            out = self.model.model(input_ids=feed, cache=cache, use_cache=True, output_hidden_states=True)
+            cache.crop(-len(ids))  # back to the prefix (transformers 5: crop(-n) drops the last n)
+            assert cache.get_seq_length() == length
+            return torch.cat([pre_mid, out.hidden_states[self.mid][0]]), torch.cat([pre_final, out.last_hidden_state[0]])
+
+    def _states(self, ids: list[int], prefix: Any) -> tuple[Any, Any]:
+        if prefix is None:
+            return self._pass(ids)
+        return self._pass(ids[prefix[0]:], prefix=prefix)
+
+    def _logprobs(self, final: Any, ids: list[int], a: int, b: int) -> Any:
+        """The log-probability of each token in [a, b) given the tokens before it (the LM head
+        runs on those positions only: over a 49k vocabulary it costs as much as the transformer)."""
+        import torch
+
+        a = max(a, 1)
+        if b <= a:
+            return torch.zeros(0)
+        with self.base.lock, torch.inference_mode(), \
+                torch.autocast(final.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            logits = self.model.lm_head(final[a - 1:b - 1]).float()
+            lp = torch.log_softmax(logits, dim=-1)
+            target = torch.tensor(ids[a:b], dtype=torch.long, device=final.device)
+            return lp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
+
+    def _row(self, ep: Episode, enc: dict[str, Any], mid: Any, final: Any, natural: list[float]) -> np.ndarray:
+        ids, (p0, p1) = enc["ids"], enc["span"]
+        last = final[len(ids) - 1]
+        pooled = mid[p0:p1].mean(0) if p1 > p0 else mid[:len(ids)].mean(0)
+        lp = [float(v) for v in self._logprobs(final, ids, p0, p1)]  # tokens max(p0, 1) .. p1 - 1
+        first = max(p0, 1)
+        on_added = [lp[p0 + j - first] for j, plus in enumerate(enc["added"]) if plus and p0 + j >= first]
+        in_patch = lp if ep.actions is None else []  # an Actions section is not a patch
+        changed = sum(1 for line in ep.patch.splitlines()
+                      if line[:1] in "+-" and not line.startswith(("+++", "---")))
+        scalars = [_mean(in_patch), _mean(on_added), *natural,
+                   math.log1p(enc["patch_tokens"]), math.log1p(changed), math.log1p(enc["trajectory_tokens"]),
+                   float(len(hunks(ep.patch))), float(bool(ep.patch.strip())),
+                   *relevance(ep.problem, ep.patch), *action_features(ep.actions)]
+        return np.concatenate([pooled.float().cpu().numpy(), last.float().cpu().numpy(),
+                               np.asarray(scalars, dtype=np.float32)]).astype(np.float32)
 
     def _naturalness(self, patches: list[str]) -> list[list[float]]:
         """Per patch: after, before, gain, worst hunk's after, whole-snippet after and before
-        (mean log-probabilities; zeros for a patch without hunks). One batched pass for all."""
+        (mean log-probabilities; zeros for a patch without hunks). One unpadded pass per snippet
+        not read before (near misses share most of theirs)."""
         jobs: list[tuple[int, str, list[int], list[bool]]] = []  # (patch, side, ids, changed)
         for index, patch in enumerate(patches):
             for hunk in hunks(patch):
@@ -256,22 +343,17 @@ class Featurizer:
                     text, spans = _snippet(lines)
                     ids, offsets = self._encode(text)
                     ids = ids[:self.max_tokens]
-                    changed = [any(a <= s < b for a, b in spans) for s, _ in offsets[:len(ids)]]
+                    changed = _marks([s for s, _ in offsets[:len(ids)]], spans)
                     jobs.append((index, side, ids, changed))
         scores: dict[tuple[int, str], list[tuple[float, int, float, int, float]]] = {}
         keyed = [(self.fingerprint, self.precision, tuple(ids), tuple(changed)) for _, _, ids, changed in jobs]
-        fresh = {key: (ids, changed) for key, (_, _, ids, changed) in zip(keyed, jobs)
-                 if key not in _SNIPPETS and len(ids) >= 2}
-        runnable = sorted(fresh, key=lambda key: len(key[2]))
-        for start in range(0, len(runnable), 2 * BATCH):
-            chunk = runnable[start:start + 2 * BATCH]
-            lp, _ = self._forward([list(key[2]) for key in chunk], [(1, len(key[2])) for key in chunk],
-                                  hidden=False)
-            for row, key in enumerate(chunk):
-                ids, changed = fresh[key]
-                values = [float(v) for v in lp[row]]
-                picked = [values[k - 1] for k in range(1, len(ids)) if changed[k]]
-                _SNIPPETS[key] = (_mean(picked), len(picked), _mean(values), len(values), min(picked, default=0.0))
+        for key, (_, _, ids, changed) in zip(keyed, jobs):
+            if key in _SNIPPETS or len(ids) < 2:
+                continue
+            _, final = self._pass(ids, hidden=False)
+            values = [float(v) for v in self._logprobs(final, ids, 1, len(ids))]
+            picked = [values[k - 1] for k in range(1, len(ids)) if changed[k]]
+            _SNIPPETS[key] = (_mean(picked), len(picked), _mean(values), len(values), min(picked, default=0.0))
         for key, (index, side, _, _) in zip(keyed, jobs):
             if key in _SNIPPETS:
                 scores.setdefault((index, side), []).append(_SNIPPETS[key])
@@ -302,6 +384,85 @@ class Featurizer:
         a_min = a_min if a_min is not None else (b_min if b_min is not None else 0.0)
         b_min = b_min if b_min is not None else a_min
         return [a, b, a - b, worst, a_all, b_all, a_min, b_min, a_min - b_min]
+
+
+def _marks(starts: list[int], spans: list[tuple[int, int]]) -> list[bool]:
+    """Whether each token (by its start offset) falls in one of the sorted, disjoint `spans`."""
+    out, k = [], 0
+    for start in starts:
+        while k < len(spans) and spans[k][1] <= start:
+            k += 1
+        out.append(k < len(spans) and spans[k][0] <= start < spans[k][1])
+    return out
+
+
+SHARED_LEAST = 32  # tokens: a shorter common beginning is not worth a kept cache
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def _segments(seqs: list[list[int]]) -> list[tuple[int, int]]:
+    """[lo, hi) runs of the sorted `seqs` whose neighbours share at least SHARED_LEAST tokens."""
+    bounds = [0] + [k + 1 for k in range(len(seqs) - 1) if _common(seqs[k], seqs[k + 1]) < SHARED_LEAST]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:] + [len(seqs)])] if seqs else []
+
+
+def shared_prefixes(seqs: list[list[int]]) -> list[tuple[int, int, int]]:
+    """Cover the sorted `seqs` with runs (lo, hi, length): seqs[lo:hi] share their first `length`
+    tokens (0: read alone), each member keeping at least one token of its own. Within a segment
+    the run that saves the most tokens is taken first, then the parts either side of it."""
+    out: list[tuple[int, int, int]] = []
+
+    def split(lo: int, hi: int, lcp: list[int]) -> None:
+        best = (0, lo, lo, 0)
+        for k in range(lo, hi - 1):
+            a, b = k, k + 1
+            while a > lo and lcp[a - 1] >= lcp[k]:
+                a -= 1
+            while b < hi - 1 and lcp[b] >= lcp[k]:
+                b += 1
+            length = min(lcp[k], min(len(seqs[t]) for t in range(a, b + 1)) - 1)
+            if length * (b - a) > best[0] and length >= SHARED_LEAST:
+                best = (length * (b - a), a, b + 1, length)
+        if not best[0]:
+            out.extend((t, t + 1, 0) for t in range(lo, hi))
+            return
+        _, a, b, length = best
+        split(lo, a, lcp)
+        out.append((a, b, length))
+        split(b, hi, lcp)
+
+    lcp = [_common(seqs[k], seqs[k + 1]) for k in range(len(seqs) - 1)]
+    for lo, hi in _segments(seqs):
+        for start in range(lo, hi, 64):  # the search is cubic in the run: cut long ones
+            split(start, min(hi, start + 64), lcp)
+    return out
+
+
+class _torch_threads:
+    """torch's intra-op threads set for a block, and put back after it."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.before = n, 0
+
+    def __enter__(self) -> None:
+        import torch
+
+        self.before = torch.get_num_threads()
+        if self.n != self.before:
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *_: Any) -> None:
+        import torch
+
+        if torch.get_num_threads() != self.before:
+            torch.set_num_threads(self.before)
 
 
 def _mean(values: list[float]) -> float:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from orchard_cli.errors import UsageError
 from orchard_cli.value.data import Episode
 from orchard_cli.value.features import COMPACT, FEATURE_VERSION, SCALARS, Featurizer
+from orchard_cli.value.reading import Reading
 from orchard_cli.value.ranking import calibrate, lbfgs, pairwise_weights
 
 SCHEMA_VERSION = 1
@@ -105,9 +106,9 @@ class ValueModelMeta(BaseModel):
 
 # ---- the base ------------------------------------------------------------------------------------
 
-def load_base(name: str, threads: int | None = 1) -> Any:
+def load_base(name: str, threads: int | None = None) -> Any:
     """The frozen LM (a `LocalModel`, loaded once per process by orchard's local model loader).
-    One torch thread by default: on these 2-core machines two were often slower under load."""
+    The featurizer sets its own torch threads while it reads (`Reading.threads`)."""
     from orchard_cli.models.local_model import load_model
 
     return load_model(name, threads=threads)
@@ -251,15 +252,17 @@ class ValueModel:
     def __init__(self, meta: ValueModelMeta, head: Head, base: Any = None) -> None:
         self.meta, self.head, self._base = meta, head, base
         self._featurizer: Featurizer | None = None
-        self.threads: int | None = 1
-        """torch threads when this model loads its base (one is the default on these machines)."""
+        self.reading = Reading()
+        """Where and how its base reads episodes (set before the first `featurizer()` call)."""
 
     def featurizer(self) -> Featurizer:
         if self._featurizer is None:
-            base = self._base if self._base is not None else load_base(self.meta.base.name, self.threads)
+            base = self._base if self._base is not None else load_base(self.meta.base.name,
+                                                                       self.reading.torch_threads())
             check_compatible(self.meta, base_identity(self.meta.base.name, base), "the value model")
-            self._featurizer = Featurizer(base, max_tokens=self.meta.max_tokens,
-                                          fingerprint=self.meta.base.fingerprint, precision=self.meta.precision)
+            self._featurizer = Featurizer(base, max_tokens=self.meta.max_tokens, fingerprint=self.meta.base.fingerprint,
+                                          precision=self.meta.precision, spec=self.meta.base.name,
+                                          reading=self.reading)
         return self._featurizer
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ from orchard_cli.value.model import (
     prior_shift,
     save_experience,
 )
+from orchard_cli.value.reading import Reading, ReadProgress
 
 Say = Callable[[str], None]
 
@@ -59,7 +60,8 @@ class TrainConfig(BaseModel):
     shuffle_labels: bool = False
     """A control: train on the training labels permuted (seeded). Its held-out metrics should
     sit at chance; if they do not, the evaluation leaks."""
-    threads: int | None = 1
+    reading: Reading = Field(default_factory=Reading)
+    """Where and how the base LM reads the episodes (device, workers, threads, the feature cache)."""
 
 
 class SplitMetrics(BaseModel):
@@ -153,7 +155,7 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
     if len(set(known)) < 2:  # before minutes of loading the base model and reading every episode
         raise UsageError(f"the training tasks hold {sum(known)} resolved and {len(known) - sum(known)} unresolved "
                          "episode(s): a value model needs both", hint="add graded experience with both outcomes")
-    base = load_base(config.base_model, config.threads)
+    base = load_base(config.base_model, config.reading.torch_threads())
     identity = base_identity(config.base_model, base)
     if earlier is not None:
         check_compatible(earlier.meta, identity, f"--init-from {config.init_from}")
@@ -167,16 +169,13 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
     from orchard_cli.value.features import Featurizer
 
     featurizer = Featurizer(base, max_tokens=config.max_tokens, fingerprint=identity.fingerprint,
-                            precision=config.precision)
+                            precision=config.precision, spec=config.base_model, reading=config.reading)
     started = time.monotonic()
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        if time.monotonic() - last[0] > 10 or done == total:
-            last[0] = time.monotonic()
-            say(f"reading episodes with {config.base_model}: {done}/{total}")
-
-    features = featurizer.features(episodes, progress)
+    progress = ReadProgress(f"reading with {config.base_model}")
+    try:
+        features = featurizer.features(episodes, progress)
+    finally:
+        progress.close()
     feature_seconds = time.monotonic() - started
     train_idx = [i for i, e in enumerate(episodes) if e.task_key in train_keys]
     held_idx = [i for i, e in enumerate(episodes) if e.task_key in held_keys]

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from orchard_cli.value.candidates_io import pick_tasks
 
 from orchard_cli.main import main
 
@@ -36,24 +37,6 @@ def value_base(smollm2: Any) -> Any:
     object (the loader keeps one per process)."""
     _require_model()
     return smollm2
-
-
-def pick_tasks(tasks: list[Any], n: int, repos: int = 3) -> list[str]:
-    """n task ids, round robin over the `repos` repositories whose test suites are smallest
-    (grading runs a task's whole suite: the smaller, the faster)."""
-    by_repo: dict[str, list[Any]] = {}
-    for t in sorted(tasks, key=lambda t: t.task_id):
-        by_repo.setdefault(t.repo, []).append(t)
-    size = {repo: max(len(t.record.get("PASS_TO_PASS", [])) + len(t.record.get("FAIL_TO_PASS", []))
-                      for t in ts) for repo, ts in by_repo.items()}
-    light = sorted(by_repo, key=lambda repo: (size[repo], repo))[:max(1, repos)]
-    queues = {repo: [t.task_id for t in by_repo[repo]] for repo in light}
-    chosen: list[str] = []
-    while len(chosen) < n and any(queues.values()):
-        for repo in light:
-            if queues[repo] and len(chosen) < n:
-                chosen.append(queues[repo].pop(0))
-    return chosen
 
 
 def run_cli(capsys: Any, *args: str) -> tuple[int, str, str]:

@@ -122,11 +122,13 @@ def test_the_feature_row_has_no_patch_features_and_the_action_features(monkeypat
     torch = pytest.importorskip("torch")
     f = featurizer()
 
-    def forward(batch, spans, hidden):
-        states = tuple(torch.zeros(len(batch), max(map(len, batch)), f.hidden) for _ in range(f.layers + 1))
-        return [torch.full((max(0, b - max(a, 1)),), -1.5) for a, b in spans], states
+    def one_pass(ids, *, prefix=None, keep=False, hidden=True):
+        states = torch.zeros(len(ids), f.hidden), torch.zeros(len(ids), f.hidden)
+        return (len(ids), None, *states) if keep else states
 
-    monkeypatch.setattr(f, "_forward", forward)
+    monkeypatch.setattr(f, "_pass", one_pass)
+    monkeypatch.setattr(f, "_states", lambda ids, prefix: one_pass(ids))
+    monkeypatch.setattr(f, "_logprobs", lambda final, ids, a, b: torch.full((max(0, b - max(a, 1)),), -1.5))
     claw, swe = claw_episode(), data.Episode(suite="swe-mini", task_id="t", patch=PATCH, category="resolved")
     monkeypatch.setattr(f, "_naturalness", lambda patches: [[0.5] * 9 if p else [0.0] * 9 for p in patches])
     rows = f.features([claw, swe])
