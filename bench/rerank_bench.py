@@ -154,6 +154,7 @@ def baseline_module(commit: str) -> Any:
     source = subprocess.run(["git", "-C", str(HERE), "show", f"{commit}:orchard_cli/value/features.py"],
                             capture_output=True, text=True, check=True).stdout
     module = types.ModuleType("baseline_features")
+    sys.modules[module.__name__] = module  # its dataclasses look their module up
     exec(compile(source, f"{commit}:orchard_cli/value/features.py", "exec"), module.__dict__)
     return module
 
