@@ -191,7 +191,7 @@ def main() -> int:
     started = time.monotonic()
     report = train_value_model(TrainConfig(runs=[str(r) for r in runs], out=str(model_dir), seed=args.seed,
                                            holdout=args.holdout, max_tokens=args.max_tokens,
-                                           reading=Reading(threads=args.threads)),
+                                           reading=Reading(threads=args.threads, cache=False)),
                                say=say)
     training = time.monotonic() - started
     model = ValueModel.load(model_dir)

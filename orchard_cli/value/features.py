@@ -203,6 +203,9 @@ class Featurizer:
             else:
                 todo[k] = ep
         if todo:
+            from orchard_cli.value.reading import resolve_device
+
+            resolve_device(self.reading.device)  # a device torch cannot see: said before any work
             fresh = list(todo)
             if self.reading.workers > 1 and len(fresh) > 1:
                 rows = self._in_workers([todo[k] for k in fresh], progress)
@@ -218,8 +221,6 @@ class Featurizer:
 
     def _in_workers(self, episodes: list[Episode], progress: Any) -> list[np.ndarray]:
         """The episodes cut into chunks at boundaries no prefix is shared over, several per worker."""
-        from orchard_cli.value.reading import read_in_workers
-
         encoded = [self.encode(ep)["ids"] for ep in episodes]
         order = sorted(range(len(episodes)), key=lambda i: encoded[i])
         groups = _segments([encoded[i] for i in order])
@@ -229,7 +230,7 @@ class Featurizer:
             if len(chunks[-1]) >= target:
                 chunks.append([])
             chunks[-1].extend(order[lo:hi])
-        rows_of = read_in_workers(self, [[episodes[i] for i in chunk] for chunk in chunks], progress)
+        rows_of = _read_in_workers(self, [[episodes[i] for i in chunk] for chunk in chunks], progress)
         rows: list[Any] = [None] * len(episodes)
         for chunk, chunk_rows in zip(chunks, rows_of):
             for i, row in zip(chunk, chunk_rows):
@@ -265,9 +266,9 @@ class Featurizer:
             from orchard_cli.value.reading import resolve_device
 
             self._device = resolve_device(self.reading.device)
-            if self._device.type != "cpu":
-                with self.base.lock:
-                    self.model.to(self._device)
+        if next(self.model.parameters()).device != self._device:  # the process's one copy of the base
+            with self.base.lock:
+                self.model.to(self._device)
         return self._device
 
     def _pass(self, ids: list[int], *, prefix: Any = None, keep: bool = False, hidden: bool = True) -> Any:
@@ -463,6 +464,57 @@ class _torch_threads:
 
         if torch.get_num_threads() != self.before:
             torch.set_num_threads(self.before)
+
+
+# ---- worker processes ----------------------------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(spec: str, settings: dict[str, Any]) -> None:
+    from orchard_cli.models.local_model import load_model
+    from orchard_cli.value.reading import Reading
+
+    reading = Reading.model_validate(settings["reading"])
+    threads = reading.torch_threads()
+    base = load_model(spec, threads=threads)
+    _WORKER["featurizer"] = Featurizer(base, spec=spec, max_tokens=settings["max_tokens"],
+                                       fingerprint=settings["fingerprint"], precision=settings["precision"],
+                                       reading=reading.model_copy(update={"workers": 1, "cache": False,
+                                                                          "threads": threads}))
+
+
+def _read_chunk(episodes: list[dict[str, Any]]) -> list[np.ndarray]:
+    return _WORKER["featurizer"].compute([Episode.model_validate(e) for e in episodes])
+
+
+def _read_in_workers(featurizer: Featurizer, chunks: Sequence[Sequence[Episode]], progress: Any) -> list[list[np.ndarray]]:
+    """Each chunk read by one of `featurizer.reading.workers` processes (spawned: each loads the
+    base once, with the cores shared among them); rows in chunk order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from orchard_cli.errors import UsageError
+
+    if not featurizer.spec:
+        raise UsageError("reading with --workers needs the base model's name or folder")
+    settings = {"reading": featurizer.reading.model_dump(), "max_tokens": featurizer.max_tokens,
+                "fingerprint": featurizer.fingerprint, "precision": featurizer.precision}
+    total, done = sum(len(c) for c in chunks), 0
+    results: list[list[np.ndarray] | None] = [None] * len(chunks)
+    pool = ProcessPoolExecutor(max_workers=featurizer.reading.workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(featurizer.spec, settings))
+    try:
+        futures = {pool.submit(_read_chunk, [e.model_dump(mode="json") for e in chunk]): i
+                   for i, chunk in enumerate(chunks)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            done += len(chunks[futures[future]])
+            if progress:
+                progress(done, total)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failed chunk: the queued ones are not read
+    return [r or [] for r in results]
 
 
 def _mean(values: list[float]) -> float:

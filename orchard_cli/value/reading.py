@@ -5,6 +5,8 @@ One `Reading` travels in `rerank train`'s and `rerank apply`'s configs (and `eva
 The feature store keys a row by everything that makes it (feature version, the base's weights
 fingerprint, precision, token budget, the episode's digest: `Featurizer.key`), so a second run over
 the same episodes reads nothing again, whichever command or process made the rows.
+
+Nothing here imports the rest of the value package (features.py imports this module).
 """
 
 from __future__ import annotations
@@ -13,16 +15,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
-
-if TYPE_CHECKING:
-    from orchard_cli.value.data import Episode
-    from orchard_cli.value.features import Featurizer
 
 Progress = Callable[[int, int], None]
 
@@ -34,7 +32,7 @@ class Reading(BaseModel):
     """cpu, cuda, cuda:N, or auto (the first GPU when torch sees one, else the CPU)."""
     workers: int = Field(1, ge=1)
     """Processes that read episodes, each with its own copy of the base LM."""
-    threads: int | None = None
+    threads: int | None = Field(None, ge=1)
     """torch threads per worker; None: this machine's cores shared among the workers."""
     cache: bool = True
     """Keep feature rows on disk (ORCHARD_HOME/cache/value-features) and read them back."""
@@ -54,10 +52,12 @@ def resolve_device(name: str) -> Any:
         device = torch.device(name)
     except RuntimeError:
         raise UsageError(f"--device {name!r} is not cpu, cuda, cuda:N or auto") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device {name}: torch sees no CUDA device here", hint="pass --device cpu (or auto)")
     if device.type not in ("cpu", "cuda"):
         raise UsageError(f"--device {name!r} is not cpu, cuda, cuda:N or auto")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {name}: torch sees no CUDA device here", hint="pass --device cpu (or auto)")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise UsageError(f"--device {name}: torch sees {torch.cuda.device_count()} CUDA device(s)")
     return device
 
 
@@ -79,7 +79,7 @@ class FeatureStore:
     def get(self, key: str, dim: int) -> np.ndarray | None:
         try:
             row = np.load(self._path(key), allow_pickle=False)
-        except (OSError, ValueError):
+        except Exception:  # missing, empty, torn or not an array: read the episode again
             return None
         return row if row.shape == (dim,) and row.dtype == np.float32 else None
 
@@ -90,6 +90,8 @@ class FeatureStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(partial, "wb") as handle:
                 np.save(handle, np.asarray(row, dtype=np.float32), allow_pickle=False)
+                handle.flush()
+                os.fsync(handle.fileno())
             os.replace(partial, path)
         except OSError:  # a full or read-only disk costs the cache, never the run
             partial.unlink(missing_ok=True)
@@ -116,7 +118,7 @@ class ReadProgress:
                 from rich.console import Console
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-                self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
+                self._bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
                                      console=Console(stderr=True), transient=False)
                 self._task = self._bar.add_task(self.label, total=total, rate="")
@@ -137,51 +139,4 @@ class ReadProgress:
             self._bar = None
 
 
-# ---- workers --------------------------------------------------------------------------------------
-
-_WORKER: dict[str, Any] = {}
-
-
-def _start_worker(spec: str, settings: dict[str, Any]) -> None:
-    from orchard_cli.value.features import Featurizer
-    from orchard_cli.value.model import load_base
-
-    reading = Reading.model_validate(settings["reading"])
-    base = load_base(spec, reading.torch_threads())
-    _WORKER["featurizer"] = Featurizer(base, spec=spec, max_tokens=settings["max_tokens"],
-                                       fingerprint=settings["fingerprint"], precision=settings["precision"],
-                                       reading=reading.model_copy(update={"workers": 1, "cache": False}))
-
-
-def _read_chunk(episodes: list[dict[str, Any]]) -> list[np.ndarray]:
-    from orchard_cli.value.data import Episode
-
-    return _WORKER["featurizer"].compute([Episode.model_validate(e) for e in episodes])
-
-
-def read_in_workers(featurizer: "Featurizer", chunks: Sequence[Sequence["Episode"]],
-                    progress: Progress | None) -> list[list[np.ndarray]]:
-    """Each chunk read by one of `featurizer.reading.workers` processes (spawned: each loads the
-    base once); rows in chunk order."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    if not featurizer.spec:
-        raise UsageError("reading with --workers needs the base model's name or folder")
-    settings = {"reading": featurizer.reading.model_dump(), "max_tokens": featurizer.max_tokens,
-                "fingerprint": featurizer.fingerprint, "precision": featurizer.precision}
-    total, done = sum(len(c) for c in chunks), 0
-    results: list[list[np.ndarray] | None] = [None] * len(chunks)
-    with ProcessPoolExecutor(max_workers=featurizer.reading.workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_start_worker, initargs=(featurizer.spec, settings)) as pool:
-        futures = {pool.submit(_read_chunk, [e.model_dump(mode="json") for e in chunk]): i
-                   for i, chunk in enumerate(chunks)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            done += len(chunks[futures[future]])
-            if progress:
-                progress(done, total)
-    return [r or [] for r in results]
-
-
-__all__ = ["FeatureStore", "ReadProgress", "Reading", "read_in_workers", "resolve_device"]
+__all__ = ["FeatureStore", "ReadProgress", "Reading", "resolve_device"]

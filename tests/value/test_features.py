@@ -83,7 +83,7 @@ def _featurizer(base: Any, **reading: Any) -> Any:
     from orchard_cli.value.reading import Reading
 
     return Featurizer(base, max_tokens=512, fingerprint=base_identity("smollm2", base).fingerprint, precision="fp32",
-                      spec="smollm2", reading=Reading(**{"cache": False, **reading}))
+                      spec="smollm2", reading=Reading(**{"cache": False, "device": "cpu", **reading}))
 
 
 def _assert_rows_equal(got: np.ndarray, want: np.ndarray) -> None:
