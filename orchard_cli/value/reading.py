@@ -15,15 +15,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
-
-Progress = Callable[[int, int], None]
-
 
 class Reading(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -101,15 +98,15 @@ class ReadProgress:
     """Episodes read so far on stderr: a bar with episodes per second and the time left on a
     terminal, else a line every 10 seconds (and at the end)."""
 
-    def __init__(self, label: str, enabled: bool = True) -> None:
-        self.label, self.enabled = label, enabled
+    def __init__(self, label: str) -> None:
+        self.label = label
         self.started = time.monotonic()
         self.last = 0.0
         self._bar: Any = None
         self._task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total <= 0:
+        if total <= 0:
             return
         elapsed = time.monotonic() - self.started
         rate = done / elapsed if elapsed > 0 else 0.0
