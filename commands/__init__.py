@@ -29,3 +29,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(rerank_.app, name="rerank")
     from orchard_cli.commands import train as train_
     app.command("train")(train_.train)
+    from orchard_cli.commands import rl as rl_
+    app.command("rollout")(rl_.rollout)
+    app.command("rl")(rl_.rl)

@@ -16,6 +16,7 @@ from orchard_cli.registry import Registry
 
 harnesses: Registry[Any] = Registry("harness", "orchard.harnesses", {
     "bash": "orchard_cli.harnesses.bash_agent:BashAgent",
+    "chat": "orchard_cli.harnesses.chat:ChatHarness",
     "codex": "orchard_cli.harnesses.codex:Codex",
     "openclaw": "orchard_cli.harnesses.openclaw:OpenClaw",
     "zeroclaw": "orchard_cli.harnesses.zeroclaw:ZeroClaw",

@@ -26,6 +26,7 @@ families: Registry = Registry("task family", "orchard.tasks", {
     "claw-eval": "orchard_cli.tasks.claw_eval.family:ClawEvalFamily",
     "web": "orchard_cli.tasks.web.family:WebFamily",
     "miniwob": "orchard_cli.tasks.miniwob.family:MiniwobFamily",
+    "quiz": "orchard_cli.tasks.quiz:QuizFamily",
 })
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")

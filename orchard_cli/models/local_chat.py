@@ -9,6 +9,10 @@ built from the very same run, so both forms always agree). Tool calls use orchar
 Request fields honoured: messages, tools, tool_choice, max_tokens / max_completion_tokens,
 temperature, top_p, seed, stop, logprobs, top_logprobs, return_token_ids (vLLM's: `token_ids` per
 choice, `prompt_token_ids` at the top), stream, stream_options.include_usage. `n` must be 1.
+
+As vLLM does, a reply that ended on the model's end-of-turn token has that token as the last of its
+`token_ids` (and of its log-probabilities, when asked): the policy sampled it, and an RL learner
+trains on it (`orchard rollout`). It is never part of the text, nor of `completion_tokens`.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class ChatJob:
         self.tool_calls: list[dict[str, Any]] = []
         self.finish_reason = "stop"
         self.error: str | None = None
+        self.end_id: int | None = None
 
     def _head(self) -> dict[str, Any]:
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model.name}
@@ -164,6 +169,14 @@ class ChatJob:
         self.content, self.tool_calls, self.error = parsed.content, parsed.tool_calls, parsed.error
         final = self.content or ""
         rest = final[len(shown):] if final.startswith(shown) else ""
+        end = self.stats.get("stop")
+        if end is not None and not stopped and (self.want_ids or self.want_logprobs):
+            self.end_id = end.token_id  # the model's own end of turn (not a stop string)
+            pending_ids.append(end.token_id)
+            if self.want_logprobs:
+                entry = self._entry(end.token_id, end.logprob, end.top)
+                self.logprobs.append(entry)
+                pending.append(entry)
         if rest or pending_ids and (self.want_ids or self.want_logprobs):
             yield self._chunk({"content": rest}, pending_ids, pending)
         if self.tool_calls:
@@ -187,7 +200,7 @@ class ChatJob:
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": self.finish_reason,
                                   "logprobs": {"content": self.logprobs} if self.want_logprobs else None}
         if self.want_ids:
-            choice["token_ids"] = list(self.token_ids)
+            choice["token_ids"] = list(self.token_ids) + ([self.end_id] if self.end_id is not None else [])
         out = {**self._head(), "object": "chat.completion", "choices": [choice], "usage": self.usage()}
         if self.want_ids:
             out["prompt_token_ids"] = list(self.prompt_ids)

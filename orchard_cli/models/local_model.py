@@ -200,12 +200,14 @@ class LocalModel:
                         token = _sample(torch, logits, temperature, top_p, generator)
                     else:
                         token = int(torch.argmax(logits))
-                    if token in self.stop_ids:
-                        break
                     top: list[tuple[int, float]] = []
                     if top_logprobs:
                         values, indices = torch.topk(logprobs, top_logprobs)
                         top = [(int(i), float(v)) for i, v in zip(indices, values)]
+                    if token in self.stop_ids:  # not yielded; what it was is told through `info`
+                        if info is not None:
+                            info["stop"] = Step(token, float(logprobs[token]), top)
+                        break
                     yield Step(token, float(logprobs[token]), top)
                     fed.append(token)
                     feed = torch.tensor([[token]], dtype=torch.long)

@@ -217,53 +217,12 @@ class Trainer:
 
     # ---- checkpoints ------------------------------------------------------------------------
 
-    def _trainable_state(self) -> dict[str, Any]:
-        return {n: p.detach().cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
-
     def save_checkpoint(self, step: int) -> Path:
-        import torch
-        from safetensors.torch import save_file
-
-        root = self.out / "checkpoints"
-        target = root / f"step-{step:06d}"
-        partial = root / f".step-{step:06d}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        save_file(self._trainable_state(), str(partial / "trainable.safetensors"))
-        torch.save(self.optimizer.state_dict(), partial / "optimizer.pt")
-        rng = {"cpu": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        torch.save(rng, partial / "rng.pt")
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-        for old in root.glob("step-*"):
-            if old != target:
-                shutil.rmtree(old, ignore_errors=True)
-        return target
+        return save_checkpoint(self.model, self.optimizer, self.out / "checkpoints", step)
 
     def load_checkpoint(self, folder: Path) -> int:
         """Restore weights, optimizer and RNG from a checkpoint; returns its step."""
-        import torch
-        from safetensors.torch import load_file
-
-        weights = load_file(str(folder / "trainable.safetensors"))
-        params = dict(self.model.named_parameters())
-        missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
-        if missing:
-            from orchard_cli.errors import UsageError
-
-            raise UsageError(f"checkpoint {folder} does not match the model ({len(missing)} tensors missing)")
-        with torch.no_grad():
-            for name, tensor in weights.items():
-                params[name].copy_(tensor.to(params[name].device))
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.device,
-                                                  weights_only=True))
-        rng = torch.load(folder / "rng.pt", weights_only=True)
-        torch.set_rng_state(rng["cpu"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        return int(folder.name.split("-")[1])
+        return load_checkpoint(self.model, self.optimizer, folder, self.device)
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -314,3 +273,65 @@ def median_tokens_per_s(logs: list[StepLog]) -> float | None:
 
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+# ---- checkpoints (also the RL learner's) ------------------------------------------------------
+
+def trainable_state(model: Any) -> dict[str, Any]:
+    return {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def save_checkpoint(model: Any, optimizer: Any, root: Path, step: int, extra: dict[str, Any] | None = None) -> Path:
+    """root/step-N: trainable weights, optimizer state, RNG state (and `extra` as JSON), written
+    under a temporary name and renamed; older checkpoints in `root` are removed."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    target = root / f"step-{step:06d}"
+    partial = root / f".step-{step:06d}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    save_file(trainable_state(model), str(partial / "trainable.safetensors"))
+    torch.save(optimizer.state_dict(), partial / "optimizer.pt")
+    rng = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    torch.save(rng, partial / "rng.pt")
+    if extra is not None:
+        (partial / "state.json").write_text(json.dumps(extra) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    for old in root.glob("step-*"):
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def load_checkpoint(model: Any, optimizer: Any, folder: Path, device: str) -> int:
+    """Restore weights, optimizer and RNG from a checkpoint folder; returns its step."""
+    import torch
+    from safetensors.torch import load_file
+
+    weights = load_file(str(folder / "trainable.safetensors"))
+    params = dict(model.named_parameters())
+    missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
+    if missing:
+        from orchard_cli.errors import UsageError
+
+        raise UsageError(f"checkpoint {folder} does not match the model ({len(missing)} tensors missing)")
+    with torch.no_grad():
+        for name, tensor in weights.items():
+            params[name].copy_(tensor.to(params[name].device))
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=True))
+    rng = torch.load(folder / "rng.pt", weights_only=True)
+    torch.set_rng_state(rng["cpu"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    return int(folder.name.split("-")[1])
+
+
+def latest_checkpoint(root: Path) -> Path | None:
+    found = sorted(root.glob("step-*")) if root.is_dir() else []
+    return found[-1] if found else None

@@ -1,0 +1,163 @@
+"""`orchard rollout` (G attempts per task; token ids, log-probabilities, rewards and advantages on
+disk for a GPU trainer) and `orchard rl` (the on-policy GRPO loop on one machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, InstancesOpt, LimitOpt,
+                                          OutputFormat, SliceOpt, config_of, emit_json, selection_fields,
+                                          stderr_console)
+
+HarnessOpt = Annotated[str, typer.Option("--harness", help="Agent harness: chat (one call, no tools), bash, codex, openclaw, zeroclaw.")]
+GroupOpt = Annotated[int, typer.Option("--group-size", "-G", min=1, help="Attempts per task (the GRPO group).")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature of the policy.")]
+NewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on each model call's completion (default: the harness's own).")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Episodes run in parallel.")]
+
+
+def rollout(
+    suite: Annotated[str, typer.Argument(help="A registered suite (capitals, calc, claw-mini, ...) or a data file.")],
+    policy_url: Annotated[Optional[list[str]], typer.Option("--policy-url", help="OpenAI-compatible endpoint that returns token ids and log-probabilities (orchard serve; vLLM). Repeat to spread attempts over several. Default: the embedded smollm2.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model name the endpoint serves (needed with a URL).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoints' key.")] = None,
+    harness: HarnessOpt = "chat",
+    group_size: GroupOpt = 4,
+    temperature: TemperatureOpt = 1.0,
+    max_new_tokens: NewTokensOpt = None,
+    out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Rollouts file (JSONL, one line per episode); X.run/ goes beside it.")] = Path("rollouts.jsonl"),
+    parquet: Annotated[Optional[Path], typer.Option("--parquet", dir_okay=False, help="Also write the rollouts as Parquet with verl's column names.")] = None,
+    family: FamilyOpt = None,
+    dataset: DatasetOpt = None,
+    instances: InstancesOpt = None,
+    limit: LimitOpt = None,
+    slice_: SliceOpt = None,
+    workers: WorkersOpt = 1,
+    backend: BackendOpt = "local",
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 600.0,
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 20,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Roll out G attempts per task through the rollout core and write what an RL trainer reads:
+    per episode the exact token ids the policy saw and produced, their log-probabilities, the
+    loss mask, the reward and the group-normalized advantage (JSONL; --parquet for verl/TRL)."""
+    from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
+    from orchard_cli.rollout.agent import EpisodeOptions
+    from orchard_cli.tasks.base import TaskSelection
+
+    selection = TaskSelection(**selection_fields(suite, family=family, dataset=dataset, instances=instances,
+                                                 repo=None, limit=limit, slice_=slice_, repo_mirror=None))
+    config = config_of(RolloutConfig, selection=selection, policy_urls=list(policy_url or []), model=model,
+                       api_key_env=api_key_env, harness=harness, group_size=group_size,
+                       sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
+                       workers=workers, backend=backend, out=str(out.resolve()),
+                       parquet=str(parquet.resolve()) if parquet else None,
+                       options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
+    console = stderr_console()
+    done = [0, 0.0]
+
+    def on_group(group) -> None:  # type: ignore[no-untyped-def]
+        done[0] += len(group)
+        done[1] += sum(r.reward for r in group)
+        console.print(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
+                      f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})", highlight=False, markup=False)
+
+    summary = run_rollout(config, on_group)
+    if fmt == OutputFormat.json:
+        emit_json(summary.model_dump(mode="json"))
+        return
+    typer.echo(f"rollout: {summary.episodes} episodes of {summary.tasks} task(s) (G={group_size}); "
+               f"trainable {summary.trainable}; mean reward {summary.mean_reward} ({', '.join(summary.reward_kind)}); "
+               f"{summary.groups_with_signal} group(s) with signal; {summary.policy_tokens} policy tokens; "
+               f"{summary.episodes_per_s} episodes/s; wall {summary.wall_seconds:.1f} s")
+    typer.echo(f"rollouts: {summary.out}" + (f"\nparquet: {summary.parquet} ({summary.parquet_rows} rows)"
+                                             if summary.parquet else ""))
+    if summary.untracked_calls:
+        typer.echo(f"warning: {summary.untracked_calls} call(s) came back without token ids (the endpoint "
+                   "ignores return_token_ids); they are not in the rollouts", err=True)
+
+
+def rl(
+    suite: Annotated[Optional[str], typer.Argument(help="Tasks to train on (capitals, or a data file); omit with --rollouts.")] = None,
+    out: Annotated[Path, typer.Option("--out", file_okay=False, help="Run folder: checkpoints, logs, the reward curve, the final model.")] = Path("rl-run"),
+    model: Annotated[str, typer.Option("--model", help="The policy to start from: smollm2 or a checkpoint folder.")] = "smollm2",
+    rollouts: Annotated[Optional[Path], typer.Option("--rollouts", dir_okay=False, help="Train on this rollouts file alone (from orchard rollout).")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps (each on fresh rollouts).")] = 20,
+    tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 4,
+    group_size: GroupOpt = 4,
+    harness: HarnessOpt = "chat",
+    temperature: TemperatureOpt = 1.0,
+    max_new_tokens: NewTokensOpt = None,
+    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (AdamW, constant).")] = 1e-5,
+    beta: Annotated[float, typer.Option("--beta", min=0.0, help="KL weight to the starting model (0: none).")] = 0.0,
+    epsilon: Annotated[float, typer.Option("--epsilon", min=0.0, max=0.99, help="Clip range of the ratio.")] = 0.2,
+    loss_type: Annotated[str, typer.Option("--loss-type", help="dapo (TRL's default), grpo, bnpo or dr_grpo.")] = "dapo",
+    updates: Annotated[int, typer.Option("--updates", min=1, help="Passes over each step's rollouts.")] = 1,
+    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Held-out tasks evaluated every --eval-every steps (capitals-heldout).")] = None,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=0, help="Steps between evaluations (0: only at the end when --eval-suite).")] = 0,
+    eval_attempts: Annotated[int, typer.Option("--eval-attempts", min=1, help="Sampled attempts per held-out task.")] = 4,
+    save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 5,
+    family: FamilyOpt = None,
+    instances: InstancesOpt = None,
+    limit: LimitOpt = None,
+    slice_: SliceOpt = None,
+    workers: WorkersOpt = 1,
+    backend: BackendOpt = "local",
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the task order and the sampling.")] = 0,
+    shuffle_rewards: Annotated[bool, typer.Option("--shuffle-rewards", help="Control run: rewards shuffled across each step's episodes.")] = False,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Torch threads of the learner.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """The on-policy loop: sample tasks, roll out G attempts each against the policy served in this
+    process, update with the clipped policy-gradient loss (GRPO), sync the weights, repeat."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.rl.learner import LearnerConfig
+    from orchard_cli.rl.loop import RLConfig, plan_rl
+    from orchard_cli.rl.rollouts import Sampling
+    from orchard_cli.tasks.base import TaskSelection
+
+    if loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
+        raise UsageError(f"--loss-type {loss_type!r}: use dapo, grpo, bnpo or dr_grpo")
+    selection = TaskSelection(**selection_fields(suite, family=family, dataset=None, instances=instances, repo=None,
+                                                 limit=limit, slice_=slice_, repo_mirror=None)) if suite else None
+    eval_selection = TaskSelection(suite=eval_suite, family=family) if eval_suite else None
+    learner = config_of(LearnerConfig, lr=lr, beta=beta, epsilon_low=epsilon, epsilon_high=epsilon,
+                        loss_type=loss_type, updates=updates, threads=threads)
+    config = config_of(RLConfig, selection=selection, eval_selection=eval_selection,
+                       rollouts_file=str(rollouts.resolve()) if rollouts else None, model=model,
+                       out=str(out.resolve()), harness=harness, steps=steps, tasks_per_step=tasks_per_step,
+                       group_size=group_size, sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
+                       learner=learner, eval_every=eval_every if eval_suite else 0, eval_attempts=eval_attempts,
+                       save_every=save_every, workers=workers, backend=backend, seed=seed,
+                       shuffle_rewards=shuffle_rewards, resume=resume)
+    if eval_suite and not eval_every:
+        config = config.model_copy(update={"eval_every": steps})
+    run = plan_rl(config)
+    console = stderr_console()
+    source = f"{len(run.tasks)} task(s) of {suite}" if suite else f"{sum(map(len, run.offline))} rollouts from {rollouts}"
+    console.print(f"[bold]orchard rl[/] {source}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
+                  f"harness {harness}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
+                  soft_wrap=True, highlight=False)
+
+    def on_step(record) -> None:  # type: ignore[no-untyped-def]
+        console.print(f"  step {record.step}: mean reward {record.mean_reward}, loss {record.loss:+.4f}, "
+                      f"grad {record.grad_norm:.3f}, rollout {record.rollout_seconds:.1f} s, update "
+                      f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms", highlight=False)
+
+    def on_eval(row) -> None:  # type: ignore[no-untyped-def]
+        console.print(f"  eval at step {row['step']}: held-out mean reward {row['mean_reward']:.3f} "
+                      f"({row['episodes']} episodes)", highlight=False)
+
+    summary = run.execute(on_step, on_eval)
+    if fmt == OutputFormat.json:
+        emit_json(summary)
+        return
+    typer.echo(f"rl: {summary['steps']} steps, {summary['episodes']} episodes; mean reward "
+               f"{summary['first_mean_reward']} at step 1 -> {summary['last_mean_reward']} at the last step")
+    for row in summary["evals"]:
+        typer.echo(f"  held-out at step {row['step']}: {row['mean_reward']:.3f}")
+    typer.echo(f"model: {summary['model']}" + (f"\nreward curve: {summary['reward_curve']}" if summary["reward_curve"] else ""))

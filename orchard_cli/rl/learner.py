@@ -1,0 +1,194 @@
+"""The learner: rollouts -> packed batches -> clipped policy-gradient updates.
+
+Each trainable rollout's segments become samples whose labels are the policy's tokens only
+(`response_mask` 1; prompt and environment tokens carry no loss, as in `orchard train`'s merged
+builder), packed into rows with `orchard train`'s packing and fed through the same fast LM-head
+path, so the learner processes tokens at `orchard train`'s speed (bench/rl_bench.py). A rollout
+with advantage 0 (its group's rewards were all equal) contributes nothing to the policy gradient:
+it is skipped unless a KL term needs it, but its tokens still count in the loss's normalizer, as in
+TRL.
+
+`updates` passes over the same rollouts (TRL's `num_iterations`, PPO's epochs): the first pass's
+log-probabilities are the `old` ones of the ratio (detached), so the first update has ratio 1 and
+later ones are clipped. `logprob_gap` reports the largest difference between the learner's
+log-probabilities and those the serving endpoint returned during the rollout: with weights synced,
+it is the numerical noise between two forward passes (~1e-5 in fp32).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchard_cli.rl.loss import LossType, Normalizer, policy_loss, token_logps
+from orchard_cli.rl.records import Rollout
+from orchard_cli.training.samples import IGNORE, Sample
+
+
+class LearnerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(1e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    epsilon_low: float = Field(0.2, ge=0, lt=1)
+    epsilon_high: float = Field(0.2, ge=0)
+    beta: float = Field(0.0, ge=0)
+    """Weight of the KL term to the starting model (0: no reference model is kept)."""
+    loss_type: LossType = "dapo"
+    updates: int = Field(1, ge=1)
+    """Passes over each step's rollouts (TRL's num_iterations)."""
+    max_seq_len: int = Field(2048, ge=16)
+    rows_per_micro_batch: int = Field(8, ge=1)
+    threads: int | None = Field(None, ge=1)
+
+
+@dataclass
+class UpdateStats:
+    loss: float
+    grad_norm: float
+    clipped: float
+    """Share of trained tokens whose ratio was clipped (over every pass)."""
+    kl: float | None
+    tokens: int
+    """Tokens processed per pass (prompts included)."""
+    trained_tokens: int
+    sequences: int
+    logprob_gap: float | None
+    seconds: float
+
+
+@dataclass
+class _Item:
+    sample: Sample
+    advantage: float
+    rollout_logps: list[float]
+    seq: int
+
+
+def items_of(rollouts: list[Rollout], max_len: int) -> tuple[list[_Item], int, int, list[int], int]:
+    """Samples of the trainable rollouts; also the step's trained-token count, sequence count,
+    per-sequence token counts and the longest response (for the loss's normalizer)."""
+    items, seq_tokens, longest = [], [], 0
+    for rollout in rollouts:
+        if not rollout.trainable:
+            continue
+        for seg in rollout.segments:
+            ids = seg.prompt_ids + seg.response_ids
+            labels = [IGNORE] * len(seg.prompt_ids) + [t if m else IGNORE for t, m in zip(seg.response_ids,
+                                                                                      seg.response_mask)]
+            if len(ids) > max_len:  # keep the beginning, as the model saw it
+                ids, labels = ids[:max_len], labels[:max_len]
+            kept = sum(1 for x in labels[1:] if x != IGNORE)
+            if not kept:
+                continue
+            logps = [lp for lp, m in zip(seg.rollout_log_probs, seg.response_mask) if m][:kept]
+            items.append(_Item(Sample(ids, labels, rollout.episode_id), rollout.advantage, logps, len(seq_tokens)))
+            seq_tokens.append(kept)
+            longest = max(longest, sum(seg.response_mask))
+    return items, sum(seq_tokens), len(seq_tokens), seq_tokens, longest
+
+
+class Learner:
+    """The policy being trained, its optimizer and (with beta > 0) a frozen reference."""
+
+    def __init__(self, model: Any, config: LearnerConfig, *, pad_id: int, reference: Any = None) -> None:
+        import torch
+
+        from orchard_cli.training.batches import fast_head
+        from orchard_cli.training.trainer import default_threads
+
+        threads = config.threads or default_threads()
+        if threads:
+            torch.set_num_threads(threads)
+        self.model, self.config, self.pad_id = model, config, pad_id
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model.to(self.device)
+        self.model.train()
+        self.reference = reference
+        if config.beta > 0 and reference is None:
+            raise ValueError("beta > 0 needs a reference model")
+        if reference is not None:
+            reference.to(self.device).eval()
+            for p in reference.parameters():
+                p.requires_grad_(False)
+        self.fast = fast_head(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.params = params
+        self.optimizer = torch.optim.AdamW(
+            [{"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+            lr=config.lr, betas=(0.9, 0.999), eps=1e-8)
+
+    def logps(self, samples: list[Sample], grad: bool = False, model: Any = None) -> Any:
+        """Log-probabilities of the samples' labelled tokens, flat, in order (one packed pass)."""
+        import torch
+
+        from orchard_cli.training.batches import Row, collate
+
+        batch = collate([Row([s]) for s in samples], self.pad_id, self.device)
+        with torch.set_grad_enabled(grad):
+            return token_logps(model or self.model, batch, self.fast)
+
+    def update(self, rollouts: list[Rollout]) -> UpdateStats:
+        """One optimizer step per pass over the rollouts (`config.updates` passes)."""
+        import torch
+
+        from orchard_cli.training.batches import collate, pack_rows
+
+        started = time.perf_counter()
+        cfg = self.config
+        items, trained, sequences, seq_tokens, longest = items_of(rollouts, cfg.max_seq_len)
+        norm = Normalizer(cfg.loss_type, tokens=trained, sequences=sequences, max_completion_length=longest,
+                          seq_tokens=torch.tensor(seq_tokens or [1], device=self.device))
+        active = [it for it in items if it.advantage != 0.0 or cfg.beta > 0]
+        by_sample = {id(it.sample): it for it in active}
+        rows = pack_rows([it.sample for it in active], cfg.max_seq_len, True)
+        micro = [rows[i:i + cfg.rows_per_micro_batch] for i in range(0, len(rows), cfg.rows_per_micro_batch)]
+        tokens = sum(r.length for r in rows)
+        olds: list[Any] = [None] * len(micro)
+        refs: list[Any] = [None] * len(micro)
+        total_loss = clipped = kl_sum = 0.0
+        gap: float | None = None
+        norm_value = 0.0
+        self.model.train()
+        for _ in range(cfg.updates):
+            for i, chunk in enumerate(micro):
+                members = [by_sample[id(s)] for r in chunk for s in r.samples]
+                batch = collate(chunk, self.pad_id, self.device)
+                adv = torch.tensor([m.advantage for m in members for _ in range(_kept(m.sample))],
+                                   device=self.device)
+                seq = torch.tensor([m.seq for m in members for _ in range(_kept(m.sample))], device=self.device)
+                logps = token_logps(self.model, batch, self.fast)
+                if olds[i] is None:
+                    olds[i] = logps.detach()
+                    served = torch.tensor([lp for m in members for lp in m.rollout_logps], device=self.device)
+                    if served.numel() == logps.numel():
+                        here = float((logps.detach() - served).abs().max()) if served.numel() else 0.0
+                        gap = here if gap is None else max(gap, here)
+                    if cfg.beta > 0:
+                        with torch.no_grad():
+                            refs[i] = token_logps(self.reference, batch, self.fast)
+                loss, stats = policy_loss(logps, olds[i], adv, seq, norm, epsilon_low=cfg.epsilon_low,
+                                          epsilon_high=cfg.epsilon_high, beta=cfg.beta, ref_logps=refs[i])
+                loss.backward()
+                total_loss += float(loss.detach())
+                clipped += stats["clipped"]
+                kl_sum += stats["kl_sum"]
+            norm_value = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        passes = cfg.updates
+        active_tokens = sum(_kept(it.sample) for it in active)
+        return UpdateStats(loss=total_loss / passes, grad_norm=norm_value,
+                           clipped=clipped / max(1, active_tokens * passes),
+                           kl=kl_sum / max(1, active_tokens * passes) if cfg.beta > 0 else None,
+                           tokens=tokens, trained_tokens=trained, sequences=sequences, logprob_gap=gap,
+                           seconds=time.perf_counter() - started)
+
+
+def _kept(sample: Sample) -> int:
+    return sum(1 for x in sample.labels[1:] if x != IGNORE)
