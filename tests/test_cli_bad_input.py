@@ -135,6 +135,8 @@ BINARY_INPUTS = [
     ["distill", "export", "blob.jsonl", "--out", "exported"],
     ["train", "--trajectories", "blob.jsonl", "--base-model", "smollm2", "--out", "student"],
     ["rerank", "train", "--trajectories", "blob.jsonl", "--out", "value"],
+    ["rollout", "blob.jsonl", "--family", "quiz", "--out", "r.jsonl"],
+    ["rl", "--rollouts", "blob.jsonl", "--out", "rl-run"],
 ]
 
 

@@ -11,8 +11,9 @@ TRL.
 `updates` passes over the same rollouts (TRL's `num_iterations`, PPO's epochs): the first pass's
 log-probabilities are the `old` ones of the ratio (detached), so the first update has ratio 1 and
 later ones are clipped. `logprob_gap` reports the largest difference between the learner's
-log-probabilities and those the serving endpoint returned during the rollout: with weights synced,
-it is the numerical noise between two forward passes (~1e-5 in fp32).
+log-probabilities and those the serving endpoint returned during the rollout (at temperature 1; a
+server reports untempered ones): with weights synced, it is the noise between two forward passes
+(~2e-5 in fp32).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class UpdateStats:
     sequences: int
     logprob_gap: float | None
     seconds: float
+    passes: int = 1
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Tokens processed per second over every pass."""
+        return self.tokens * self.passes / self.seconds if self.seconds and self.tokens else None
 
 
 @dataclass
@@ -133,8 +140,11 @@ class Learner:
         with torch.set_grad_enabled(grad):
             return token_logps(model or self.model, batch, self.fast)
 
-    def update(self, rollouts: list[Rollout]) -> UpdateStats:
-        """One optimizer step per pass over the rollouts (`config.updates` passes)."""
+    def update(self, rollouts: list[Rollout], *, temperature: float = 1.0,
+               max_completion_length: int | None = None) -> UpdateStats:
+        """One optimizer step per pass over the rollouts (`config.updates` passes). `temperature`:
+        the one the rollouts were sampled at (the policy's log-probabilities are of logits / T, as
+        TRL's); `max_completion_length`: dr_grpo's constant (default: the longest response)."""
         import torch
 
         from orchard_cli.training.batches import collate, pack_rows
@@ -142,7 +152,9 @@ class Learner:
         started = time.perf_counter()
         cfg = self.config
         items, trained, sequences, seq_tokens, longest = items_of(rollouts, cfg.max_seq_len)
-        norm = Normalizer(cfg.loss_type, tokens=trained, sequences=sequences, max_completion_length=longest,
+        temp = temperature if temperature > 0 else 1.0
+        norm = Normalizer(cfg.loss_type, tokens=trained, sequences=sequences,
+                          max_completion_length=max_completion_length or longest,
                           seq_tokens=torch.tensor(seq_tokens or [1], device=self.device))
         active = [it for it in items if it.advantage != 0.0 or cfg.beta > 0]
         by_sample = {id(it.sample): it for it in active}
@@ -162,16 +174,16 @@ class Learner:
                 adv = torch.tensor([m.advantage for m in members for _ in range(_kept(m.sample))],
                                    device=self.device)
                 seq = torch.tensor([m.seq for m in members for _ in range(_kept(m.sample))], device=self.device)
-                logps = token_logps(self.model, batch, self.fast)
+                logps = token_logps(self.model, batch, self.fast, temp)
                 if olds[i] is None:
                     olds[i] = logps.detach()
                     served = torch.tensor([lp for m in members for lp in m.rollout_logps], device=self.device)
-                    if served.numel() == logps.numel():
+                    if temp == 1.0 and served.numel() == logps.numel():  # servers report untempered ones
                         here = float((logps.detach() - served).abs().max()) if served.numel() else 0.0
                         gap = here if gap is None else max(gap, here)
                     if cfg.beta > 0:
                         with torch.no_grad():
-                            refs[i] = token_logps(self.reference, batch, self.fast)
+                            refs[i] = token_logps(self.reference, batch, self.fast, temp)
                 loss, stats = policy_loss(logps, olds[i], adv, seq, norm, epsilon_low=cfg.epsilon_low,
                                           epsilon_high=cfg.epsilon_high, beta=cfg.beta, ref_logps=refs[i])
                 loss.backward()
@@ -187,7 +199,7 @@ class Learner:
                            clipped=clipped / max(1, active_tokens * passes),
                            kl=kl_sum / max(1, active_tokens * passes) if cfg.beta > 0 else None,
                            tokens=tokens, trained_tokens=trained, sequences=sequences, logprob_gap=gap,
-                           seconds=time.perf_counter() - started)
+                           seconds=time.perf_counter() - started, passes=passes)
 
 
 def _kept(sample: Sample) -> int:

@@ -37,12 +37,12 @@ from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter, iter_jsonl, read_json, write_json
 from orchard_cli.rl.learner import LearnerConfig, UpdateStats
 from orchard_cli.rl.records import Rollout, assign_advantages
-from orchard_cli.rl.rollouts import Sampling
+from orchard_cli.rl.rollouts import Sampling, nothing_trainable
 from orchard_cli.rollout.agent import EpisodeOptions
 from orchard_cli.tasks.base import TaskSelection
 
 STATE_FILE = "orchard_rl.json"
-_RESUMABLE = {"out", "resume", "steps", "save_every", "eval_every", "workers", "learner_threads"}
+_RESUMABLE = {"out", "resume", "steps", "save_every", "eval_every", "workers"}
 
 
 class RLConfig(BaseModel):
@@ -189,11 +189,11 @@ class RLRun:
         return rng.sample(self.tasks, k)
 
     def offline_batch(self, step: int) -> list[Rollout]:
+        """The file's groups, `tasks_per_step` distinct ones per step, in file order (wrapping)."""
         groups = self.offline
-        per = self.config.tasks_per_step
-        start = ((step - 1) * per) % max(1, len(groups))
-        chosen = (groups + groups)[start:start + per]
-        return [r.model_copy(deep=True) for g in chosen for r in g]
+        per = min(self.config.tasks_per_step, len(groups))
+        chosen = [groups[((step - 1) * per + i) % len(groups)] for i in range(per)]
+        return [r.model_copy(deep=True, update={"step": step}) for g in chosen for r in g]
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -219,17 +219,19 @@ class RLRun:
             found = latest_checkpoint(self.out / "checkpoints")
             if found is not None:
                 start = load_checkpoint(learner_model, learner.optimizer, found, learner.device)
-            for name in ("steps.jsonl", "rollouts.jsonl", "evals.jsonl"):
+            for name in ("steps.jsonl", "rollouts.jsonl"):
                 _keep_lines(self.out / name, start)
+            _keep_lines(self.out / "evals.jsonl", start if start else -1)  # step 0's evaluation runs again
         state = RunState(fingerprint=self.fp, config=cfg, step=start)
         write_json(self.out / STATE_FILE, state)
-        served_weights = load_weights(cfg.model)[0]
-        served = LocalModel(Path(source).name if cfg.model != "smollm2" else "smollm2", Path(source), tokenizer,
-                            served_weights.eval())
-        served.load_weights_from(learner_model)
-        endpoint = LocalEndpoint(cfg.model, model=served, default_temperature=cfg.sampling.temperature)
-        needs_serving = not self.offline or self.eval_tasks
-        info = endpoint.start() if needs_serving else None
+        needs_serving = bool(not self.offline or self.eval_tasks)
+        served = endpoint = info = None
+        if needs_serving:  # the policy's own copy, in the server (the learner's copy is synced into it)
+            name = "smollm2" if cfg.model == "smollm2" else Path(source).name
+            served = LocalModel(name, Path(source), tokenizer, load_weights(cfg.model)[0].eval())
+            served.load_weights_from(learner_model)
+            endpoint = LocalEndpoint(cfg.model, model=served, default_temperature=cfg.sampling.temperature)
+            info = endpoint.start()
         env = policy = None
         steps_log = JsonlWriter(self.out / "steps.jsonl")
         rollouts_log = JsonlWriter(self.out / "rollouts.jsonl")
@@ -245,8 +247,10 @@ class RLRun:
                 env = connect(cfg.backend)
                 policy = Policy(Upstream(info.base_url), info.model, self.harness, cfg.sampling, cfg.options)
                 engine = Rollouts(self.family, [policy], env=env, backend=cfg.backend, workers=cfg.workers)
-            if start == 0 and cfg.eval_every and self.eval_tasks:
-                evals.append(self.evaluate(0, info, evals_log, on_eval))
+            due = cfg.eval_every and self.eval_tasks and (start == 0 or start % cfg.eval_every == 0
+                                                         or start == cfg.steps)
+            if due and not any(e.get("step") == start for e in evals):  # step 0, or one a crash cut short
+                evals.append(self.evaluate(start, info, evals_log, on_eval))
             for step in range(start + 1, cfg.steps + 1):
                 clock = time.monotonic()
                 if self.offline:
@@ -256,13 +260,16 @@ class RLRun:
                     chosen = self.step_tasks(step)
                     names = [t.task_id for t in chosen]
                     rollouts = engine.run(chosen, cfg.group_size, step=step)
+                rollout_s = time.monotonic() - clock
+                for r in rollouts:  # as sampled and graded (a control run shuffles after this)
+                    rollouts_log.write(r)
+                if not self.offline:
+                    nothing_trainable(rollouts, where="the step's rollouts in rollouts.jsonl")
                 if cfg.shuffle_rewards:
                     shuffle_rewards(rollouts, random.Random(cfg.seed * 7919 + step))
-                rollout_s = time.monotonic() - clock
-                for r in rollouts:
-                    rollouts_log.write(r)
-                stats = learner.update(rollouts)
-                sync_s = served.load_weights_from(learner_model) if needs_serving else 0.0
+                stats = learner.update(rollouts, temperature=cfg.sampling.temperature,
+                                       max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
+                sync_s = served.load_weights_from(learner_model) if served is not None else 0.0
                 record = _step_record(step, names, rollouts, stats, rollout_s, sync_s)
                 steps_log.write(record)
                 history.append(record)
@@ -283,7 +290,8 @@ class RLRun:
                 policy.close()
             if env is not None:
                 env.close()
-            endpoint.stop()
+            if endpoint is not None:
+                endpoint.stop()
         final = self.out / "model"
         learner_model.save_pretrained(final)
         tokenizer.save_pretrained(final)
@@ -308,15 +316,16 @@ class RLRun:
 
             shutil.rmtree(folder)
         solver = AgentSolver(self.harness, model=info.model, upstream=Upstream(info.base_url), options=cfg.options,
-                             proxy_options={"extra_body": cfg.sampling.extra_body()})
+                             proxy_options=cfg.sampling.proxy_options())
         config = EvalConfig(suite=sel.suite, family=sel.family, dataset=sel.dataset, instances=sel.instances,
                             limit=sel.limit, slice=sel.slice, backend=cfg.backend, attempts=cfg.eval_attempts,
                             source=solver.name, model=info.model, base_url=info.base_url, harness=cfg.harness,
                             workers=cfg.workers, out=str(folder))
         card = EvalRun(config, self.eval_family, self.eval_tasks, solver, folder, False).execute()
-        row = {"schema_version": 1, "step": step, "mean_reward": card.mean_score if card.mean_score is not None
-               else card.resolved_rate, "resolved_rate": card.resolved_rate, "episodes": card.total,
-               "errors": card.errors, "scorecard": str(folder.relative_to(self.out) / "scorecard.json")}
+        graded = card.mean_score_graded if card.mean_score_graded is not None else card.resolved_rate_graded
+        row = {"schema_version": 1, "step": step, "mean_reward": graded, "resolved_rate": card.resolved_rate,
+               "episodes": card.total, "errors": card.errors,
+               "scorecard": str(folder.relative_to(self.out) / "scorecard.json")}
         log.write(row)
         if on_eval is not None:
             on_eval(row)
@@ -338,7 +347,7 @@ def _step_record(step: int, names: list[str], rollouts: list[Rollout], stats: Up
         logprob_gap=None if stats.logprob_gap is None else round(stats.logprob_gap, 6), tokens=stats.tokens,
         trained_tokens=stats.trained_tokens, rollout_seconds=round(rollout_s, 3),
         update_seconds=round(stats.seconds, 3), sync_seconds=round(sync_s, 4),
-        learner_tokens_per_s=round(stats.tokens / stats.seconds, 1) if stats.seconds and stats.tokens else None)
+        learner_tokens_per_s=round(stats.tokens_per_s, 1) if stats.tokens_per_s else None)
 
 
 def plot_curve(history: list[StepRecord], evals: list[dict[str, Any]], path: Path) -> str | None:

@@ -69,9 +69,10 @@ def policy_loss(logps: Any, old_logps: Any, advantages: Any, seq: Any, norm: Nor
     return loss, stats
 
 
-def token_logps(model: Any, batch: dict[str, Any], fast: bool) -> Any:
+def token_logps(model: Any, batch: dict[str, Any], fast: bool, temperature: float = 1.0) -> Any:
     """Log-probabilities of the labelled tokens of a packed micro-batch (`training.batches.collate`),
-    flat, in order: only the labelled positions go through the LM head when `fast`."""
+    flat, in order, of logits / `temperature`: only the labelled positions go through the LM head
+    when `fast`."""
     import torch
 
     from orchard_cli.training.batches import IGNORE, _causal_lm
@@ -87,4 +88,5 @@ def token_logps(model: Any, batch: dict[str, Any], fast: bool) -> Any:
     else:
         out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False)
         logits = out.logits[:, :-1][keep]
-    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logits = logits.float() if temperature == 1.0 else logits.float() / temperature
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)

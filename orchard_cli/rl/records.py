@@ -12,7 +12,9 @@ rewrote its history) starts a new segment, as `orchard train --builder merged` d
 Reward (`reward_kind`): the share of the family's checks passed where it reports checks (claw,
 Claw-Eval; 0 for an unsafe episode), else 1 for resolved and 0 for not. An episode that ended in an
 environment or infrastructure error, or a timeout, is no evidence about the policy: it keeps its
-record but is not `trainable` and takes no part in its group's statistics.
+record but is not `trainable` and takes no part in its group's statistics. Nor is an episode with a
+call whose endpoint returned no token ids (`untracked_calls`): its tokens cannot be trained on
+exactly, and merged with the others they would read as the environment's.
 
 Advantage (GRPO, as TRL computes it with `scale_rewards="group"`): within a task's group of
 attempts, (reward - mean) / (std + 1e-4), std with Bessel's correction; a group whose rewards are
@@ -30,6 +32,7 @@ from orchard_cli.outcome import ERROR_CATEGORIES, Outcome
 
 SCHEMA_VERSION = 1
 ADVANTAGE_EPS = 1e-4
+UNTRAINABLE = ERROR_CATEGORIES | {"timeout"}
 
 
 class PolicyCall(BaseModel):
@@ -172,7 +175,7 @@ def rollout_of(result: Any, *, uid: str, policy: str, step: int | None = None) -
     agent = result.solution.agent if result.solution is not None else None
     calls, untracked = calls_of(agent.records if agent is not None else [])
     reward, kind = reward_of(outcome)
-    trainable = outcome.category not in ERROR_CATEGORIES and bool(calls)
+    trainable = outcome.category not in UNTRAINABLE and bool(calls) and not untracked
     return Rollout(episode_id=result.episode_id, uid=uid, suite=result.task.suite, task_id=result.task.task_id,
                    attempt=result.attempt, step=step, policy=policy, harness=result.solver.harness,
                    category=outcome.category, resolved=outcome.resolved, reward=reward, reward_kind=kind,

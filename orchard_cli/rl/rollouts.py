@@ -40,9 +40,14 @@ class Sampling(BaseModel):
 
     def extra_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"logprobs": True, "return_token_ids": True, "temperature": self.temperature}
-        if self.max_new_tokens is not None:
-            body["max_tokens"] = self.max_new_tokens
+        if self.max_new_tokens is not None:  # both spellings: servers prefer max_completion_tokens
+            body["max_tokens"] = body["max_completion_tokens"] = self.max_new_tokens
         return body
+
+    def proxy_options(self) -> dict[str, Any]:
+        """The recording proxy's options for policy calls: the sampling fields on every call, and
+        chat upstream (a Responses harness, Codex, is translated), the API that returns token ids."""
+        return {"extra_body": self.extra_body(), "upstream_dialects": ["chat"]}
 
 
 class Policy:
@@ -53,7 +58,7 @@ class Policy:
         self.upstream, self.model = upstream, model
         self.label = f"{model}@{upstream.describe()}"
         self.solver = AgentSolver(harness, model=model, upstream=upstream, options=options,
-                                  proxy_options={"extra_body": sampling.extra_body()})
+                                  proxy_options=sampling.proxy_options())
 
     def close(self) -> None:
         self.solver.close()
@@ -228,7 +233,25 @@ def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None]
     rows = write_parquet(rollouts, config.parquet) if config.parquet else 0
     summary = summarize(config, len(tasks), rollouts, rows, seconds)
     write_json(run_dir / "summary.json", summary)
+    nothing_trainable(rollouts, where=str(run_dir / "logs"))
     return summary
+
+
+def nothing_trainable(rollouts: list[Rollout], *, where: str) -> None:
+    """Raise when no rollout can be trained on: every episode failed, or the endpoint returned no
+    token ids (exit 3, the rollouts kept on disk for a look)."""
+    from orchard_cli.errors import InfraError
+
+    if not rollouts or any(r.trainable for r in rollouts):
+        return
+    untracked = sum(r.untracked_calls for r in rollouts)
+    if untracked:
+        raise InfraError(f"none of the {len(rollouts)} episodes can be trained on: {untracked} model call(s) came "
+                         "back without token ids (the endpoint ignores return_token_ids)",
+                         hint="serve the policy with orchard serve, or vLLM (which honours return_token_ids)")
+    cats = sorted({r.category for r in rollouts})
+    raise InfraError(f"none of the {len(rollouts)} episodes can be trained on (outcomes: {', '.join(cats)})",
+                     hint=f"see {where}")
 
 
 def read_rollouts(path: str | Path) -> list[Rollout]:

@@ -72,3 +72,26 @@ def test_parquet_columns_are_verls_batch_fields(tmp_path) -> None:
     assert row["advantages"] == [0.5, 0.5, 0.0, 0.5]
     assert row["token_level_scores"] == [0.0, 0.0, 0.0, 1.0]
     assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_timeouts_and_untracked_calls_are_not_trained_on() -> None:
+    from types import SimpleNamespace
+
+    from orchard_cli.proxy.records import CallRecord, CallTiming
+    from orchard_cli.rl.records import rollout_of
+
+    def record(seq: int, ids: list[int] | None) -> CallRecord:
+        return CallRecord(id=f"c{seq}", episode="e", seq=seq, endpoint="chat", status=200, request={},
+                          response={"choices": [{"finish_reason": "stop"}]}, prompt_token_ids=[1, 2] if ids else None,
+                          completion_token_ids=ids, logprobs=[-0.1] * len(ids or []),
+                          timing=CallTiming(started_at=0.0, ended_ms=1.0))
+
+    def result(category: str, records: list[CallRecord]):  # the parts of an EpisodeResult a rollout reads
+        return SimpleNamespace(outcome=Outcome(resolved=False, category=category), episode_id="e", attempt=1,
+                               task=SimpleNamespace(suite="s", task_id="t"), solver=SimpleNamespace(harness="chat"),
+                               solution=SimpleNamespace(agent=SimpleNamespace(records=records)), duration_seconds=1.0)
+
+    assert rollout_of(result("unresolved", [record(0, [5, 6])]), uid="t", policy="p").trainable
+    assert not rollout_of(result("timeout", [record(0, [5, 6])]), uid="t", policy="p").trainable
+    mixed = rollout_of(result("unresolved", [record(0, [5, 6]), record(1, None)]), uid="t", policy="p")
+    assert mixed.untracked_calls == 1 and not mixed.trainable

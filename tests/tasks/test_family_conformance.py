@@ -1,5 +1,5 @@
 """The family conformance suite (orchard_cli.tasks.conformance) for every family orchard ships:
-the reference family and SWE (on swe-mini, in the session's shared swe-mini home)."""
+the reference family, SWE (on swe-mini, in the session's shared swe-mini home) and quiz."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.bwrap]
 FAMILIES = {
     "calc": TaskSelection(suite="calc"),
     "swe": TaskSelection(suite="swe-mini", limit=2),
+    "quiz": TaskSelection(suite="capitals", limit=3),
 }
 
 
