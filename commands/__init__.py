@@ -32,3 +32,5 @@ def register(app: typer.Typer) -> None:
     from orchard_cli.commands import rl as rl_
     app.command("rollout")(rl_.rollout)
     app.command("rl")(rl_.rl)
+    from orchard_cli.commands import judge as judge_
+    app.add_typer(judge_.app, name="judge")

@@ -24,6 +24,8 @@ EVIDENCE_SCHEMA_VERSION = 1
 EVIDENCE_FILE = "evidence.json"
 SCREENSHOT = "last-screenshot.png"
 """The attachment a web episode leaves: the page as the episode ended (`Evidence.attachments`)."""
+STEP_SHOT = "step-{:03d}.png"
+"""The page after action N (0: the start page), what a vision judge reads (`orchard judge`)."""
 
 
 class CommandOutput(BaseModel):

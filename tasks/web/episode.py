@@ -24,6 +24,8 @@ from orchard_cli.tasks.web.browser import WebBrowser
 
 TREE_LIMIT = 24000
 """An accessibility tree longer than this is cut (the observation says so)."""
+MAX_SHOTS = 60
+"""Screenshots kept per episode (the start page and the last 59 actions that succeeded)."""
 SITE_URL = re.compile(r"^([a-z][a-z0-9-]*):(/.*)$")
 
 
@@ -51,6 +53,9 @@ class BrowserEpisode:
         self.answer: str | None = None
         self.last_error: str | None = None
         self.steps = 0
+        self.shots: list[tuple[int, bytes]] = []
+        """(step, PNG) after the start page (0) and after each action that succeeded: what a vision
+        judge reads (`orchard judge`); the first and the last `MAX_SHOTS - 1` are kept."""
         self._lock: asyncio.Lock | None = None
         self.crashed: str | None = None
 
@@ -71,6 +76,7 @@ class BrowserEpisode:
         page = await self.context.new_page()
         self._focus(page)
         await self._goto(url)
+        await self._shoot()
         return await self._observe()
 
     def close(self) -> None:
@@ -182,6 +188,7 @@ class BrowserEpisode:
                 self.last_error = _short(exc)
                 raise ActionError(self.last_error) from exc
             await self._settle()
+            await self._shoot()
             return await self._observe()
 
     async def _perform(self, action: str, a: dict[str, Any]) -> None:
@@ -312,6 +319,15 @@ class BrowserEpisode:
             lines.append(f"Last action error: {self.last_error}")
         lines += ["Accessibility tree (element ids in [ref=...]; pass one as bid):", tree]
         return "\n".join(lines)
+
+    async def _shoot(self) -> None:
+        try:
+            shot = await self.page.screenshot(type="png", timeout=self.action_timeout_ms)
+        except Exception:  # noqa: BLE001 - a page that cannot be drawn leaves a gap, not a failure
+            return
+        self.shots.append((self.steps, shot))
+        if len(self.shots) > MAX_SHOTS:
+            del self.shots[1]
 
     def screenshot(self) -> bytes | None:
         """The current tab as PNG, or None when the browser cannot give one."""

@@ -7,7 +7,8 @@
                    task's start page, allowed only the task's sites
     tools          the action space over that context (one ToolSession per episode)
     collect        the final answer, the apps' request log, the checks' queries, blocked requests,
-                   the final URL, the last screenshot (a file in the episode's log folder)
+                   the final URL, the last screenshot and one after each action (files in the
+                   episode's log folder: what `orchard judge` shows a vision judge)
     grade          the checks (checks.py), in place; a dead browser or app server is infra_error
     release        the context closes, the set goes back to the pool (tasks/leased.py)
 """
@@ -20,7 +21,7 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
-from orchard_cli.evidence import SCREENSHOT, Evidence
+from orchard_cli.evidence import SCREENSHOT, STEP_SHOT, Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.leased import LeasedFamily, infra_failures
@@ -172,6 +173,8 @@ class WebFamily(LeasedFamily):
         shot = episode.screenshot() if episode is not None else None
         if shot:
             evidence.attachments[SCREENSHOT] = shot
+        for step, png in episode.shots if episode is not None else ():
+            evidence.attachments[STEP_SHOT.format(step)] = png
         return evidence
 
     def quick_verdict(self, task: Task, evidence: Evidence) -> Outcome:

@@ -1,0 +1,73 @@
+"""`orchard judge RUN --method webjudge|webvoyager ...` and `orchard judge export RUN --out DIR`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from orchard_cli.commands._common import FormatOpt, OutputFormat, default_command_group, emit_json, stderr_console
+
+app = typer.Typer(cls=default_command_group("run", "RUN [OPTIONS] | export RUN --out DIR"), no_args_is_help=True,
+                  help="Judge a web run's episodes from their screenshots with a vision model (WebJudge, "
+                       "WebVoyager's auto-eval), or export it in Online-Mind2Web's layout.")
+
+
+@app.command("run")
+def run(
+    run_dir: Annotated[Path, typer.Argument(file_okay=False, help="An `orchard eval` run folder (web tasks).")],
+    judge_model: Annotated[str, typer.Option("--judge-model", help="The judge's model name.")],
+    judge_base_url: Annotated[str, typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint (vision).")],
+    method: Annotated[str, typer.Option("--method", help="webjudge (Online-Mind2Web) or webvoyager.")] = "webjudge",
+    judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Environment variable holding the judge's key (default OPENAI_API_KEY when set).")] = None,
+    threshold: Annotated[int, typer.Option("--threshold", min=1, max=5, help="webjudge: screenshots scoring at least this reach the verdict.")] = 3,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Attempts judged in parallel.")] = 1,
+    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where judged.jsonl and scorecard.json go (default RUN/judge-METHOD).")] = None,
+    fmt: FormatOpt = OutputFormat.text,
+) -> None:
+    """Judge every graded attempt of RUN; the judge model, the prompts' hash and per-task reasons go
+    in RUN/judge-METHOD/scorecard.json."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.judge import JudgeConfig
+    from orchard_cli.webjudge.methods import METHODS
+    from orchard_cli.webjudge.run import judge_run
+
+    if method not in METHODS:
+        raise UsageError(f"--method {method!r}: use {' or '.join(METHODS)}")
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such run folder")
+    config = JudgeConfig(model=judge_model, base_url=judge_base_url, key_env=judge_key_env)
+    console = stderr_console()
+
+    def on_attempt(row) -> None:  # type: ignore[no-untyped-def]
+        verdict = "error" if row.success is None else ("success" if row.success else "failure")
+        console.print(f"  {row.task_id} #{row.attempt}: {verdict} ({row.screenshots} screenshot(s), {row.calls} call(s))"
+                      + (f": {row.error}" if row.error else ""), highlight=False, markup=False)
+
+    card = judge_run(run_dir.resolve(), method, config, threshold=threshold, workers=workers,
+                     out=out.resolve() if out else None, on_attempt=on_attempt)
+    if fmt == OutputFormat.json:
+        emit_json(card.model_dump(mode="json"))
+        return
+    rate = "-" if card.success_rate is None else f"{card.success_rate:.1%}"
+    agree = "" if card.agreement is None else f"; agrees with the run's checks on {card.agreement:.1%}"
+    typer.echo(f"judge {method} ({judge_model}): {card.successes}/{card.judged} success ({rate}); "
+               f"{card.errors} not decided{agree}")
+    typer.echo(f"scorecard: {(out or run_dir / f'judge-{method}') / 'scorecard.json'}")
+
+
+@app.command("export")
+def export(
+    run_dir: Annotated[Path, typer.Argument(file_okay=False, help="An `orchard eval` run folder (web tasks).")],
+    out: Annotated[Path, typer.Option("--out", file_okay=False, help="New folder: one folder per attempt (result.json, trajectory/).")],
+) -> None:
+    """Write RUN in Online-Mind2Web's trajectory layout (result.json + trajectory/ screenshots), which
+    their own auto-eval scripts read."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.webjudge.mind2web import export_mind2web
+
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such run folder")
+    count = export_mind2web(run_dir.resolve(), out.resolve())
+    typer.echo(f"exported {count} attempt(s) to {out}")

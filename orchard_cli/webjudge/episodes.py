@@ -1,0 +1,77 @@
+"""A web run's graded attempts, as a judge reads them."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import EVIDENCE_FILE, SCREENSHOT
+
+STEP = re.compile(r"^step-(\d+)\.png$")
+
+
+@dataclass
+class JudgedEpisode:
+    task_id: str
+    attempt: int
+    task: str
+    """The instruction the agent was given (the task's own prompt, without orchard's tool notes)."""
+    answer: str | None
+    actions: list[str]
+    screenshots: list[Path]
+    """In step order: the start page, then the page after each action; the last page when the run
+    kept no step screenshots (runs from before they were kept)."""
+    resolved: bool | None = None
+    """The family's own verdict (program checks), when the run had one."""
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def action_text(tool: str, arguments: dict[str, Any]) -> str:
+    """One action as BrowserGym writes it: click(bid='e12')."""
+    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return f"{tool}({args})"
+
+
+def screenshots(folder: Path) -> list[Path]:
+    steps = sorted((int(m.group(1)), p) for p in folder.glob("step-*.png") if (m := STEP.match(p.name)))
+    if steps:
+        return [p for _, p in steps]
+    last = folder / SCREENSHOT
+    return [last] if last.is_file() else []
+
+
+def read_run(run: Path) -> list[JudgedEpisode]:
+    """Every graded attempt of an eval run folder (errors left out: nothing to judge)."""
+    from orchard_cli.records import read_jsonl
+    from orchard_cli.rollout.eval_run import read_tasks
+    from orchard_cli.scoring.scorecard import latest_results
+
+    if not (run / "results.jsonl").is_file():
+        raise UsageError(f"{run} is not an orchard eval run folder (no results.jsonl)",
+                         hint="pass the folder `orchard eval --out` wrote")
+    tasks = {t.task_id: t for t in read_tasks(run)}
+    rows, _ = read_jsonl(run / "results.jsonl")
+    out = []
+    for result in latest_results(rows):
+        if result.is_error or not result.log_dir:
+            continue
+        folder = run / result.log_dir
+        try:
+            evidence = json.loads((folder / EVIDENCE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        task = tasks.get(result.instance_id)
+        record = task.record if task is not None else {}
+        instruction = record.get("prompt") or (task.problem_statement if task is not None else result.instance_id)
+        actions = [action_text(d["tool"], d.get("arguments") or {}) for d in evidence.get("dispatches") or []
+                   if d.get("tool") not in ("observe",)]
+        out.append(JudgedEpisode(task_id=result.instance_id, attempt=result.attempt, task=instruction,
+                                 answer=evidence.get("answer"), actions=actions, screenshots=screenshots(folder),
+                                 resolved=result.resolved, record=record))
+    if not out:
+        raise UsageError(f"{run} has no graded attempt to judge")
+    return out

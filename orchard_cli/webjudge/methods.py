@@ -1,0 +1,132 @@
+"""The judging methods. Each reads a `JudgedEpisode` and asks the judge model (any
+OpenAI-compatible vision endpoint, through the official `openai` package) for a verdict.
+
+- `webvoyager` (WebVoyager's auto-eval): one call with the task, the agent's final answer and the
+  last `last_images` screenshots; the reply ends with SUCCESS or NOT SUCCESS.
+- `webjudge` (Online-Mind2Web's WebJudge): 1) the key points the task requires, 2) each
+  screenshot scored 1-5 for how much it shows evidence of those key points (with a reason), 3) a
+  final call with the task, the key points, the action history and the screenshots that scored at
+  least `threshold` (with their reasons); the reply ends with `Status: success` or `Status: failure`.
+
+The prompts are orchard's own wording of those methods; `prompt_sha256(method)` fingerprints them
+for the scorecard. A reply that names no verdict is an error on that attempt, never a guess.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from orchard_cli.webjudge.episodes import JudgedEpisode
+
+METHODS = ("webjudge", "webvoyager")
+
+VOYAGER_SYSTEM = (
+    "You evaluate whether a web agent completed a task in a web browser. You get the task, the agent's "
+    "final answer and the last screenshots of the browser. The screenshots are the evidence: trust them over "
+    "the answer when they disagree, and do not assume anything they do not show. Explain briefly, then end "
+    "your reply with exactly one line: SUCCESS or NOT SUCCESS.")
+KEY_POINTS = (
+    "Here is a task a web agent had to do in a browser:\n{task}\n\nList the key points the task requires "
+    "(each constraint: what to search, filter, select, sort or enter, and what outcome is expected), one per "
+    "line, without adding requirements the task does not state.")
+IMAGE_SCORE = (
+    "Task: {task}\nKey points:\n{key_points}\n\nThe image is one screenshot of the agent's browser during the "
+    "task. How much does it show evidence needed to decide whether the key points were met (progress, a "
+    "filter or selection applied, a result, a confirmation)? Describe what it shows that matters in one or two "
+    "sentences, then end with one line: Score: N (1 = nothing relevant, 5 = decisive evidence).")
+FINAL = (
+    "You decide whether a web agent completed a task. Task: {task}\nKey points:\n{key_points}\n\nActions the "
+    "agent took:\n{actions}\n\nThe agent's final answer: {answer}\n\nThe screenshots that follow are the ones "
+    "judged relevant, with what each shows:\n{image_notes}\n\nThe task is completed only if every key point "
+    "is met as the task states it (a filter or option the task asks for must have been applied, not merely "
+    "searched for). Explain briefly, then end with one line: Status: success or Status: failure.")
+
+PROMPTS = {"webvoyager": (VOYAGER_SYSTEM,), "webjudge": (KEY_POINTS, IMAGE_SCORE, FINAL)}
+
+
+def prompt_sha256(method: str) -> str:
+    return hashlib.sha256("\x1f".join(PROMPTS[method]).encode()).hexdigest()
+
+
+@dataclass
+class Verdict:
+    success: bool | None
+    reasons: str = ""
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0
+
+
+Ask = Callable[[list[dict[str, Any]]], str]
+"""Messages -> the judge's reply text."""
+
+
+def image_part(path: Path) -> dict[str, Any]:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+
+
+def last_line_verdict(text: str, yes: str, no: str) -> bool | None:
+    """The verdict the reply ends with (its last line naming one), else None."""
+    for line in reversed([ln.strip().strip("*").strip() for ln in (text or "").splitlines() if ln.strip()]):
+        upper = line.upper()
+        if no.upper() in upper:
+            return False
+        if yes.upper() in upper:
+            return True
+    return None
+
+
+def webvoyager(ask: Ask, episode: JudgedEpisode, *, last_images: int = 3) -> Verdict:
+    shots = episode.screenshots[-last_images:]
+    content: list[dict[str, Any]] = [{"type": "text", "text": f"Task: {episode.task}\n\nFinal answer: "
+                                                              f"{episode.answer or '(none)'}\n\n{len(shots)} "
+                                                              "last screenshot(s) follow."}]
+    content += [image_part(p) for p in shots]
+    reply = ask([{"role": "system", "content": VOYAGER_SYSTEM}, {"role": "user", "content": content}])
+    success = last_line_verdict(reply, "SUCCESS", "NOT SUCCESS")
+    return Verdict(success=success, reasons=reply.strip()[-2000:], calls=1,
+                   error=None if success is not None else "the judge's reply names neither SUCCESS nor NOT SUCCESS",
+                   details={"screenshots": [p.name for p in shots]})
+
+
+SCORE = re.compile(r"score\s*[:=]?\s*([1-5])", re.IGNORECASE)
+
+
+def webjudge(ask: Ask, episode: JudgedEpisode, *, threshold: int = 3, max_images: int = 50) -> Verdict:
+    key_points = ask([{"role": "user", "content": KEY_POINTS.format(task=episode.task)}]).strip()
+    calls = 1
+    scored = []
+    for path in episode.screenshots[-max_images:]:
+        text = IMAGE_SCORE.format(task=episode.task, key_points=key_points)
+        reply = ask([{"role": "user", "content": [{"type": "text", "text": text}, image_part(path)]}])
+        calls += 1
+        found = SCORE.findall(reply or "")
+        score = int(found[-1]) if found else None
+        scored.append({"image": path.name, "score": score, "reason": SCORE.split(reply or "")[0].strip()[-600:]})
+    kept = [(p, s) for p, s in zip(episode.screenshots[-max_images:], scored)
+            if s["score"] is not None and s["score"] >= threshold]
+    notes = "\n".join(f"{i + 1}. {s['image']}: {s['reason']}" for i, (_, s) in enumerate(kept)) or "(none)"
+    text = FINAL.format(task=episode.task, key_points=key_points, answer=episode.answer or "(none)",
+                        actions="\n".join(f"{i + 1}. {a}" for i, a in enumerate(episode.actions)) or "(none)",
+                        image_notes=notes)
+    reply = ask([{"role": "user", "content": [{"type": "text", "text": text}] + [image_part(p) for p, _ in kept]}])
+    calls += 1
+    success = last_line_verdict(reply, "status: success", "status: failure")
+    return Verdict(success=success, reasons=reply.strip()[-2000:], calls=calls,
+                   error=None if success is not None else "the judge's reply ends with no `Status:` line",
+                   details={"key_points": key_points, "image_scores": scored, "kept": [p.name for p, _ in kept]})
+
+
+def judge(method: str, ask: Ask, episode: JudgedEpisode, *, threshold: int = 3) -> Verdict:
+    try:
+        if method == "webvoyager":
+            return webvoyager(ask, episode)
+        return webjudge(ask, episode, threshold=threshold)
+    except Exception as exc:  # noqa: BLE001 - a judge that fails is recorded on the attempt, the run goes on
+        return Verdict(success=None, error=f"{type(exc).__name__}: {str(exc)[:300]}")

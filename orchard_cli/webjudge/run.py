@@ -1,0 +1,119 @@
+"""Judging a run folder: RUN/judge-METHOD/judged.jsonl (one line per attempt) and scorecard.json.
+
+The scorecard holds the judge model, the method, the prompts' sha256, the success rate over the
+attempts the judge decided, per task its verdicts and reasons, and, where the run's family graded
+the attempts with programs (web-mini's checks), how often the judge agrees with them.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchard_cli.judge import JudgeConfig
+from orchard_cli.webjudge.episodes import JudgedEpisode, read_run
+from orchard_cli.webjudge.methods import Verdict, judge, prompt_sha256
+
+
+class JudgedAttempt(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    task_id: str
+    attempt: int
+    success: bool | None
+    resolved: bool | None
+    """The run's own verdict (program checks), for agreement."""
+    reasons: str = ""
+    error: str | None = None
+    calls: int = 0
+    screenshots: int = 0
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class JudgeScorecard(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    run: str
+    method: str
+    judge_model: str
+    judge_base_url: str
+    prompt_sha256: str
+    threshold: int | None
+    attempts: int
+    judged: int
+    errors: int
+    successes: int
+    success_rate: float | None
+    """Successes over the attempts the judge decided."""
+    agreement: float | None
+    """Share of decided attempts where the judge agrees with the run's own verdict."""
+    by_task: dict[str, list[dict[str, Any]]]
+    wall_seconds: float
+
+
+def asker(config: JudgeConfig) -> Callable[[list[dict[str, Any]]], str]:
+    """The judge endpoint as `messages -> reply text` (the official openai client, temperature 0)."""
+    from orchard_cli.judge import Judge
+
+    client = Judge(config).client
+
+    def ask(messages: list[dict[str, Any]]) -> str:
+        reply = client.chat.completions.create(model=config.model, temperature=0, messages=messages)
+        return reply.choices[0].message.content or ""
+
+    return ask
+
+
+def judge_run(run: Path, method: str, config: JudgeConfig, *, threshold: int = 3, workers: int = 1,
+              out: Path | None = None, on_attempt: Callable[[JudgedAttempt], None] | None = None) -> JudgeScorecard:
+    from orchard_cli.records import JsonlWriter, write_json
+    from orchard_cli.rollout.agent import safe_url
+
+    episodes = read_run(run)
+    ask = asker(config)
+    folder = out or run / f"judge-{method}"
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / "judged.jsonl.partial"
+    partial.unlink(missing_ok=True)
+    writer = JsonlWriter(partial)
+    started = time.monotonic()
+    judged: list[JudgedAttempt] = []
+
+    def one(episode: JudgedEpisode) -> JudgedAttempt:
+        verdict: Verdict = judge(method, ask, episode, threshold=threshold)
+        return JudgedAttempt(task_id=episode.task_id, attempt=episode.attempt, success=verdict.success,
+                             resolved=episode.resolved, reasons=verdict.reasons, error=verdict.error,
+                             calls=verdict.calls, screenshots=len(episode.screenshots), details=verdict.details)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for row in pool.map(one, episodes):
+                writer.write(row)
+                judged.append(row)
+                if on_attempt is not None:
+                    on_attempt(row)
+    finally:
+        writer.close()
+    partial.replace(folder / "judged.jsonl")  # whole, or not under its final name
+    decided = [j for j in judged if j.success is not None]
+    compared = [j for j in decided if j.resolved is not None]
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for j in judged:
+        by_task.setdefault(j.task_id, []).append({"attempt": j.attempt, "success": j.success, "resolved": j.resolved,
+                                                  "reasons": j.reasons[-500:], "error": j.error})
+    card = JudgeScorecard(
+        run=str(run), method=method, judge_model=config.model, judge_base_url=safe_url(config.base_url),
+        prompt_sha256=prompt_sha256(method), threshold=threshold if method == "webjudge" else None,
+        attempts=len(judged), judged=len(decided), errors=len(judged) - len(decided),
+        successes=sum(bool(j.success) for j in decided),
+        success_rate=round(sum(bool(j.success) for j in decided) / len(decided), 4) if decided else None,
+        agreement=round(sum(j.success == j.resolved for j in compared) / len(compared), 4) if compared else None,
+        by_task=by_task, wall_seconds=round(time.monotonic() - started, 3))
+    write_json(folder / "scorecard.json", card)
+    return card
