@@ -23,10 +23,10 @@ def emit_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
-def stderr_console():
+def stderr_console(quiet: bool = False):
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, quiet=quiet)
 
 
 def stdout_console():

@@ -137,7 +137,9 @@ def rl(
     if eval_suite and not eval_every:
         config = config.model_copy(update={"eval_every": steps})
     run = plan_rl(config)
-    console = stderr_console()
+    import os
+
+    console = stderr_console(quiet=os.environ.get("RANK", "0") != "0")  # under torchrun, rank 0 speaks
     source = f"{len(run.tasks)} task(s) of {suite}" if suite else f"{sum(map(len, run.offline))} rollouts from {rollouts}"
     console.print(f"[bold]orchard rl[/] {source}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
                   f"harness {harness}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
@@ -153,6 +155,8 @@ def rl(
                       f"({row['episodes']} episodes)", highlight=False)
 
     summary = run.execute(on_step, on_eval)
+    if not summary:  # another process of a torchrun: rank 0 reports
+        return
     if fmt == OutputFormat.json:
         emit_json(summary)
         return

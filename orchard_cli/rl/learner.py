@@ -102,17 +102,22 @@ def items_of(rollouts: list[Rollout], max_len: int) -> tuple[list[_Item], int, i
 class Learner:
     """The policy being trained, its optimizer and (with beta > 0) a frozen reference."""
 
-    def __init__(self, model: Any, config: LearnerConfig, *, pad_id: int, reference: Any = None) -> None:
+    def __init__(self, model: Any, config: LearnerConfig, *, pad_id: int, reference: Any = None,
+                 dist: Any = None) -> None:
         import torch
 
         from orchard_cli.training.batches import fast_head
-        from orchard_cli.training.trainer import default_threads
+        from orchard_cli.training.trainer import Dist, default_threads
 
         threads = config.threads or default_threads()
         if threads:
             torch.set_num_threads(threads)
         self.model, self.config, self.pad_id = model, config, pad_id
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        # Several processes (torchrun): each takes every `world`-th micro-batch of a step, and the
+        # gradients are summed across them before each optimizer step (the loss's normalizers are
+        # the whole step's, so the sum is the one-process gradient).
+        self.dist = dist or Dist()
+        self.device = f"cuda:{self.dist.local_rank}" if torch.cuda.is_available() else "cpu"
         self.model.to(self.device)
         self.model.train()
         self.reference = reference
@@ -167,8 +172,9 @@ class Learner:
         gap: float | None = None
         norm_value = 0.0
         self.model.train()
+        world, rank = self.dist.world, self.dist.rank
         for _ in range(cfg.updates):
-            for i, chunk in enumerate(micro):
+            for i, chunk in list(enumerate(micro))[rank::world]:
                 members = [by_sample[id(s)] for r in chunk for s in r.samples]
                 batch = collate(chunk, self.pad_id, self.device)
                 adv = torch.tensor([m.advantage for m in members for _ in range(_kept(m.sample))],
@@ -190,16 +196,39 @@ class Learner:
                 total_loss += float(loss.detach())
                 clipped += stats["clipped"]
                 kl_sum += stats["kl_sum"]
+            if world > 1:
+                self._sum_gradients()
             norm_value = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         passes = cfg.updates
+        if world > 1:
+            total_loss, clipped, kl_sum, gap = self._sum_stats(total_loss, clipped, kl_sum, gap)
         active_tokens = sum(_kept(it.sample) for it in active)
         return UpdateStats(loss=total_loss / passes, grad_norm=norm_value,
                            clipped=clipped / max(1, active_tokens * passes),
                            kl=kl_sum / max(1, active_tokens * passes) if cfg.beta > 0 else None,
                            tokens=tokens, trained_tokens=trained, sequences=sequences, logprob_gap=gap,
                            seconds=time.perf_counter() - started, passes=passes)
+
+
+    def _sum_gradients(self) -> None:
+        import torch
+
+        for p in self.params:  # a process without work this step still joins every sum
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            torch.distributed.all_reduce(p.grad)
+
+    def _sum_stats(self, loss: float, clipped: float, kl: float,
+                   gap: float | None) -> tuple[float, float, float, float | None]:
+        import torch
+
+        sums = torch.tensor([loss, clipped, kl], dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(sums)
+        worst = torch.tensor([-1.0 if gap is None else gap], dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(worst, op=torch.distributed.ReduceOp.MAX)
+        return float(sums[0]), float(sums[1]), float(sums[2]), None if float(worst[0]) < 0 else float(worst[0])
 
 
 def _kept(sample: Sample) -> int:

@@ -18,6 +18,10 @@ reward_curve.png and summary.json. `--resume` continues from the latest checkpoi
 task order; lines written after that checkpoint are dropped first, so each step appears once.
 `--rollouts FILE` trains on a rollouts file alone (no environment, no serving unless an eval suite
 is named): its groups, `tasks_per_step` at a time, in file order.
+
+Under `torchrun` (several processes), rank 0 does everything above and sends each step's rollouts
+to the others; every process takes its share of the step's micro-batches and the gradients are
+summed before each optimizer step (`Learner`), so all copies stay equal.
 """
 
 from __future__ import annotations
@@ -204,17 +208,24 @@ class RLRun:
         from orchard_cli.models.local_model import LocalModel, load_weights
         from orchard_cli.models.local_server import LocalEndpoint
         from orchard_cli.rl.learner import Learner
-        from orchard_cli.training.trainer import latest_checkpoint, load_checkpoint, save_checkpoint
+        from orchard_cli.training.trainer import Dist, latest_checkpoint, load_checkpoint, save_checkpoint
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
+        dist = Dist.from_env()
+        if dist.world > 1 and not torch.distributed.is_initialized():
+            if torch.cuda.is_available():
+                torch.cuda.set_device(dist.local_rank)
+            torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        if not dist.main:
+            return self._follow(dist)
         self.out.mkdir(parents=True, exist_ok=True)
         start = 0
         learner_model, tokenizer, source = load_weights(cfg.model)
         reference = load_weights(cfg.model)[0] if cfg.learner.beta > 0 else None
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        learner = Learner(learner_model, cfg.learner, pad_id=tokenizer.pad_token_id, reference=reference)
+        learner = Learner(learner_model, cfg.learner, pad_id=tokenizer.pad_token_id, reference=reference, dist=dist)
         if self.state is not None:
             found = latest_checkpoint(self.out / "checkpoints")
             if found is not None:
@@ -267,6 +278,7 @@ class RLRun:
                     nothing_trainable(rollouts, where="the step's rollouts in rollouts.jsonl")
                 if cfg.shuffle_rewards:
                     shuffle_rewards(rollouts, random.Random(cfg.seed * 7919 + step))
+                _share(dist, rollouts)
                 stats = learner.update(rollouts, temperature=cfg.sampling.temperature,
                                        max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
                 sync_s = served.load_weights_from(learner_model) if served is not None else 0.0
@@ -282,6 +294,9 @@ class RLRun:
                     write_json(self.out / STATE_FILE, state)
                 if cfg.eval_every and self.eval_tasks and (step % cfg.eval_every == 0 or step == cfg.steps):
                     evals.append(self.evaluate(step, info, evals_log, on_eval))
+        except BaseException:
+            _share(dist, None)  # the other processes stop too
+            raise
         finally:
             steps_log.close()
             rollouts_log.close()
@@ -292,6 +307,7 @@ class RLRun:
                 env.close()
             if endpoint is not None:
                 endpoint.stop()
+        _share(dist, None)  # the run is over: the other processes return
         final = self.out / "model"
         learner_model.save_pretrained(final)
         tokenizer.save_pretrained(final)
@@ -301,6 +317,29 @@ class RLRun:
         summary = summarize(cfg, history, evals, final, curve)
         write_json(self.out / "summary.json", summary)
         return summary
+
+    def _follow(self, dist: Any) -> dict[str, Any]:
+        """A process other than rank 0 (torchrun): the learner's share of each step, on the
+        rollouts rank 0 made and sends; rank 0 serves, rolls out, logs and saves."""
+        from orchard_cli.models.local_model import load_weights
+        from orchard_cli.rl.learner import Learner
+        from orchard_cli.training.trainer import latest_checkpoint, load_checkpoint
+
+        cfg = self.config
+        model, tokenizer, _ = load_weights(cfg.model)
+        reference = load_weights(cfg.model)[0] if cfg.learner.beta > 0 else None
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        learner = Learner(model, cfg.learner, pad_id=tokenizer.pad_token_id, reference=reference, dist=dist)
+        found = latest_checkpoint(self.out / "checkpoints") if cfg.resume else None  # before rank 0 writes one
+        if found is not None:
+            load_checkpoint(model, learner.optimizer, found, learner.device)
+        while True:
+            rollouts = _share(dist, None)
+            if rollouts is None:
+                return {}
+            learner.update(rollouts, temperature=cfg.sampling.temperature,
+                           max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
 
     def evaluate(self, step: int, info: Any, log: JsonlWriter,
                  on_eval: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
@@ -330,6 +369,17 @@ class RLRun:
         if on_eval is not None:
             on_eval(row)
         return row
+
+
+def _share(dist: Any, rollouts: list[Rollout] | None) -> list[Rollout] | None:
+    """Rank 0 sends a step's rollouts (None: stop) to the other processes; they receive them."""
+    if dist.world <= 1:
+        return rollouts
+    import torch
+
+    box: list[Any] = [[r.model_dump(mode="json") for r in rollouts] if rollouts is not None else None]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return None if box[0] is None else [Rollout.model_validate(r) for r in box[0]]
 
 
 def _step_record(step: int, names: list[str], rollouts: list[Rollout], stats: UpdateStats, rollout_s: float,
@@ -403,8 +453,10 @@ def plan_rl(config: RLConfig) -> RLRun:
     from orchard_cli.models.local_model import resolve_checkpoint
 
     resolve_checkpoint(config.model)  # a model that is not there is one line now
+    from orchard_cli.training.trainer import Dist
+
     fp = fingerprint(config)
-    state = check_out(config, fp)
+    state = check_out(config, fp) if Dist.from_env().main else None  # rank 0 owns the folder
     run = RLRun(config, state, fp)
     if config.selection is not None or config.eval_selection is not None:
         run.harness = load_ready_harness(config.harness)
