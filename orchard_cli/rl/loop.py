@@ -416,6 +416,9 @@ def plot_curve(history: list[StepRecord], evals: list[dict[str, Any]], path: Pat
     held = [(e["step"], e["mean_reward"]) for e in evals if e.get("mean_reward") is not None]
     if held:
         ax.plot(*zip(*held), marker="o", color="#d0703c", label="held-out tasks (mean reward)")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("mean reward")
     ax.set_ylim(-0.02, 1.02)
