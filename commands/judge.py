@@ -49,6 +49,13 @@ def run(
                      out=out.resolve() if out else None, on_attempt=on_attempt)
     if fmt == OutputFormat.json:
         emit_json(card.model_dump(mode="json"))
+    if card.attempts and not card.judged:
+        from orchard_cli.errors import InfraError
+
+        first = next((r["error"] for rows in card.by_task.values() for r in rows if r.get("error")), "")
+        raise InfraError(f"the judge decided none of the {card.attempts} attempt(s): {first}",
+                         hint="check --judge-model, --judge-base-url, the key, and that the model takes images")
+    if fmt == OutputFormat.json:
         return
     rate = "-" if card.success_rate is None else f"{card.success_rate:.1%}"
     agree = "" if card.agreement is None else f"; agrees with the run's checks on {card.agreement:.1%}"

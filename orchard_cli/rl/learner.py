@@ -196,6 +196,8 @@ class Learner:
                 total_loss += float(loss.detach())
                 clipped += stats["clipped"]
                 kl_sum += stats["kl_sum"]
+            if not micro:  # nothing to learn from (every group's rewards were equal): no step at all,
+                break      # the same on every process, so that AdamW's state stays the one-process one
             if world > 1:
                 self._sum_gradients()
             norm_value = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))

@@ -216,7 +216,11 @@ class RLRun:
         if dist.world > 1 and not torch.distributed.is_initialized():
             if torch.cuda.is_available():
                 torch.cuda.set_device(dist.local_rank)
-            torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+            from datetime import timedelta
+
+            # Followers wait in a broadcast while rank 0 rolls out and evaluates: hours, not minutes.
+            torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo",
+                                                 timeout=timedelta(hours=12))
         if not dist.main:
             return self._follow(dist)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -249,6 +253,7 @@ class RLRun:
         evals_log = JsonlWriter(self.out / "evals.jsonl")
         history: list[StepRecord] = [StepRecord.model_validate(r) for r in iter_jsonl(self.out / "steps.jsonl")]
         evals: list[dict[str, Any]] = list(iter_jsonl(self.out / "evals.jsonl"))
+        updating = False
         try:
             if not self.offline:
                 from orchard_cli.env import connect
@@ -279,8 +284,10 @@ class RLRun:
                 if cfg.shuffle_rewards:
                     shuffle_rewards(rollouts, random.Random(cfg.seed * 7919 + step))
                 _share(dist, rollouts)
+                updating = True  # the followers are in the update's collectives now, not in a broadcast
                 stats = learner.update(rollouts, temperature=cfg.sampling.temperature,
                                        max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
+                updating = False
                 sync_s = served.load_weights_from(learner_model) if served is not None else 0.0
                 record = _step_record(step, names, rollouts, stats, rollout_s, sync_s)
                 steps_log.write(record)
@@ -295,7 +302,11 @@ class RLRun:
                 if cfg.eval_every and self.eval_tasks and (step % cfg.eval_every == 0 or step == cfg.steps):
                     evals.append(self.evaluate(step, info, evals_log, on_eval))
         except BaseException:
-            _share(dist, None)  # the other processes stop too
+            if not updating:  # the other processes stop too (mid-update, torchrun ends them)
+                try:
+                    _share(dist, None)
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    pass
             raise
         finally:
             steps_log.close()

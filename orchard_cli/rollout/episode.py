@@ -198,6 +198,8 @@ def write_logs(result: EpisodeResult, family: "TaskFamily") -> None:
         return
     log_dir.mkdir(parents=True, exist_ok=True)
     outcome = result.outcome
+    for stale in log_dir.glob("step-*.png"):  # an earlier try of this attempt (--resume): its pages are not these
+        stale.unlink()
     if result.evidence is not None:
         write_json(log_dir / EVIDENCE_FILE, result.evidence)
         if result.evidence.patch is not None:

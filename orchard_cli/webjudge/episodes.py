@@ -26,7 +26,7 @@ class JudgedEpisode:
     """In step order: the start page, then the page after each action; the last page when the run
     kept no step screenshots (runs from before they were kept)."""
     resolved: bool | None = None
-    """The family's own verdict (program checks), when the run had one."""
+    """The family's own verdict from program checks; None when the task has none (a live-web task)."""
     record: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,11 +67,11 @@ def read_run(run: Path) -> list[JudgedEpisode]:
         task = tasks.get(result.instance_id)
         record = task.record if task is not None else {}
         instruction = record.get("prompt") or (task.problem_statement if task is not None else result.instance_id)
-        actions = [action_text(d["tool"], d.get("arguments") or {}) for d in evidence.get("dispatches") or []
-                   if d.get("tool") not in ("observe",)]
+        actions = [action_text(d["tool"], d.get("arguments") or {}) + ("" if d.get("status") == 200 else " (failed)")
+                   for d in evidence.get("dispatches") or [] if d.get("tool") not in ("observe",)]
         out.append(JudgedEpisode(task_id=result.instance_id, attempt=result.attempt, task=instruction,
                                  answer=evidence.get("answer"), actions=actions, screenshots=screenshots(folder),
-                                 resolved=result.resolved, record=record))
+                                 resolved=result.resolved if result.checks else None, record=record))
     if not out:
         raise UsageError(f"{run} has no graded attempt to judge")
     return out

@@ -72,13 +72,18 @@ def image_part(path: Path) -> dict[str, Any]:
 
 
 def last_line_verdict(text: str, yes: str, no: str) -> bool | None:
-    """The verdict the reply ends with (its last line naming one), else None."""
-    for line in reversed([ln.strip().strip("*").strip() for ln in (text or "").splitlines() if ln.strip()]):
-        upper = line.upper()
-        if no.upper() in upper:
-            return False
-        if yes.upper() in upper:
-            return True
+    """The verdict on the reply's last non-empty line (markdown emphasis ignored; `yes` and `no`
+    are regular expressions matched as whole words, `no` first), else None: never a guess from the
+    reasoning above it."""
+    lines = [ln.replace("*", "").replace("_", " ").strip() for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return None
+    last = lines[-1]
+    if re.search(rf"\b{no}\b", last, re.IGNORECASE):
+        return False
+    if re.search(rf"\b{yes}\b", last, re.IGNORECASE):
+        return True
     return None
 
 
@@ -89,27 +94,41 @@ def webvoyager(ask: Ask, episode: JudgedEpisode, *, last_images: int = 3) -> Ver
                                                               "last screenshot(s) follow."}]
     content += [image_part(p) for p in shots]
     reply = ask([{"role": "system", "content": VOYAGER_SYSTEM}, {"role": "user", "content": content}])
-    success = last_line_verdict(reply, "SUCCESS", "NOT SUCCESS")
+    success = last_line_verdict(reply, "SUCCESS", r"NOT\s+SUCCESS")
     return Verdict(success=success, reasons=reply.strip()[-2000:], calls=1,
                    error=None if success is not None else "the judge's reply names neither SUCCESS nor NOT SUCCESS",
                    details={"screenshots": [p.name for p in shots]})
 
 
-SCORE = re.compile(r"score\s*[:=]?\s*([1-5])", re.IGNORECASE)
+SCORE = re.compile(r"score\b[^0-9\n]{0,12}([1-5])\b", re.IGNORECASE)
+
+
+def read_score(reply: str) -> int | None:
+    """The last `Score: N` (1-5) of a reply; markdown emphasis and a "(1-5)" scale note ignored."""
+    plain = re.sub(r"\(\s*1\s*(?:-|to)\s*5\s*\)", "", (reply or "").replace("*", ""))
+    found = SCORE.findall(plain)
+    return int(found[-1]) if found else None
 
 
 def webjudge(ask: Ask, episode: JudgedEpisode, *, threshold: int = 3, max_images: int = 50) -> Verdict:
     key_points = ask([{"role": "user", "content": KEY_POINTS.format(task=episode.task)}]).strip()
     calls = 1
     scored = []
-    for path in episode.screenshots[-max_images:]:
+    shots = episode.screenshots
+    if len(shots) > max_images:  # the start page, and the last pages
+        shots = shots[:1] + shots[-(max_images - 1):]
+    for path in shots:
         text = IMAGE_SCORE.format(task=episode.task, key_points=key_points)
         reply = ask([{"role": "user", "content": [{"type": "text", "text": text}, image_part(path)]}])
         calls += 1
-        found = SCORE.findall(reply or "")
-        score = int(found[-1]) if found else None
-        scored.append({"image": path.name, "score": score, "reason": SCORE.split(reply or "")[0].strip()[-600:]})
-    kept = [(p, s) for p, s in zip(episode.screenshots[-max_images:], scored)
+        plain = (reply or "").replace("*", "")
+        score = read_score(plain)
+        reason = plain[:plain.lower().rfind("score")] if score is not None else plain
+        scored.append({"image": path.name, "score": score, "reason": reason.strip()[-600:]})
+    if scored and all(s["score"] is None for s in scored):
+        return Verdict(success=None, calls=calls, details={"key_points": key_points, "image_scores": scored},
+                       error="the judge scored none of the screenshots (no `Score: N` in its replies)")
+    kept = [(p, s) for p, s in zip(shots, scored)
             if s["score"] is not None and s["score"] >= threshold]
     notes = "\n".join(f"{i + 1}. {s['image']}: {s['reason']}" for i, (_, s) in enumerate(kept)) or "(none)"
     text = FINAL.format(task=episode.task, key_points=key_points, answer=episode.answer or "(none)",
@@ -117,7 +136,7 @@ def webjudge(ask: Ask, episode: JudgedEpisode, *, threshold: int = 3, max_images
                         image_notes=notes)
     reply = ask([{"role": "user", "content": [{"type": "text", "text": text}] + [image_part(p) for p, _ in kept]}])
     calls += 1
-    success = last_line_verdict(reply, "status: success", "status: failure")
+    success = last_line_verdict(reply, r"status\s*:\s*success", r"status\s*:\s*failure")
     return Verdict(success=success, reasons=reply.strip()[-2000:], calls=calls,
                    error=None if success is not None else "the judge's reply ends with no `Status:` line",
                    details={"key_points": key_points, "image_scores": scored, "kept": [p.name for p, _ in kept]})

@@ -80,7 +80,8 @@ def judge_run(run: Path, method: str, config: JudgeConfig, *, threshold: int = 3
     folder = out or run / f"judge-{method}"
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / "judged.jsonl.partial"
-    partial.unlink(missing_ok=True)
+    for old in (partial, folder / "judged.jsonl", folder / "scorecard.json"):  # never read as this run's
+        old.unlink(missing_ok=True)
     writer = JsonlWriter(partial)
     started = time.monotonic()
     judged: list[JudgedAttempt] = []

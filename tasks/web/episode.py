@@ -38,7 +38,7 @@ class BrowserEpisode:
 
     def __init__(self, browser: WebBrowser, sites: dict[str, str], allowed: list[str] | None = None,
                  viewport: tuple[int, int] = (1280, 720), action_timeout: float = 5.0,
-                 call_timeout: float = 60.0) -> None:
+                 call_timeout: float = 60.0, record_shots: bool = False) -> None:
         self.browser = browser
         self.sites = dict(sites)
         """Site name -> origin ('shop' -> 'http://127.0.0.1:41234'): `goto("shop:/cart")` works."""
@@ -53,6 +53,7 @@ class BrowserEpisode:
         self.answer: str | None = None
         self.last_error: str | None = None
         self.steps = 0
+        self.record_shots = record_shots
         self.shots: list[tuple[int, bytes]] = []
         """(step, PNG) after the start page (0) and after each action that succeeded: what a vision
         judge reads (`orchard judge`); the first and the last `MAX_SHOTS - 1` are kept."""
@@ -321,6 +322,8 @@ class BrowserEpisode:
         return "\n".join(lines)
 
     async def _shoot(self) -> None:
+        if not self.record_shots:
+            return
         try:
             shot = await self.page.screenshot(type="png", timeout=self.action_timeout_ms)
         except Exception:  # noqa: BLE001 - a page that cannot be drawn leaves a gap, not a failure

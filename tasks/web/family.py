@@ -138,7 +138,7 @@ class WebFamily(LeasedFamily):
         with infra_failures():
             web.apps.reset(parsed.fixture)
             origins = web.apps.origins()
-            episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites})
+            episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites}, record_shots=True)
             with self._lock:
                 if live.episode is not None:
                     live.episode.close()
