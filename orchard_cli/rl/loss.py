@@ -75,18 +75,8 @@ def token_logps(model: Any, batch: dict[str, Any], fast: bool, temperature: floa
     when `fast`."""
     import torch
 
-    from orchard_cli.training.batches import IGNORE, _causal_lm
+    from orchard_cli.training.batches import answer_logits
 
-    labels = batch["labels"][:, 1:]
-    keep = labels != IGNORE
-    targets = labels[keep]
-    if fast:
-        lm = _causal_lm(model)
-        hidden = lm.get_decoder()(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
-                                  use_cache=False).last_hidden_state
-        logits = lm.get_output_embeddings()(hidden[:, :-1][keep])
-    else:
-        out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False)
-        logits = out.logits[:, :-1][keep]
+    logits, targets = answer_logits(model, batch, fast)
     logits = logits.float() if temperature == 1.0 else logits.float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)

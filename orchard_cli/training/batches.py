@@ -137,10 +137,9 @@ def fast_head(model: Any) -> bool:
         and lm.get_output_embeddings() is not None
 
 
-def loss_sum(model: Any, batch: dict[str, Any], fast: bool) -> Any:
-    """Sum of the cross-entropies of the answer tokens of one micro-batch (a 0-d tensor)."""
-    import torch.nn.functional as F
-
+def answer_logits(model: Any, batch: dict[str, Any], fast: bool) -> tuple[Any, Any]:
+    """(logits, targets) of the labelled tokens of one micro-batch, flat, in row-major order: with
+    `fast`, only those positions go through the LM head. The SFT loss and the RL learner read it."""
     labels = batch["labels"][:, 1:]
     keep = labels != IGNORE
     targets = labels[keep]
@@ -148,8 +147,14 @@ def loss_sum(model: Any, batch: dict[str, Any], fast: bool) -> Any:
         lm = _causal_lm(model)
         hidden = lm.get_decoder()(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
                                   use_cache=False).last_hidden_state
-        logits = lm.get_output_embeddings()(hidden[:, :-1][keep])
-    else:
-        out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False)
-        logits = out.logits[:, :-1][keep]
+        return lm.get_output_embeddings()(hidden[:, :-1][keep]), targets
+    out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False)
+    return out.logits[:, :-1][keep], targets
+
+
+def loss_sum(model: Any, batch: dict[str, Any], fast: bool) -> Any:
+    """Sum of the cross-entropies of the answer tokens of one micro-batch (a 0-d tensor)."""
+    import torch.nn.functional as F
+
+    logits, targets = answer_logits(model, batch, fast)
     return F.cross_entropy(logits.float(), targets, reduction="sum")
