@@ -41,9 +41,12 @@ def rollout(
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 20,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Roll out G attempts per task through the rollout core and write what an RL trainer reads:
-    per episode the exact token ids the policy saw and produced, their log-probabilities, the
-    loss mask, the reward and the group-normalized advantage (JSONL; --parquet for verl/TRL)."""
+    """Roll out G attempts per task: token ids, log-probabilities, rewards, advantages for RL.
+
+    Every attempt runs through the rollout core (sandbox, harness, recording proxy, grader); per
+    episode the exact token ids the policy saw and produced, their log-probabilities, the loss mask,
+    the reward and the group-normalized advantage go to --out (JSONL), and with --parquet to a file
+    with verl's column names. Exit 3 when no episode can be trained on."""
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
     from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.tasks.base import TaskSelection
@@ -112,8 +115,11 @@ def rl(
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """The on-policy loop: sample tasks, roll out G attempts each against the policy served in this
-    process, update with the clipped policy-gradient loss (GRPO), sync the weights, repeat."""
+    """On-policy RL (GRPO): roll out, update, sync the served weights, repeat.
+
+    Each step samples tasks, rolls out G attempts of each against the policy served in this process,
+    updates with the clipped policy-gradient loss (TRL's GRPO loss), and copies the new weights into
+    the served copy; checkpoints, --resume, held-out evaluations with scorecards, a reward curve."""
     from orchard_cli.errors import UsageError
     from orchard_cli.rl.learner import LearnerConfig
     from orchard_cli.rl.loop import RLConfig, plan_rl
