@@ -270,7 +270,7 @@ class RLRun:
             for step in range(start + 1, cfg.steps + 1):
                 clock = time.monotonic()
                 if self.offline:
-                    rollouts, names = self.offline_batch(step), []
+                    rollouts = self.offline_batch(step)
                     names = sorted({r.task_id for r in rollouts})
                 else:
                     chosen = self.step_tasks(step)
