@@ -74,6 +74,8 @@ class _Item:
     advantage: float
     rollout_logps: list[float]
     seq: int
+    kept: int
+    """Its trained tokens (labels after the first, which collate never trains on)."""
 
 
 def items_of(rollouts: list[Rollout], max_len: int) -> tuple[list[_Item], int, int, list[int], int]:
@@ -93,7 +95,8 @@ def items_of(rollouts: list[Rollout], max_len: int) -> tuple[list[_Item], int, i
             if not kept:
                 continue
             logps = [lp for lp, m in zip(seg.rollout_log_probs, seg.response_mask) if m][:kept]
-            items.append(_Item(Sample(ids, labels, rollout.episode_id), rollout.advantage, logps, len(seq_tokens)))
+            items.append(_Item(Sample(ids, labels, rollout.episode_id), rollout.advantage, logps, len(seq_tokens),
+                               kept))
             seq_tokens.append(kept)
             longest = max(longest, sum(seg.response_mask))
     return items, sum(seq_tokens), len(seq_tokens), seq_tokens, longest
@@ -177,9 +180,8 @@ class Learner:
             for i, chunk in list(enumerate(micro))[rank::world]:
                 members = [by_sample[id(s)] for r in chunk for s in r.samples]
                 batch = collate(chunk, self.pad_id, self.device)
-                adv = torch.tensor([m.advantage for m in members for _ in range(_kept(m.sample))],
-                                   device=self.device)
-                seq = torch.tensor([m.seq for m in members for _ in range(_kept(m.sample))], device=self.device)
+                adv = torch.tensor([m.advantage for m in members for _ in range(m.kept)], device=self.device)
+                seq = torch.tensor([m.seq for m in members for _ in range(m.kept)], device=self.device)
                 logps = token_logps(self.model, batch, self.fast, temp)
                 if olds[i] is None:
                     olds[i] = logps.detach()
@@ -206,7 +208,7 @@ class Learner:
         passes = cfg.updates
         if world > 1:
             total_loss, clipped, kl_sum, gap = self._sum_stats(total_loss, clipped, kl_sum, gap)
-        active_tokens = sum(_kept(it.sample) for it in active)
+        active_tokens = sum(it.kept for it in active)
         return UpdateStats(loss=total_loss / passes, grad_norm=norm_value,
                            clipped=clipped / max(1, active_tokens * passes),
                            kl=kl_sum / max(1, active_tokens * passes) if cfg.beta > 0 else None,
@@ -232,6 +234,3 @@ class Learner:
         torch.distributed.all_reduce(worst, op=torch.distributed.ReduceOp.MAX)
         return float(sums[0]), float(sums[1]), float(sums[2]), None if float(worst[0]) < 0 else float(worst[0])
 
-
-def _kept(sample: Sample) -> int:
-    return sum(1 for x in sample.labels[1:] if x != IGNORE)

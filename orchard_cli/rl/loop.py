@@ -40,7 +40,7 @@ from orchard_cli import __version__
 from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter, iter_jsonl, read_json, write_json
 from orchard_cli.rl.learner import LearnerConfig, UpdateStats
-from orchard_cli.rl.records import Rollout, assign_advantages
+from orchard_cli.rl.records import Rollout, assign_advantages, reward_stats
 from orchard_cli.rl.rollouts import Sampling, nothing_trainable
 from orchard_cli.rollout.agent import EpisodeOptions
 from orchard_cli.tasks.base import TaskSelection
@@ -395,14 +395,10 @@ def _share(dist: Any, rollouts: list[Rollout] | None) -> list[Rollout] | None:
 
 def _step_record(step: int, names: list[str], rollouts: list[Rollout], stats: UpdateStats, rollout_s: float,
                  sync_s: float) -> StepRecord:
-    trainable = [r for r in rollouts if r.trainable]
-    rewards: dict[str, set[float]] = {}
-    for r in trainable:
-        rewards.setdefault(r.uid, set()).add(r.reward)
+    trainable, mean, signal = reward_stats(rollouts)
     return StepRecord(
-        step=step, tasks=names, episodes=len(rollouts), trainable=len(trainable),
-        mean_reward=round(sum(r.reward for r in trainable) / len(trainable), 4) if trainable else None,
-        groups_with_signal=sum(len(v) > 1 for v in rewards.values()), loss=round(stats.loss, 6),
+        step=step, tasks=names, episodes=len(rollouts), trainable=trainable, mean_reward=mean,
+        groups_with_signal=signal, loss=round(stats.loss, 6),
         grad_norm=round(stats.grad_norm, 6), clipped=round(stats.clipped, 4),
         kl=None if stats.kl is None else round(stats.kl, 6),
         logprob_gap=None if stats.logprob_gap is None else round(stats.logprob_gap, 6), tokens=stats.tokens,

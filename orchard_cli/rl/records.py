@@ -159,6 +159,16 @@ def group_advantages(rewards: list[float]) -> list[float]:
     return [(r - mean) / (std + ADVANTAGE_EPS) for r in rewards]
 
 
+def reward_stats(rollouts: list[Rollout]) -> tuple[int, float | None, int]:
+    """(trainable rollouts, their mean reward, groups whose rewards differ: the only ones with signal)."""
+    trainable = [r for r in rollouts if r.trainable]
+    rewards: dict[str, set[float]] = {}
+    for r in trainable:
+        rewards.setdefault(r.uid, set()).add(r.reward)
+    mean = round(sum(r.reward for r in trainable) / len(trainable), 4) if trainable else None
+    return len(trainable), mean, sum(len(v) > 1 for v in rewards.values())
+
+
 def assign_advantages(group: list[Rollout]) -> None:
     """Set `advantage` on every trainable member of one group (in place); others get 0."""
     members = [r for r in group if r.trainable]

@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli import __version__
 from orchard_cli.errors import UsageError
-from orchard_cli.rl.records import Rollout, assign_advantages, rollout_of
+from orchard_cli.rl.records import Rollout, assign_advantages, reward_stats, rollout_of
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Upstream
+from orchard_cli.rollout.distill_run import run_dir_of
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.pool import Pool
 from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection
@@ -163,25 +164,16 @@ class RolloutSummary(BaseModel):
     policy_tokens_per_s: float
 
 
-def run_dir_of(out: Path) -> Path:
-    return out.with_name(out.name.removesuffix(".jsonl") + ".run")
-
-
 def summarize(config: RolloutConfig, tasks: int, rollouts: list[Rollout], rows: int, seconds: float) -> RolloutSummary:
-    trainable = [r for r in rollouts if r.trainable]
-    groups: dict[str, set[float]] = {}
-    for r in trainable:
-        groups.setdefault(r.uid, set()).add(r.reward)
+    trainable, mean, signal = reward_stats(rollouts)
     by_category: dict[str, int] = {}
     for r in rollouts:
         by_category[r.category] = by_category.get(r.category, 0) + 1
     tokens = sum(r.policy_tokens for r in rollouts)
     return RolloutSummary(
         out=config.out, parquet=config.parquet, parquet_rows=rows, tasks=tasks, episodes=len(rollouts),
-        trainable=len(trainable),
-        mean_reward=round(sum(r.reward for r in trainable) / len(trainable), 4) if trainable else None,
-        reward_kind=sorted({r.reward_kind for r in trainable}),
-        groups_with_signal=sum(len(v) > 1 for v in groups.values()), policy_tokens=tokens,
+        trainable=trainable, mean_reward=mean, reward_kind=sorted({r.reward_kind for r in rollouts if r.trainable}),
+        groups_with_signal=signal, policy_tokens=tokens,
         untracked_calls=sum(r.untracked_calls for r in rollouts), by_category=dict(sorted(by_category.items())),
         wall_seconds=round(seconds, 3), episodes_per_s=round(len(rollouts) / seconds, 3) if seconds else 0.0,
         policy_tokens_per_s=round(tokens / seconds, 2) if seconds else 0.0)
