@@ -43,18 +43,21 @@ InstancesOpt = Annotated[Optional[str], typer.Option("--instances", help="Comma-
 RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")]
 SliceOpt = Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")]
+NetworkOpt = Annotated[str, typer.Option("--network", help="none, or full: tasks that browse or search the live web run (live-web suites, Claw-Eval's web_real).")]
 RepoMirrorOpt = Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")]
 
 
 def selection_fields(suite: str, *, family: str | None, dataset: str | None, instances: str | None,
                      repo: str | None, limit: int | None, slice_: str | None,
-                     repo_mirror: str | None) -> dict[str, Any]:
+                     repo_mirror: str | None, network: str = "none") -> dict[str, Any]:
     """The selection options as config fields: files made absolute, ids split, the slice checked."""
     import re
     from pathlib import Path
 
     from orchard_cli.errors import UsageError
 
+    if network not in ("none", "full"):
+        raise UsageError(f"--network {network!r}: use none or full")
     if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
         raise UsageError(f"--slice {slice_!r} is not A:B (for example 0:50)")
     path = Path(suite)
@@ -64,6 +67,7 @@ def selection_fields(suite: str, *, family: str | None, dataset: str | None, ins
         "instances": [i.strip() for i in instances.split(",") if i.strip()] if instances else None,
         "repo": repo, "limit": limit, "slice": slice_,
         "repo_mirror": str(Path(repo_mirror).resolve()) if repo_mirror else None,
+        "network": network,
     }
 
 

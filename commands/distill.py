@@ -21,6 +21,7 @@ from orchard_cli.commands._common import (
     InstancesOpt,
     LimitOpt,
     OutputFormat,
+    NetworkOpt,
     RepoMirrorOpt,
     RepoOpt,
     SliceOpt,
@@ -72,6 +73,7 @@ def run(
     limit: LimitOpt = None,
     slice_: SliceOpt = None,
     repo_mirror: RepoMirrorOpt = None,
+    network: NetworkOpt = "none",
     backend: BackendOpt = "local",
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 1800.0,
     max_calls: Annotated[int, typer.Option("--max-calls", min=1, help="Model calls allowed per episode.")] = 100,
@@ -92,7 +94,7 @@ def run(
     config = config_of(
         DistillConfig,
         **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
-                           limit=limit, slice_=slice_, repo_mirror=repo_mirror),
+                           limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network),
         teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
         attempts=attempts, workers=workers, backend=backend, keep=keep,  # type: ignore[arg-type]
         out=str(out.resolve()), prices=_prices(price),

@@ -24,6 +24,7 @@ from orchard_cli.commands._common import (
     InstancesOpt,
     LimitOpt,
     OutputFormat,
+    NetworkOpt,
     RepoMirrorOpt,
     RepoOpt,
     SliceOpt,
@@ -81,6 +82,7 @@ def run(
     limit: LimitOpt = None,
     slice_: SliceOpt = None,
     repo_mirror: RepoMirrorOpt = None,
+    network: NetworkOpt = "none",
     backend: BackendOpt = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Instances evaluated in parallel.")] = 1,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Attempts per instance (pass@k, pass^k).")] = 1,
@@ -103,7 +105,7 @@ def run(
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
     selection = selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
-                                 limit=limit, slice_=slice_, repo_mirror=repo_mirror)
+                                 limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network)
     rate = _parse_rate(fail_under)
     predictions_arg = predictions
     if predictions and predictions not in ("gold", "empty"):

@@ -1,4 +1,4 @@
-"""`orchard judge RUN --method webjudge|webvoyager ...` and `orchard judge export RUN --out DIR`."""
+"""`orchard judge RUN [--method auto|webjudge|webvoyager|deepshop] ...` and `orchard judge export RUN --out DIR`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def run(
     run_dir: Annotated[Path, typer.Argument(file_okay=False, help="An `orchard eval` run folder (web tasks).")],
     judge_model: Annotated[str, typer.Option("--judge-model", help="The judge's model name.")],
     judge_base_url: Annotated[str, typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint (vision).")],
-    method: Annotated[str, typer.Option("--method", help="webjudge (Online-Mind2Web) or webvoyager.")] = "webjudge",
+    method: Annotated[str, typer.Option("--method", help="auto (the suite's own: webvoyager, webjudge for Online-Mind2Web, deepshop; else webjudge), webjudge, webvoyager or deepshop (DeepShop's per-aspect rule).")] = "auto",
     judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Environment variable holding the judge's key (default OPENAI_API_KEY when set).")] = None,
     threshold: Annotated[int, typer.Option("--threshold", min=1, max=5, help="webjudge: screenshots scoring at least this reach the verdict.")] = 3,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Attempts judged in parallel.")] = 1,
@@ -30,13 +30,11 @@ def run(
     in RUN/judge-METHOD/scorecard.json."""
     from orchard_cli.errors import UsageError
     from orchard_cli.judge import JudgeConfig
-    from orchard_cli.webjudge.methods import METHODS
-    from orchard_cli.webjudge.run import judge_run
+    from orchard_cli.webjudge.run import judge_run, method_for
 
-    if method not in METHODS:
-        raise UsageError(f"--method {method!r}: use {' or '.join(METHODS)}")
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
+    method = method_for(run_dir, method)
     config = JudgeConfig(model=judge_model, base_url=judge_base_url, key_env=judge_key_env)
     console = stderr_console()
 
@@ -61,6 +59,8 @@ def run(
     agree = "" if card.agreement is None else f"; agrees with the run's checks on {card.agreement:.1%}"
     typer.echo(f"judge {method} ({judge_model}): {card.successes}/{card.judged} success ({rate}); "
                f"{card.errors} not decided{agree}")
+    if card.aspect_rates:
+        typer.echo("per aspect: " + ", ".join(f"{name} {rate_:.1%}" for name, rate_ in card.aspect_rates.items()))
     typer.echo(f"scorecard: {(out or run_dir / f'judge-{method}') / 'scorecard.json'}")
 
 

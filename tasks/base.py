@@ -76,6 +76,9 @@ class TaskSelection(BaseModel):
     slice: str | None = None
     repo_mirror: str | None = None
     """A folder of local git mirrors of the tasks' repositories (SWE)."""
+    network: Literal["none", "full"] = "none"
+    """What the tasks may reach beyond their own services: 'full' (`--network full`) lets the
+    tasks that browse or search the live web run (the live-web suites, Claw-Eval's web_real)."""
 
     def filters(self) -> dict[str, Any]:
         return {"instances": self.instances, "repo": self.repo, "limit": self.limit, "slice": self.slice}

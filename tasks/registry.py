@@ -25,6 +25,7 @@ families: Registry = Registry("task family", "orchard.tasks", {
     "claw": "orchard_cli.tasks.claw.family:ClawFamily",
     "claw-eval": "orchard_cli.tasks.claw_eval.family:ClawEvalFamily",
     "web": "orchard_cli.tasks.web.family:WebFamily",
+    "live-web": "orchard_cli.tasks.live_web.family:LiveWebFamily",
     "miniwob": "orchard_cli.tasks.miniwob.family:MiniwobFamily",
     "quiz": "orchard_cli.tasks.quiz:QuizFamily",
 })

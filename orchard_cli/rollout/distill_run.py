@@ -47,6 +47,8 @@ class DistillConfig(BaseModel):
     limit: int | None = None
     slice: str | None = None
     repo_mirror: str | None = None
+    network: Literal["none", "full"] = "none"
+    """`--network full`: tasks that browse or search the live web run (else they are needs_network)."""
     teachers: list[str] = Field(default_factory=list)
     """Model names sent upstream; empty means the in-package endpoint's own model."""
     base_url: str | None = None
@@ -70,7 +72,7 @@ class DistillConfig(BaseModel):
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
                              instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
-                             repo_mirror=self.repo_mirror)
+                             repo_mirror=self.repo_mirror, network=self.network)
 
 
 class TeacherStats(BaseModel):

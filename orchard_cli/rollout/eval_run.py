@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -68,6 +68,8 @@ class EvalConfig(BaseModel):
     limit: int | None = None
     slice: str | None = None
     repo_mirror: str | None = None
+    network: Literal["none", "full"] = "none"
+    """`--network full`: tasks that browse or search the live web run (else they are needs_network)."""
     backend: str = "local"
     attempts: int = Field(1, ge=1)
     source: str = ""
@@ -96,7 +98,7 @@ class EvalConfig(BaseModel):
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
                              instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
-                             repo_mirror=self.repo_mirror)
+                             repo_mirror=self.repo_mirror, network=self.network)
 
     def compared(self) -> dict[str, Any]:
         data = self.model_dump()

@@ -7,6 +7,10 @@ OpenAI-compatible vision endpoint, through the official `openai` package) for a 
   screenshot scored 1-5 for how much it shows evidence of those key points (with a reason), 3) a
   final call with the task, the key points, the action history and the screenshots that scored at
   least `threshold` (with their reasons); the reply ends with `Status: success` or `Status: failure`.
+- `deepshop` (DeepShop's per-aspect rule): each aspect of the query the dataset names (attribute,
+  filter, sort) judged apart, WebVoyager-style, on the answer and the last `last_images`
+  screenshots; the task passes only if every aspect does. No final answer fails every aspect
+  without a call (as DeepShop's scripts score it). A task with no aspect is judged as a whole.
 
 The prompts are orchard's own wording of those methods; `prompt_sha256(method)` fingerprints them
 for the scorecard. A reply that names no verdict is an error on that attempt, never a guess.
@@ -23,7 +27,9 @@ from typing import Any, Callable
 
 from orchard_cli.webjudge.episodes import JudgedEpisode
 
-METHODS = ("webjudge", "webvoyager")
+METHODS = ("webjudge", "webvoyager", "deepshop")
+SUITE_METHOD = {"webvoyager": "webvoyager", "online-mind2web": "webjudge", "deepshop": "deepshop"}
+"""Each live-web suite's own method (`orchard judge --method auto`); any other run: webjudge."""
 
 VOYAGER_SYSTEM = (
     "You evaluate whether a web agent completed a task in a web browser. You get the task, the agent's "
@@ -46,7 +52,15 @@ FINAL = (
     "is met as the task states it (a filter or option the task asks for must have been applied, not merely "
     "searched for). Explain briefly, then end with one line: Status: success or Status: failure.")
 
-PROMPTS = {"webvoyager": (VOYAGER_SYSTEM,), "webjudge": (KEY_POINTS, IMAGE_SCORE, FINAL)}
+ASPECT_SYSTEM = (
+    "You evaluate one requirement of an online shopping task a web agent did in a browser. You get the "
+    "requirement (a product attribute, a search filter or a sort order the user asked for), the agent's final "
+    "answer and the last screenshots of the browser. Decide only whether this requirement was met: the "
+    "screenshots are the evidence and win when the answer contradicts them; an answer's detail the screenshots "
+    "do not show may be believed. Explain briefly, then end your reply with exactly one line: SUCCESS or NOT "
+    "SUCCESS.")
+
+PROMPTS = {"webvoyager": (VOYAGER_SYSTEM,), "webjudge": (KEY_POINTS, IMAGE_SCORE, FINAL), "deepshop": (ASPECT_SYSTEM,)}
 
 
 def prompt_sha256(method: str) -> str:
@@ -142,10 +156,39 @@ def webjudge(ask: Ask, episode: JudgedEpisode, *, threshold: int = 3, max_images
                    details={"key_points": key_points, "image_scores": scored, "kept": [p.name for p, _ in kept]})
 
 
+def deepshop(ask: Ask, episode: JudgedEpisode, *, last_images: int = 15) -> Verdict:
+    aspects = dict(episode.record.get("aspects") or {}) or {"task": episode.task}
+    shots = episode.screenshots[-last_images:]
+    verdicts: dict[str, bool | None] = {}
+    reasons: list[str] = []
+    calls = 0
+    for name, requirement in aspects.items():
+        if not (episode.answer or "").strip():
+            verdicts[name] = False
+            reasons.append(f"{name}: no final answer")
+            continue
+        content: list[dict[str, Any]] = [{"type": "text", "text": f"Requirement: {requirement}\n\nFinal answer: "
+                                                                  f"{episode.answer}\n\n{len(shots)} last screenshot(s) "
+                                                                  "follow."}]
+        content += [image_part(p) for p in shots]
+        reply = ask([{"role": "system", "content": ASPECT_SYSTEM}, {"role": "user", "content": content}])
+        calls += 1
+        verdicts[name] = last_line_verdict(reply, "SUCCESS", r"NOT\s+SUCCESS")
+        reasons.append(f"{name}: {reply.strip()[-600:]}")
+    undecided = [n for n, v in verdicts.items() if v is None]
+    success = False if False in verdicts.values() else (None if undecided else True)  # one failed aspect decides
+    return Verdict(success=success, reasons="\n\n".join(reasons)[-2000:], calls=calls,
+                   error=(f"the judge's reply on {undecided[0]!r} names neither SUCCESS nor NOT SUCCESS"
+                          if success is None else None),
+                   details={"aspects": verdicts, "screenshots": [p.name for p in shots]})
+
+
 def judge(method: str, ask: Ask, episode: JudgedEpisode, *, threshold: int = 3) -> Verdict:
     try:
         if method == "webvoyager":
             return webvoyager(ask, episode)
+        if method == "deepshop":
+            return deepshop(ask, episode)
         return webjudge(ask, episode, threshold=threshold)
     except Exception as exc:  # noqa: BLE001 - a judge that fails is recorded on the attempt, the run goes on
         return Verdict(success=None, error=f"{type(exc).__name__}: {str(exc)[:300]}")

@@ -53,6 +53,9 @@ class JudgeScorecard(BaseModel):
     """Successes over the attempts the judge decided."""
     agreement: float | None
     """Share of decided attempts where the judge agrees with the run's own verdict."""
+    aspect_rates: dict[str, float] | None = None
+    """deepshop: per aspect (attribute, filter, sort), the share of the attempts whose query has it
+    that the judge passed on it (DeepShop's per-aspect accuracies)."""
     by_task: dict[str, list[dict[str, Any]]]
     wall_seconds: float
 
@@ -68,6 +71,26 @@ def asker(config: JudgeConfig) -> Callable[[list[dict[str, Any]]], str]:
         return reply.choices[0].message.content or ""
 
     return ask
+
+
+def method_for(run: Path, method: str) -> str:
+    """`auto`: the run's suite's own method (webvoyager, webjudge for Online-Mind2Web, deepshop),
+    webjudge for any other web run. A named method is checked: deepshop needs DeepShop's aspects."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.rollout.eval_run import read_tasks
+    from orchard_cli.webjudge.methods import METHODS, SUITE_METHOD
+
+    tasks = read_tasks(run)
+    suites = {t.suite for t in tasks}
+    if method == "auto":
+        own = {SUITE_METHOD.get(s, "webjudge") for s in suites} or {"webjudge"}
+        return sorted(own)[0] if len(own) == 1 else "webjudge"
+    if method not in METHODS:
+        raise UsageError(f"--method {method!r}: use auto, {', '.join(METHODS)}")
+    if method == "deepshop" and tasks and not any("aspects" in t.record for t in tasks):
+        raise UsageError(f"--method deepshop judges DeepShop's aspects, and {run} holds no DeepShop task",
+                         hint="orchard eval deepshop --dataset FILE --network full ..., or --method webjudge")
+    return method
 
 
 def judge_run(run: Path, method: str, config: JudgeConfig, *, threshold: int = 3, workers: int = 1,
@@ -103,6 +126,14 @@ def judge_run(run: Path, method: str, config: JudgeConfig, *, threshold: int = 3
         writer.close()
     partial.replace(folder / "judged.jsonl")  # whole, or not under its final name
     decided = [j for j in judged if j.success is not None]
+    aspect_rates = None
+    if method == "deepshop":
+        marks: dict[str, list[bool]] = {}
+        for j in decided:
+            for name, passed in (j.details.get("aspects") or {}).items():
+                if passed is not None:
+                    marks.setdefault(name, []).append(bool(passed))
+        aspect_rates = {name: round(sum(v) / len(v), 4) for name, v in marks.items()}
     compared = [j for j in decided if j.resolved is not None]
     by_task: dict[str, list[dict[str, Any]]] = {}
     for j in judged:
@@ -115,6 +146,7 @@ def judge_run(run: Path, method: str, config: JudgeConfig, *, threshold: int = 3
         successes=sum(bool(j.success) for j in decided),
         success_rate=round(sum(bool(j.success) for j in decided) / len(decided), 4) if decided else None,
         agreement=round(sum(j.success == j.resolved for j in compared) / len(compared), 4) if compared else None,
+        aspect_rates=aspect_rates,
         by_task=by_task, wall_seconds=round(time.monotonic() - started, 3))
     write_json(folder / "scorecard.json", card)
     return card

@@ -57,6 +57,8 @@ class ClawEvalFamily(LeasedFamily):
         super().__init__()
         self._checkouts: dict[str, Any] = {}
         self._provenance: dict[str, Any] = {}
+        self.network = "none"
+        """The run's `--network` (from load's selection): web_real services run only with 'full'."""
         self.judge: dict[str, Any] | None = None
         """{model, base_url, api_key}: graders that call a judge run with the checkout's LLMJudge."""
 
@@ -96,6 +98,7 @@ class ClawEvalFamily(LeasedFamily):
         if not Path(source).expanduser().is_dir():
             raise UsageError(f"{source}: not a folder (a Claw-Eval checkout)")
         checkout = self.checkout(str(Path(source).expanduser().resolve()))
+        self.network = selection.network
         found = checkout.helper("load")
         rows, by_id = [], {}
         for item in found["tasks"]:
@@ -134,8 +137,8 @@ class ClawEvalFamily(LeasedFamily):
         if (definition.get("user_agent") or {}).get("enabled"):
             return "needs_user", "a multi-turn task: it needs a simulated user (not supported yet)"
         live = [s["name"] for s in definition.get("services") or () if s["name"].startswith(NETWORK_SERVICES)]
-        if live:
-            return "needs_network", f"service {live[0]} searches the live web"
+        if live and self.network != "full":
+            return "needs_network", f"service {live[0]} searches the live web: run with --network full"
         if record.get("missing"):
             return "needs_data", f"missing from the checkout: {', '.join(record['missing'][:5])}"
         if record.get("uses_judge") and self.judge is None:

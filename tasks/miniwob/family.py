@@ -45,9 +45,9 @@ class MiniwobFamily(LeasedFamily):
         self._utterances: dict[str, str] = {}
 
     def new_pool(self) -> Any:
-        from orchard_cli.tasks.miniwob.pool import BrowserPool
+        from orchard_cli.tasks.miniwob.pool import miniwob_pool
 
-        return BrowserPool()
+        return miniwob_pool()
 
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
         from orchard_cli.tasks.miniwob.suite import NONDETERMINISTIC, REAL_TIME, task_names

@@ -29,6 +29,24 @@ MAX_SHOTS = 60
 SITE_URL = re.compile(r"^([a-z][a-z0-9-]*):(/.*)$")
 
 
+def public_host(host: str | None) -> bool:
+    """Whether a live-web page may reach `host`: a name, or an IP address outside the host's own
+    networks (loopback, private, link-local, the cloud metadata address). Only the URL is read: a
+    public name that resolves to a private address is not caught here."""
+    import ipaddress
+
+    if not host:
+        return False
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return False
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return True
+    return address.is_global
+
+
 class ActionError(Exception):
     """The agent's action cannot be done on this page (a 400 reply)."""
 
@@ -38,11 +56,13 @@ class BrowserEpisode:
 
     def __init__(self, browser: WebBrowser, sites: dict[str, str], allowed: list[str] | None = None,
                  viewport: tuple[int, int] = (1280, 720), action_timeout: float = 5.0,
-                 call_timeout: float = 60.0, record_shots: bool = False) -> None:
+                 call_timeout: float = 60.0, record_shots: bool = False, open_web: bool = False) -> None:
         self.browser = browser
         self.sites = dict(sites)
         """Site name -> origin ('shop' -> 'http://127.0.0.1:41234'): `goto("shop:/cart")` works."""
         self.allowed = [a.rstrip("/") for a in (allowed if allowed is not None else list(sites.values()))]
+        self.open_web = open_web
+        """The live web (`--network full`): any public http(s) origin too, besides `allowed`."""
         self.viewport = viewport
         self.action_timeout_ms = action_timeout * 1000
         self.call_timeout = call_timeout
@@ -106,7 +126,9 @@ class BrowserEpisode:
         if parts.scheme == "file":
             return any(url.startswith(a + "/") or url == a for a in self.allowed if a.startswith("file:"))
         origin = f"{parts.scheme}://{parts.netloc}"
-        return any(origin == a or url.startswith(a + "/") for a in self.allowed)
+        if any(origin == a or url.startswith(a + "/") for a in self.allowed):
+            return True
+        return self.open_web and parts.scheme in ("http", "https", "ws", "wss") and public_host(parts.hostname)
 
     async def _route(self, route: Any) -> None:
         request = route.request
@@ -287,6 +309,9 @@ class BrowserEpisode:
         written = agent and scheme not in ("http", "https", "file") and url != "about:blank"
         if written or not self.is_allowed(url):
             self._block(url, "GET", "document")
+            if self.open_web:
+                raise ActionError(f"{url} is not a public web page (this task browses public http(s) sites"
+                                  + (f" and {', '.join(self.allowed)})" if self.allowed else ")"))
             raise ActionError(f"{url} is outside this task's sites ({', '.join(self.allowed)})")
         await self.page.goto(url, wait_until="domcontentloaded")
 
