@@ -145,6 +145,17 @@ class ClawEvalFamily(LeasedFamily):
             return "needs_judge", "its grader calls an LLM judge: give --judge-model and --judge-base-url"
         return None
 
+    def limits(self, task: Task) -> dict[str, float]:
+        """The task's `environment`: its timeout, and `max_turns` (Claw-Eval's runner makes one
+        model call per turn) as both the harness's turn limit and the episode's model calls."""
+        environment = task.record["definition"].get("environment") or {}
+        found: dict[str, float] = {}
+        if environment.get("timeout_seconds"):
+            found["timeout_seconds"] = float(environment["timeout_seconds"])
+        if environment.get("max_turns"):
+            found["max_turns"] = found["max_calls"] = int(environment["max_turns"])
+        return found
+
     # ---- the episode -------------------------------------------------------------------------
     def prompt(self, task: Task, workdir: str) -> str:
         definition = task.record["definition"]

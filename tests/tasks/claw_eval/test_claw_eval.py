@@ -59,6 +59,11 @@ def test_load_reads_every_task_through_the_checkouts_model(mini):
     assert blocked == {"C01_needs_user": "needs_user", "T01_find_code": "runs", "T02_add_note": "runs",
                        "T03_judged_summary": "needs_judge", "T04_live_search": "needs_network"}
     assert family.groups(by_id["C01_needs_user"])["kind"] == "multi_turn"
+    assert family.limits(by_id["T02_add_note"]) == {"timeout_seconds": 240.0, "max_turns": 6, "max_calls": 6}
+    assert family.limits(by_id["T01_find_code"]) == {"timeout_seconds": 300.0, "max_turns": 20, "max_calls": 20}
+    online, tasks = load_suite("claw-eval", dataset=str(mini), network="full")  # web_real may search the web:
+    blocker = {t.task_id: online.blocker(t) for t in tasks}["T04_live_search"]  # now only its missing server stops it
+    assert blocker == ("needs_data", "missing from the checkout: mock_services/web_real/server.py")
     lock = family.provenance()["environment_lock"]
     assert "fastapi==" in open(lock).read()
 

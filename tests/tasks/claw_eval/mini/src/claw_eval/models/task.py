@@ -39,8 +39,8 @@ class Service(BaseModel):
 
 
 class Environment(BaseModel):
-    timeout_seconds: int = 120
-    max_turns: int = 10
+    timeout_seconds: int = 300
+    max_turns: int = 20
     fixtures: list[str] = Field(default_factory=list)
     env_snapshot_timeout: int = 10
 
