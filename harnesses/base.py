@@ -52,10 +52,20 @@ class HarnessContext(BaseModel):
     tools: ToolAccess | None = None
     """The task's tools (MCP over stdio, or `task_tool.py` for the bash agent); None when the
     task declares none."""
+    session: str | None = None
+    """A multi-turn episode's conversation id (the same on every turn; letters, digits, dashes);
+    None for a single-turn episode."""
+    resume: bool = False
+    """A later turn of `session`: continue that conversation, `prompt` being the user's next
+    message (a harness with `multi_turn = True` supports it)."""
 
 
 @runtime_checkable
 class Harness(Protocol):
+    """A harness may also declare `multi_turn = True`: it keeps its conversation between runs in
+    one sandbox (`HarnessContext.session`) and continues it when `resume` is set, so a simulated
+    user can answer it (`--user-model`). One without it runs single-turn episodes only."""
+
     name: str
 
     def check(self) -> list[str]:
