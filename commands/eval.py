@@ -25,6 +25,9 @@ from orchard_cli.commands._common import (
     LimitOpt,
     OutputFormat,
     NetworkOpt,
+    UserBaseUrlOpt,
+    UserKeyEnvOpt,
+    UserModelOpt,
     RepoMirrorOpt,
     RepoOpt,
     SliceOpt,
@@ -83,6 +86,9 @@ def run(
     slice_: SliceOpt = None,
     repo_mirror: RepoMirrorOpt = None,
     network: NetworkOpt = "none",
+    user_model: UserModelOpt = None,
+    user_base_url: UserBaseUrlOpt = None,
+    user_key_env: UserKeyEnvOpt = None,
     backend: BackendOpt = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Instances evaluated in parallel.")] = 1,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Attempts per instance (pass@k, pass^k).")] = 1,
@@ -114,6 +120,7 @@ def run(
         EvalConfig, **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
         judge_model=judge_model, judge_base_url=judge_base_url, judge_key_env=judge_key_env,
+        user_model=user_model, user_base_url=user_base_url, user_key_env=user_key_env,
         out=str(Path(out or _default_out(suite)).resolve()))
     if rerank is not None:  # a bad value model fails now, not after the run
         from orchard_cli.value.model import ValueModel

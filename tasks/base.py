@@ -98,6 +98,19 @@ class SuiteInfo:
     split: str = "test"
 
 
+class SimulatedUser(BaseModel):
+    """A multi-turn task's user, played by a model (`--user-model`): after each of the agent's
+    turns it answers, in the role `persona` describes, or says it is done."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    persona: str
+    max_rounds: int = Field(3, ge=0)
+    """Follow-up messages at most (after the task's own first message)."""
+    mark: str = ""
+    """Put before each follow-up as the agent receives it (Claw-Eval's `[user_agent]` line)."""
+
+
 class Gold(BaseModel):
     """A task's reference solution, as data. A family that grades fresh gives the `patch`; one that
     grades in place gives `commands` run in the set-up sandbox and/or the final `answer`."""
@@ -213,6 +226,11 @@ class TaskFamily(Protocol):
     def near_miss(self, task: Task) -> Gold | None:
         """A plausible wrong solution, which must fail (`orchard tasks validate`); None for none."""
 
+    def simulated_user(self, task: Task) -> SimulatedUser | None:
+        """A multi-turn task's simulated user, or None. An episode of such a task runs only with
+        a solver that can talk to one (`--user-model` and a harness with `multi_turn`); any
+        other ends before its sandbox as `needs_user` (a category the family declares)."""
+
 
 class FamilyBase:
     """Defaults for every optional hook of `TaskFamily`. Subclasses set `name` and implement
@@ -280,10 +298,13 @@ class FamilyBase:
     def near_miss(self, task: Task) -> Gold | None:
         return None
 
+    def simulated_user(self, task: Task) -> SimulatedUser | None:
+        return None
+
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
          "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt",
-         "tools", "release", "close", "limits", "use_judge", "near_miss")
+         "tools", "release", "close", "limits", "use_judge", "near_miss", "simulated_user")
 ATTRIBUTES = ("name", "categories", "grading", "environment_error", "suites")
 _CATEGORY_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 

@@ -81,6 +81,10 @@ class AgentResult:
     errors: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     duration_seconds: float = 0.0
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """A multi-turn episode: per turn, the user's message, the agent's reply and how the harness
+    ended (`user_records` holds the user model's calls)."""
+    user_records: list[CallRecord] = field(default_factory=list)
 
     @property
     def tokens(self) -> tuple[int, int]:
@@ -319,8 +323,13 @@ class AgentSolver:
     def __init__(self, harness: str | Harness, *, model: str, base_url: str | None = None,
                  seed: int | None = None, api_key_env: str | None = None,
                  options: EpisodeOptions | None = None, proxy_options: dict[str, Any] | None = None,
-                 upstream: Upstream | None = None, proxy: Any = None) -> None:
+                 upstream: Upstream | None = None, proxy: Any = None, user: Any = None) -> None:
         self.program = load_ready_harness(harness) if isinstance(harness, str) else harness
+        if user is not None and not getattr(self.program, "multi_turn", False):
+            raise UsageError(f"harness {self.program.name!r} cannot continue a conversation, so no simulated "
+                             "user can answer it", hint="--user-model needs a multi-turn harness: codex, openclaw, bash")
+        self.user = user
+        """A `user_model.UserModel` playing multi-turn tasks' users (`--user-model`), or None."""
         self.harness = self.program.name
         self.upstream = upstream or (Upstream(base_url, api_key_env) if proxy is None else None)
         self.model, self.seed = model, seed
@@ -333,6 +342,10 @@ class AgentSolver:
 
     def needs_sandbox(self, family: Any) -> bool:
         return True
+
+    @property
+    def talks_to_users(self) -> bool:
+        return self.user is not None
 
     def proxy(self) -> Any:
         with self._lock:
@@ -363,14 +376,11 @@ class AgentSolver:
             agent.run = HarnessRun(exit_code=None, error=f"preparing the workspace failed: {exc}")
             agent.errors.append(agent.run.error or "")
         else:
-            agent.run = run_harness(self.program, sandbox, harness_context)
-            if agent.run.error:
-                agent.errors.append(f"harness: {agent.run.error}")
-            elif agent.run.exit_code not in (0, None):
-                agent.errors.append(f"harness exited with code {agent.run.exit_code}: "
-                                    f"{last_line(agent.run.stderr_tail)}")
-            if agent.run.timed_out and not agent.run.error:
-                agent.errors.append(f"harness: ran past {options.timeout_seconds:g} s")
+            user = context.family.simulated_user(context.task) if self.user is not None else None
+            if user is None:
+                agent.run = self.turn(sandbox, harness_context, agent)
+            else:
+                self.conversation(context, sandbox, harness_context, agent, options, user, episode)
         # A call still in flight once the harness has ended is a stuck one: give it a moment, no more.
         agent.summary = episode.close(timeout=1.0 if context.stopping.is_set() else CALL_GRACE_SECONDS)
         agent.records = episode.records
@@ -384,13 +394,64 @@ class AgentSolver:
             context.log_dir.mkdir(parents=True, exist_ok=True)
             (context.log_dir / "harness.stdout.txt").write_text(agent.run.stdout_tail, encoding="utf-8")
             (context.log_dir / "harness.stderr.txt").write_text(agent.run.stderr_tail, encoding="utf-8")
+            if agent.turns:
+                from orchard_cli.records import write_json
+
+                write_json(context.log_dir / "turns.json", {"schema_version": 1, "turns": agent.turns,
+                                                            "user_calls": [r.model_dump(mode="json")
+                                                                           for r in agent.user_records]})
         tokens_in, tokens_out = agent.tokens
         return Solution(answer=final_answer(agent.records), model=self.model, tokens_in=tokens_in,
                         tokens_out=tokens_out,
                         cost_usd=options.price.cost(tokens_in, tokens_out) if options.price else None,
                         failure=agent.failure(), agent=agent)
 
+    def turn(self, sandbox: SandboxHandle, context: HarnessContext, agent: AgentResult) -> HarnessRun:
+        """One run of the harness; what went wrong goes in `agent.errors`."""
+        run = run_harness(self.program, sandbox, context)
+        if run.error:
+            agent.errors.append(f"harness: {run.error}")
+        elif run.exit_code not in (0, None):
+            agent.errors.append(f"harness exited with code {run.exit_code}: {last_line(run.stderr_tail)}")
+        if run.timed_out and not run.error:
+            agent.errors.append(f"harness: ran past {context.timeout_seconds:g} s")
+        return run
+
+    def conversation(self, context: SolveContext, sandbox: SandboxHandle, first: HarnessContext,
+                     agent: AgentResult, options: EpisodeOptions, user: Any, episode: Any) -> None:
+        """A multi-turn episode: the harness runs the task, then, while the user model has
+        something to say (at most `user.max_rounds` times) and time is left, continues the same
+        session with the user's message. The episode's time limit covers every turn."""
+        import re
+
+        deadline = time.monotonic() + options.timeout_seconds
+        session = re.sub(r"[^A-Za-z0-9-]+", "-", context.episode_id).strip("-")[:60] or "episode"
+        harness_context = first.model_copy(update={"session": session})
+        said: list[tuple[str, str]] = [("user", first.prompt)]
+        for number in range(user.max_rounds + 1):
+            agent.run = self.turn(sandbox, harness_context, agent)
+            reply = final_answer(episode.records) or agent.run.info.get("last_message") or ""
+            agent.turns.append({"turn": number + 1, "user": harness_context.prompt, "assistant": reply,
+                                "exit_code": agent.run.exit_code, "error": agent.run.error})
+            said.append(("assistant", reply))
+            left = deadline - time.monotonic()
+            if number == user.max_rounds or agent.run.error or agent.run.timed_out or left < 5 or \
+                    context.stopping.is_set() or getattr(episode, "capped", None):
+                return
+            answer = self.user.reply(user, said, f"{context.episode_id}-user-{number + 1}")
+            agent.user_records.extend(answer.records)
+            if answer.error:
+                agent.errors.append(f"simulated user: {answer.error}")
+            if answer.text is None:
+                return
+            message = user.mark + answer.text
+            said.append(("user", message))
+            harness_context = harness_context.model_copy(update={"prompt": message, "resume": True,
+                                                                 "timeout_seconds": left})
+
     def close(self) -> None:
+        if self.user is not None:
+            self.user.stop()
         with self._lock:
             proxy, self._proxy = self._proxy, None
         if proxy is not None and self._own_proxy:

@@ -15,6 +15,7 @@ from orchard_cli.registry import Registry
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolver, Solver
 
 if TYPE_CHECKING:
+    from orchard_cli.rollout.user_model import UserConfig
     from orchard_cli.tasks.base import Task, TaskFamily
 
 solvers: Registry = Registry("harness", "orchard.solvers", {})
@@ -23,12 +24,14 @@ solvers: Registry = Registry("harness", "orchard.solvers", {})
 def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
                 seed: int | None, family: "TaskFamily", tasks: list["Task"],
                 max_turns: int | None = None, agent_timeout: float | None = None,
-                suite_ids: Callable[[], set[str]] | None = None) -> Solver:
+                suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None) -> Solver:
     """The solver a run asks for; every problem is a one-line UsageError. A predictions file may
     hold more of the suite than the selected tasks (`suite_ids()`, the whole suite's ids): those
     lines are left aside, as the official harness does; an id the suite lacks is refused."""
     if predictions and (harness or model):
         raise UsageError("give either --predictions or --model/--harness, not both")
+    if user is not None and predictions:
+        raise UsageError("--user-model answers an agent: it needs --model/--harness, not --predictions")
     if predictions == "gold":
         lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
         if not tasks or len(lacking) == len(tasks):
@@ -56,24 +59,43 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
             chosen = {k: v for k, v in chosen.items() if k in selected}
         return PredictionsSolver(predictions, chosen)
     if harness or model:
-        return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout)
+        return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout, user=user)
     raise UsageError("nothing to evaluate: say where the answers come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
 
 
+def user_config(model: str | None, base_url: str | None, key_env: str | None) -> "UserConfig | None":
+    """`--user-model M --user-base-url U [--user-key-env V]`, checked; None without --user-model."""
+    if model is None:
+        if base_url or key_env:
+            raise UsageError("--user-base-url and --user-key-env go with --user-model")
+        return None
+    if not base_url:
+        raise UsageError("--user-model needs --user-base-url (the user model's OpenAI-compatible endpoint)")
+    from orchard_cli.rollout.user_model import UserConfig
+
+    return UserConfig(model=model, base_url=base_url, key_env=key_env)
+
+
 def agent_solver(harness: str | None, model: str | None, base_url: str | None, seed: int | None, *,
-                 max_turns: int | None = None, timeout: float | None = None) -> Solver:
+                 max_turns: int | None = None, timeout: float | None = None,
+                 user: "UserConfig | None" = None) -> Solver:
     """An agent harness driving a model (a registered solver, or any harness via the proxy)."""
     if not harness or not model:
         raise UsageError("an agent run needs both --model NAME and --harness NAME",
                          hint="or grade existing patches with --predictions gold|empty|PATH")
     if harness in solvers.names():
+        if user is not None:
+            raise UsageError(f"--user-model needs one of orchard's multi-turn harnesses, not the solver {harness!r}")
         factory = solvers.load(harness)
         return factory(model=model, base_url=base_url, seed=seed)
     from orchard_cli.rollout.agent import AgentSolver
 
     limits = {k: v for k, v in (("max_turns", max_turns), ("timeout_seconds", timeout)) if v is not None}
-    solver = AgentSolver(harness, model=model, base_url=base_url, seed=seed)
+    from orchard_cli.rollout.user_model import UserModel
+
+    solver = AgentSolver(harness, model=model, base_url=base_url, seed=seed,
+                         user=UserModel(user) if user is not None else None)
     if limits:
         solver.options = solver.options.model_copy(update=limits)
     return solver

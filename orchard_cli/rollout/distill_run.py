@@ -49,6 +49,10 @@ class DistillConfig(BaseModel):
     repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network)."""
+    user_model: str | None = None
+    """The model playing multi-turn tasks' users (`--user-model`); None: those tasks are needs_user."""
+    user_base_url: str | None = None
+    user_key_env: str | None = None
     teachers: list[str] = Field(default_factory=list)
     """Model names sent upstream; empty means the in-package endpoint's own model."""
     base_url: str | None = None
@@ -179,12 +183,17 @@ class DistillRun:
 
     def solvers(self) -> dict[str, AgentSolver]:
         """One agent per teacher, sharing the upstream (started on first use)."""
+        from orchard_cli.rollout.choose import user_config
+        from orchard_cli.rollout.user_model import UserModel
+
+        config = user_config(self.config.user_model, self.config.user_base_url, self.config.user_key_env)
+        user = UserModel(config) if config is not None else None  # one, shared by the teachers
         out = {}
         for teacher in dict.fromkeys(t for t, _, _ in self.pending):
             price = self.config.prices.get(teacher) or self.upstream.price
             out[teacher] = AgentSolver(self.harness, model=teacher, upstream=self.upstream,
                                        options=self.config.options.model_copy(update={"price": price}),
-                                       proxy_options=self.config.proxy)
+                                       proxy_options=self.config.proxy, user=user)
         return out
 
     def execute(self, on_episode: Callable[[Trajectory, TeacherStats], None] | None = None) -> DistillSummary:
@@ -274,6 +283,11 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     from orchard_cli.tasks.registry import load_suite
 
     harness = load_ready_harness(config.harness)
+    from orchard_cli.rollout.choose import user_config
+
+    if user_config(config.user_model, config.user_base_url, config.user_key_env) and not getattr(harness, "multi_turn", False):
+        raise UsageError(f"harness {config.harness!r} cannot continue a conversation, so no simulated user can answer it",
+                         hint="--user-model needs a multi-turn harness: codex, openclaw, bash")
     upstream = Upstream(config.base_url, config.api_key_env)
     teachers = list(dict.fromkeys(config.teachers))
     if not teachers:

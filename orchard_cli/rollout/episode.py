@@ -156,6 +156,9 @@ def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: st
     evidence: Evidence | None = None
     outcome: Outcome | None = None
     try:
+        if family.simulated_user(task) is not None and not getattr(solver, "talks_to_users", False):
+            raise EpisodeFailure("needs_user", "a multi-turn task: it needs a simulated user (--user-model) "
+                                               "and a harness that continues a conversation")
         if solver.needs_sandbox(family):
             sandbox = run.sandbox(task, solver)
             try:

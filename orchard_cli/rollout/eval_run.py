@@ -37,7 +37,7 @@ from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.rollout.pool import Pool, reap_orphans, spread_environments
 from orchard_cli.rollout.records import result_row, trajectory_of
-from orchard_cli.rollout.choose import make_solver
+from orchard_cli.rollout.choose import make_solver, user_config
 from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBase
 from orchard_cli.scoring.report import render_html, render_markdown
 from orchard_cli.scoring.scorecard import AttemptResult, Reproducibility, Scorecard, compute_scorecard, latest_results
@@ -87,6 +87,10 @@ class EvalConfig(BaseModel):
     workers: int = Field(1, ge=1)
     fail_under: float | None = None
     max_errors: int = Field(0, ge=0)
+    user_model: str | None = None
+    """The model playing multi-turn tasks' users (`--user-model`); None: those tasks are needs_user."""
+    user_base_url: str | None = None
+    user_key_env: str | None = None
     judge_model: str | None = None
     """An LLM judge (`--judge-model`): its score goes beside each verdict, never inside it."""
     judge_base_url: str | None = None
@@ -298,6 +302,7 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
                          base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
                          max_turns=config.max_turns, agent_timeout=config.agent_timeout,
+                         user=user_config(config.user_model, config.user_base_url, config.user_key_env),
                          suite_ids=lambda: _suite_ids(config.selection))
     updates: dict[str, Any] = {"source": solver.name}
     if config.predictions and config.predictions not in ("gold", "empty"):

@@ -3,7 +3,8 @@
     load           every tasks/<ID>/task.yaml through the checkout's own TaskDefinition (in the
                    checkout's environment, checkout.py), filtered like any suite
     sandbox_spec   a task that cannot run as asked stops here, before any agent runs, as
-                   needs_data / needs_user / needs_network / needs_judge; else the task's
+                   needs_data / needs_network / needs_judge (needs_user: the rollout core, for a
+                   multi-turn task without --user-model); else the task's
                    services are leased (services.py: started from their command lines, ready by
                    their health checks); the sandbox gets no port forward (tools only)
     setup          services reset; sandbox_files (and prompt attachments) placed in the workspace
@@ -26,7 +27,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
-from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.base import SimulatedUser, SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.claw_eval.services import ServiceStartError
 from orchard_cli.tasks.leased import LeasedFamily
 
@@ -35,6 +36,7 @@ NETWORK_SERVICES = ("web_real",)
 """Service names (prefixes) that reach the live web (a paid search key): needs_network."""
 SNAPSHOT_FILE_LIMIT = 2 * 1024 * 1024
 KINDS = {"T": "general", "M": "multimodal", "C": "multi_turn"}
+USER_MARK = "[user_agent]\n"
 
 
 class ClawEvalFamily(LeasedFamily):
@@ -129,13 +131,12 @@ class ClawEvalFamily(LeasedFamily):
                 "prompt": definition["prompt"]["text"], "tools": [t["name"] for t in definition.get("tools") or ()],
                 "services": [s["name"] for s in definition.get("services") or ()],
                 "judge_rubric": definition.get("judge_rubric") or None, "uses_judge": task.record["uses_judge"],
+                "simulated_user": self.simulated_user(task) is not None,
                 "blocked": f"{blocked[0]}: {blocked[1]}" if blocked else None}
 
     def blocker(self, task: Task) -> tuple[str, str] | None:
         """(category, reason) when the task cannot run as asked here, else None."""
         record, definition = task.record, task.record["definition"]
-        if (definition.get("user_agent") or {}).get("enabled"):
-            return "needs_user", "a multi-turn task: it needs a simulated user (not supported yet)"
         live = [s["name"] for s in definition.get("services") or () if s["name"].startswith(NETWORK_SERVICES)]
         if live and self.network != "full":
             return "needs_network", f"service {live[0]} searches the live web: run with --network full"
@@ -144,6 +145,16 @@ class ClawEvalFamily(LeasedFamily):
         if record.get("uses_judge") and self.judge is None:
             return "needs_judge", "its grader calls an LLM judge: give --judge-model and --judge-base-url"
         return None
+
+    def simulated_user(self, task: Task) -> SimulatedUser | None:
+        """`user_agent` (the multi-turn C* tasks): its persona and rounds; each follow-up reaches the
+        agent after a `[user_agent]` line, as in Claw-Eval's own runner (its graders split the
+        conversation there)."""
+        user = task.record["definition"].get("user_agent") or {}
+        if not user.get("enabled"):
+            return None
+        return SimulatedUser(persona=user.get("persona") or "", max_rounds=int(user.get("max_rounds", 3)),
+                             mark=USER_MARK)
 
     def limits(self, task: Task) -> dict[str, float]:
         """The task's `environment`: its timeout, and `max_turns` (Claw-Eval's runner makes one

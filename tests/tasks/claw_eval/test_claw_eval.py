@@ -56,8 +56,11 @@ def test_load_reads_every_task_through_the_checkouts_model(mini):
     by_id = {t.task_id: t for t in tasks}
     assert sorted(by_id) == ["C01_needs_user", "T01_find_code", "T02_add_note", "T03_judged_summary", "T04_live_search"]
     blocked = {k: (family.blocker(t) or ("runs",))[0] for k, t in by_id.items()}
-    assert blocked == {"C01_needs_user": "needs_user", "T01_find_code": "runs", "T02_add_note": "runs",
+    assert blocked == {"C01_needs_user": "runs", "T01_find_code": "runs", "T02_add_note": "runs",
                        "T03_judged_summary": "needs_judge", "T04_live_search": "needs_network"}
+    user = family.simulated_user(by_id["C01_needs_user"])
+    assert user.max_rounds == 2 and user.mark == "[user_agent]\n" and "Lisbon" in user.persona
+    assert family.simulated_user(by_id["T01_find_code"]) is None
     assert family.groups(by_id["C01_needs_user"])["kind"] == "multi_turn"
     assert family.limits(by_id["T02_add_note"]) == {"timeout_seconds": 240.0, "max_turns": 6, "max_calls": 6}
     assert family.limits(by_id["T01_find_code"]) == {"timeout_seconds": 300.0, "max_turns": 20, "max_calls": 20}
@@ -178,3 +181,22 @@ def test_train_refuses_trajectories_of_claw_eval_tasks(mini, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "also in the eval suite" in err and "T01_find_code" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--user-model", "u"], "--user-model needs --user-base-url"),
+    (["--user-base-url", "http://127.0.0.1:9/v1"], "go with --user-model"),
+    (["--user-model", "u", "--user-base-url", "http://127.0.0.1:9/v1", "--predictions", "empty"], "not --predictions"),
+    (["--user-model", "u", "--user-base-url", "http://127.0.0.1:9/v1", "--harness", "chat", "--model", "m",
+      "--base-url", "http://127.0.0.1:9/v1"], "cannot continue a conversation"),
+])
+def test_a_user_model_needs_its_endpoint_and_a_multi_turn_agent(mini, tmp_path, capsys, extra, says):
+    from orchard_cli.main import main
+
+    code = main(["eval", "claw-eval", "--dataset", str(mini), "--instances", "C01_needs_user",
+                 "--out", str(tmp_path / "r"), *extra] + ([] if "--predictions" in extra or "--harness" in extra
+                                                         else ["--predictions", "empty"] if "--user-model" not in extra
+                                                         else ["--harness", "bash", "--model", "m"]))
+    assert code == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -11,6 +11,7 @@ from orchard_cli.env import connect
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions
 from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.rollout.user_model import UserConfig, UserModel
 from orchard_cli.tasks.registry import load_suite
 
 PREFIX = {"openclaw": "task__", "codex": "mcp__task__"}
@@ -51,3 +52,43 @@ def test_a_real_harness_passes_with_the_right_calls_and_fails_with_wrong_ones(ha
         assert bad.outcome.category == "unresolved" and not bad.outcome.tests["benchmark_passed"]
     finally:
         family.close()
+
+
+@pytest.mark.harness
+@pytest.mark.bwrap
+@pytest.mark.parametrize("harness", ["openclaw", "codex", "bash"])
+def test_a_multi_turn_task_with_a_simulated_user(harness, installed_harnesses, mini, tmp_path):
+    """The harness asks, the user model answers in its role (through its own recording proxy), the
+    harness continues the same session with that answer after Claw-Eval's `[user_agent]` line, the
+    user says it is done, and the task's own grader reads the whole conversation."""
+    family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["C01_needs_user"])
+    teacher = ScriptedEndpoint([{"content": "Where would you like to go, and when?"},
+                                {"content": "Plan: three days in Lisbon in May: Alfama, Belem, Sintra."}],
+                               dialects=("chat",))
+    user = ScriptedEndpoint(["Lisbon, three days in May.", "Thanks, that works. [DONE]"], dialects=("chat",))
+    teacher_info, user_info = teacher.start(), user.start()
+    solver = AgentSolver(harness, model="teacher", base_url=teacher_info.base_url,
+                         options=EpisodeOptions(timeout_seconds=240, max_calls=6),
+                         proxy_options={"upstream_dialects": ["chat"]},
+                         user=UserModel(UserConfig(model="user", base_url=user_info.base_url)))
+    env = connect("local")
+    try:
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id=f"{harness}-dialogue",
+                                     log_dir=tmp_path / "log"), family=family, env=env, backend="local")
+    finally:
+        solver.close()
+        teacher.stop()
+        user.stop()
+        env.close()
+        family.close()
+    agent = result.solution.agent
+    assert result.outcome.category == "resolved", (result.outcome, agent.run, agent.errors, agent.turns)
+    assert [t["user"].split("\n")[-1] for t in agent.turns][1:] == ["Lisbon, three days in May."]
+    assert agent.turns[1]["user"].startswith("[user_agent]\n") and "Lisbon" in agent.turns[1]["assistant"]
+    assert len(agent.user_records) == 2 and len(user.requests) == 2
+    seen = user.requests[0]["body"]["messages"][1]["content"]
+    assert "User: I want to plan a short trip" in seen and "Assistant: Where would you like to go" in seen
+    assert "A traveller who wants three days in Lisbon" in user.requests[0]["body"]["messages"][0]["content"]
+    later = str(teacher.requests[-1]["body"])  # the resumed session carries the whole conversation
+    assert later.index("plan a short trip") < later.index("Where would you like to go") < later.index("[user_agent]")
+    assert (tmp_path / "log" / "turns.json").is_file()

@@ -48,6 +48,7 @@ class Environment(BaseModel):
 class UserAgent(BaseModel):
     enabled: bool = False
     persona: str = ""
+    max_rounds: int = 3
 
 
 class TaskDefinition(BaseModel):
