@@ -11,6 +11,8 @@ the number of answer tokens in that step (so gradient accumulation and packing n
 weight of a token). For the model families listed in `FAST_HEADS` only the answer positions go
 through the LM head (its vocabulary-sized matmul is the largest single cost of a small model, and
 most positions of an agent trajectory carry no loss); other families take the model's own logits.
+A vision-language model's batch also holds its image inputs, which go into the model's forward pass
+(its image features replace the embeddings of the image tokens, in order).
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ def plan(samples: list[Sample], *, epochs: int, max_steps: int | None, seed: int
 
 
 def collate(rows: list[Row], pad_id: int, device: Any) -> dict[str, Any]:
-    """input_ids, position_ids and labels (B, L) for one micro-batch."""
+    """input_ids, position_ids and labels (B, L) for one micro-batch, plus the image inputs
+    (pixel_values...) of the samples that show images."""
     import torch
 
     width = max(r.length for r in rows)
@@ -118,7 +121,13 @@ def collate(rows: list[Row], pad_id: int, device: Any) -> dict[str, Any]:
         labels.append(r_lab + [IGNORE] * pad)
     # A sample's first token would be predicted across a sample boundary: it never carries loss.
     t = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
-    return {"input_ids": t(ids), "position_ids": t(pos), "labels": t(labels)}
+    batch = {"input_ids": t(ids), "position_ids": t(pos), "labels": t(labels)}
+    shown = [s.vision for row in rows for s in row.samples if s.vision is not None]
+    if shown:  # a vision-language model's images, in the order of their image tokens
+        from orchard_cli.training.vision import merge_inputs
+
+        batch.update(merge_inputs([v.tensors() for v in shown], device))
+    return batch
 
 
 def _causal_lm(model: Any) -> Any:
@@ -143,12 +152,13 @@ def answer_logits(model: Any, batch: dict[str, Any], fast: bool) -> tuple[Any, A
     labels = batch["labels"][:, 1:]
     keep = labels != IGNORE
     targets = labels[keep]
-    if fast:
+    images = {k: v for k, v in batch.items() if k not in ("input_ids", "position_ids", "labels")}
+    if fast and not images:
         lm = _causal_lm(model)
         hidden = lm.get_decoder()(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
                                   use_cache=False).last_hidden_state
         return lm.get_output_embeddings()(hidden[:, :-1][keep]), targets
-    out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False)
+    out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False, **images)
     return out.logits[:, :-1][keep], targets
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.conversation import call_conversation, normalise_message, normalise_tools
 from orchard_cli.errors import UsageError
+from orchard_cli.images import images_dir
 from orchard_cli.proxy.records import CallRecord
 from orchard_cli.records import ReadReport
 from orchard_cli.trajectory import Trajectory, read_trajectories
@@ -60,6 +61,8 @@ class Episode:
     trajectory: Trajectory
     turns: list[Turn]
     failed_calls: int = 0
+    images: Path | None = None
+    """The folder its `orchard-image:` references resolve against (its file's `.images/`)."""
 
 
 class LoadReport(BaseModel):
@@ -173,6 +176,7 @@ def load_episodes(paths: list[str | Path], filters: EpisodeFilter | None = None)
                 dropped[reason] += 1
                 continue
             episode = episode_of(trajectory)
+            episode.images = images_dir(path)
             report.failed_calls += episode.failed_calls
             if not episode.turns:
                 dropped["no_turns"] += 1

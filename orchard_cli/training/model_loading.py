@@ -5,7 +5,9 @@
   safetensors). The converted checkpoint is kept where `orchard serve` keeps it
   (ORCHARD_HOME/cache/models/smollm2-VERSION), so only the first load pays the ~20-45 s conversion.
 - A folder written by `save_pretrained` (config.json + weights + tokenizer), e.g. an earlier
-  `orchard train --out DIR`.
+  `orchard train --out DIR`. A vision-language one (`vision_model.is_vision_language`: a
+  `vision_config` in config.json; weights + processor) loads with `vision_model.load_vision`
+  (AutoModelForImageTextToText + AutoProcessor) and comes with its `processor`.
 - Anything else is a hub id (`org/name`), loaded with transformers' usual hub cache; machines
   without a hub get a one-line error.
 
@@ -36,6 +38,8 @@ class LoadedModel:
     source: str
     model: Any
     tokenizer: Any
+    processor: Any = None
+    """A vision-language model's processor (its tokenizer is `tokenizer`); None for a text model."""
 
 
 def import_torch() -> Any:
@@ -89,8 +93,10 @@ def load_base_model(spec: str) -> LoadedModel:
     from transformers.utils import logging as hf_logging
 
     from orchard_cli.models.local_model import load_weights
+    from orchard_cli.models.vision_model import is_vision_language, load_vision
 
     hf_logging.disable_progress_bar()
+    processor = None
     try:
         if spec == "smollm2":
             model, tokenizer, source = load_weights("smollm2")
@@ -106,7 +112,11 @@ def load_base_model(spec: str) -> LoadedModel:
             if not (folder / "config.json").is_file():
                 raise NotFoundError(f"base model {spec}: {folder} has no config.json (not a checkpoint folder)",
                                     hint="pass smollm2, a folder written by save_pretrained, or a hub id")
-            model, tokenizer, source = load_weights(str(folder))
+            if is_vision_language(folder):
+                model, processor = load_vision(folder)
+                tokenizer, source = processor.tokenizer, str(folder)
+            else:
+                model, tokenizer, source = load_weights(str(folder))
             name = folder.resolve().name
         else:
             model, tokenizer = _hub(spec)
@@ -116,7 +126,7 @@ def load_base_model(spec: str) -> LoadedModel:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.train()
-    return LoadedModel(name=name, source=source, model=model, tokenizer=tokenizer)
+    return LoadedModel(name=name, source=source, model=model, tokenizer=tokenizer, processor=processor)
 
 
 def _hub(spec: str) -> tuple[Any, Any]:

@@ -4,7 +4,7 @@
 Order: check DIR (fresh, or this run with --resume), read and filter episodes, refuse contaminated
 data (task ids shared with the evaluation suite) unless allowed, load the base model, build the
 samples, plan the steps, train, save. DIR then holds the model (safetensors, config, tokenizer and
-chat template; an adapter for LoRA without --merge), training_log.jsonl, loss.png, README.md (the
+chat template, and a vision-language model's processor; an adapter for LoRA without --merge), training_log.jsonl, loss.png, README.md (the
 model card) and orchard_train.json (config, statistics, results).
 """
 
@@ -87,6 +87,8 @@ def _final_loss(losses: list[float]) -> float | None:
 
 
 def _save_model(model: Any, tokenizer: Any, out: Path, config: TrainConfig) -> Any:
+    """The model and its tokenizer (a vision-language model's processor: tokenizer, image
+    processor and chat template) as a checkpoint folder that serves and trains again."""
     if config.lora and config.merge:
         model = model.merge_and_unload()
     model.save_pretrained(out)
@@ -102,6 +104,7 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
     from orchard_cli.training.report import ProgressLine, model_card, read_log, write_loss_png
     from orchard_cli.training.samples import build_samples
     from orchard_cli.training.trainer import Trainer, apply_lora, median_tokens_per_s, peak_memory_mib
+    from orchard_cli.training.vision import sample_encoder
 
     if config.merge and not config.lora:
         raise UsageError("--merge needs --lora (a full fine-tune is already a whole model)")
@@ -129,9 +132,10 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
              f"evaluating this model on it are not clean ({', '.join(overlap[:5])})")
     train_eps, val_eps = _split(episodes, config.val_fraction, config.seed)
     base = load_base_model(config.base_model)
-    samples, stats = build_samples(train_eps, base.tokenizer, builder=config.builder,
+    encoder = sample_encoder(base)  # the tokenizer's, or a vision-language model's processor's
+    samples, stats = build_samples(train_eps, encoder, builder=config.builder,
                                    max_seq_len=config.max_seq_len, token_ids=config.token_ids)
-    val_samples, _ = build_samples(val_eps, base.tokenizer, builder=config.builder,
+    val_samples, _ = build_samples(val_eps, encoder, builder=config.builder,
                                    max_seq_len=config.max_seq_len, token_ids=config.token_ids)
     if not samples:
         raise UsageError(f"the {len(train_eps)} episode(s) gave no training sample "
@@ -189,7 +193,7 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
         precision=trainer.precision, threads=_threads(), lr=config.peak_lr, data=report,
         samples=stats.model_dump(), val_samples=len(val_samples), overlap=overlap)
     if main:
-        _save_model(model, base.tokenizer, out, config)
+        _save_model(model, base.processor or base.tokenizer, out, config)
         has_png = write_loss_png(history, out / "loss.png")
         write_text(out / "README.md", model_card(summary.model_dump(), config.model_dump(mode="json")))
         shutil.rmtree(out / "checkpoints", ignore_errors=True)

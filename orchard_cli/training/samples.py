@@ -28,11 +28,16 @@ Length policy (`max_seq_len`): a merged sample is closed before a turn would mak
 longer than `max_seq_len` keeps its first `max_seq_len` tokens (the system prompt, the task and the
 first turns, as the model saw them; counted in `truncated`) and is dropped when no answer token
 remains (`dropped_too_long`). Prompts are never cut in the middle.
+
+Vision-language models (`training.vision.VisionEncoder`, the same builder with another `Encoder`):
+a prompt's images become image tokens and a sample's `vision` (its image inputs, computed again at
+collate time); a sample whose cut would lose image tokens is dropped instead of truncated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +55,8 @@ class Sample:
     labels: list[int]
     episode_id: str
     turns: int = 1
+    vision: Any = None
+    """A vision-language prompt's images (`training.vision.VisionInputs`), or None."""
 
     @property
     def trainable(self) -> int:
@@ -83,6 +90,8 @@ class SampleStats(BaseModel):
     end_of_turn_appended: int = 0
     format: str = ""
     """'template' (the model's own tool format) or 'orchard-toolcall'."""
+    images: int = 0
+    """Images the samples show (a vision-language base model)."""
 
 
 def template_renders_tools(tokenizer: Any) -> bool:
@@ -122,8 +131,15 @@ class Encoder:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def turn(self, turn: Turn, stats: SampleStats, use_ids: bool) -> tuple[list[int], list[int]] | None:
-        """(prompt ids, answer ids) of a turn; None when the template cannot render it as one."""
+    def encode_prompt(self, text: str, turn: Turn, images: Path | None) -> tuple[list[int], Any]:
+        """(ids, image inputs) of a rendered prompt; a text model's have no images. `images`: the
+        folder the episode's image references resolve against."""
+        return self.encode(text), None
+
+    def turn(self, turn: Turn, stats: SampleStats, use_ids: bool,
+             images: Path | None = None) -> tuple[list[int], list[int], Any] | None:
+        """(prompt ids, answer ids, image inputs) of a turn; None when the template cannot render
+        it as one."""
         prompt_text = self.render(turn.prompt, turn.tools, turn.tool_choice, True)
         full = self.render(turn.prompt + [turn.answer], turn.tools, turn.tool_choice, False)
         if not full.startswith(prompt_text) or not full[len(prompt_text):].strip():
@@ -133,8 +149,9 @@ class Encoder:
         if use_ids and turn.prompt_ids and turn.completion_ids:
             recorded = self._recorded(turn, prompt_text, answer_ids, stats)
             if recorded is not None:
-                return recorded
-        return self.encode(prompt_text), answer_ids
+                return (*recorded, None)
+        prompt_ids, vision = self.encode_prompt(prompt_text, turn, images)
+        return prompt_ids, answer_ids, vision
 
     def _recorded(self, turn: Turn, prompt_text: str, answer_ids: list[int],
                   stats: SampleStats) -> tuple[list[int], list[int]] | None:
@@ -156,7 +173,7 @@ def _fit(sample: Sample, max_len: int, stats: SampleStats) -> Sample | None:
     if len(sample.input_ids) <= max_len:
         return sample
     sample.input_ids, sample.labels = sample.input_ids[:max_len], sample.labels[:max_len]
-    if not sample.trainable:
+    if not sample.trainable or sample.vision is not None and not sample.vision.intact(sample.input_ids):
         stats.dropped_too_long += 1
         return None
     stats.truncated += 1
@@ -178,32 +195,34 @@ def _episode_samples(episode: Episode, encoder: Encoder, builder: Builder, max_l
         current = None
 
     for turn in episode.turns:
-        encoded = encoder.turn(turn, stats, use_ids)
+        encoded = encoder.turn(turn, stats, use_ids, episode.images)
         if encoded is None:
             continue
         stats.turns += 1
-        prompt, answer = encoded
+        prompt, answer, vision = encoded
         if builder == "merged" and current is not None:
             size = len(current.input_ids)
             if prompt[:size] == current.input_ids and len(prompt) + len(answer) <= max_len:
                 current.labels += [IGNORE] * (len(prompt) - size) + answer
                 current.input_ids = prompt + answer
                 current.turns += 1
+                current.vision = vision  # the longer prompt shows the earlier images and its own
                 continue
             if prompt[:size] == current.input_ids:
                 stats.length_breaks += 1
             else:
                 stats.merge_breaks += 1
         close()
-        current = Sample(prompt + answer, [IGNORE] * len(prompt) + answer, episode_id)
+        current = Sample(prompt + answer, [IGNORE] * len(prompt) + answer, episode_id, vision=vision)
     close()
     return out
 
 
 def build_samples(episodes: list[Episode], tokenizer: Any, *, builder: Builder = "per-call",
                   max_seq_len: int = 2048, token_ids: TokenIds = "auto") -> tuple[list[Sample], SampleStats]:
-    """Samples of every episode, in episode order, and what building them did."""
-    encoder = Encoder.for_tokenizer(tokenizer)
+    """Samples of every episode, in episode order, and what building them did. `tokenizer`: the
+    base model's tokenizer, or an `Encoder` (a vision-language model's: `training.vision`)."""
+    encoder = tokenizer if isinstance(tokenizer, Encoder) else Encoder.for_tokenizer(tokenizer)
     stats = SampleStats(builder=builder, max_seq_len=max_seq_len, format=encoder.format)
     samples: list[Sample] = []
     for episode in episodes:
@@ -214,4 +233,5 @@ def build_samples(episodes: list[Episode], tokenizer: Any, *, builder: Builder =
     stats.tokens = sum(len(s.input_ids) for s in samples)
     stats.trainable_tokens = sum(s.trainable for s in samples)
     stats.masked_share = round(1 - stats.trainable_tokens / stats.tokens, 4) if stats.tokens else 0.0
+    stats.images = sum(s.vision.count for s in samples if s.vision is not None)
     return samples, stats
