@@ -2,7 +2,8 @@
 
 Serves /v1/chat/completions (streamed or not; tool calls parsed from orchard's tool-call format),
 /v1/responses (so the Codex CLI can drive the model), /v1/models and /health, with token ids and
-logprobs when a request asks (`return_token_ids`, `logprobs`). Prints the base URL on stdout; stops
+logprobs when a request asks (`return_token_ids`, `logprobs`); a vision-language checkpoint also takes
+`image_url` parts as data URLs (docs/vision.md). Prints the base URL on stdout; stops
 cleanly on Ctrl-C or SIGTERM. On GPU machines vLLM or SGLang serve the same checkpoint folder much
 faster, and every orchard command takes their URL unchanged.
 
@@ -30,7 +31,8 @@ GPU_NOTE = ("on a GPU machine, prefer vLLM or SGLang (`vllm serve DIR`, `python 
 def serve(
     model: Annotated[str, typer.Option(
         "--model", "-m", help="'smollm2' (the embedded SmolLM2-135M-Instruct) or a checkpoint folder "
-                              "written by save_pretrained (e.g. from `orchard train`).")] = "smollm2",
+                              "written by save_pretrained (e.g. from `orchard train`; a vision-language one "
+                              "also takes image_url parts).")] = "smollm2",
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).", min=0, max=65535)] = 8000,
     threads: Annotated[int, typer.Option(help="Torch CPU threads (1 is fastest on a busy 2-core machine).",
@@ -69,7 +71,8 @@ def serve(
                                    "source": str(loaded.source), "context": loaded.context}))
         else:
             typer.echo(f"{url}/v1")
-        say(f"# serving {loaded.name} at {url}/v1 (chat completions, responses, models); Ctrl-C stops")
+        images = ", images as data URLs" if loaded.vision is not None else ""
+        say(f"# serving {loaded.name} at {url}/v1 (chat completions, responses, models{images}); Ctrl-C stops")
         say(f"# {GPU_NOTE}")
 
     run_foreground(endpoint.app, host=host, port=port, on_ready=ready)
