@@ -147,7 +147,8 @@ class LiveWebFamily(LeasedFamily):
         except ConnectionError:
             raise
         except Exception as exc:  # noqa: BLE001 - Playwright's own errors: the site, not orchard
-            raise StartPageError(f"{parsed.start_url} did not load: {' '.join(str(exc).split())[:300]}") from exc
+            why = " ".join(str(exc).split("Call log:")[0].split())  # Playwright's call log adds nothing here
+            raise StartPageError(f"{parsed.start_url} did not load: {why[:300]}") from exc
 
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
         from orchard_cli.tasks.web.actions import tool_specs
