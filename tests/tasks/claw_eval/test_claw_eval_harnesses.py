@@ -92,3 +92,29 @@ def test_a_multi_turn_task_with_a_simulated_user(harness, installed_harnesses, m
     later = str(teacher.requests[-1]["body"])  # the resumed session carries the whole conversation
     assert later.index("plan a short trip") < later.index("Where would you like to go") < later.index("[user_agent]")
     assert (tmp_path / "log" / "turns.json").is_file()
+
+
+@pytest.mark.harness
+@pytest.mark.bwrap
+def test_distill_writes_claw_eval_trajectories_with_their_dispatches(installed_harnesses, mini, tmp_path):
+    """`orchard distill --suite claw-eval`: the teacher's episodes (Codex, the right calls) become
+    trajectories carrying the task's tool calls as dispatches and Claw-Eval's verdict beside orchard's."""
+    import json
+
+    from orchard_cli.main import main
+
+    turns = [{"tool_calls": [{"name": "mcp__task__" + tool, "arguments": args}]} for tool, args in RIGHT]
+    teacher = ScriptedEndpoint([*turns, {"content": "Your gym locker code is 4417."}], dialects=("chat",))
+    info = teacher.start()
+    out = tmp_path / "t.jsonl"
+    try:
+        code = main(["distill", "--suite", "claw-eval", "--dataset", str(mini), "--instances", "T01_find_code",
+                     "--harness", "codex", "--teacher", "teacher", "--base-url", info.base_url, "--out", str(out),
+                     "--max-calls", "8", "--timeout", "240"])
+    finally:
+        teacher.stop()
+    assert code == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["task_id"] == "T01_find_code" and row["outcome"]["category"] == "resolved"
+    assert [d["tool"] for d in row["evidence"]["dispatches"]] == ["notes_list", "notes_get"]
+    assert row["outcome"]["details"]["benchmark_passed"] is True
