@@ -12,6 +12,13 @@ and reports a run that ended without a single item (no command, no message) as a
 A task's tools come in as an MCP server (`mcp_servers.<server_name>`, stdio, orchard's
 mcp_server.mjs on orchard's Node), its tools approved without asking; Codex shows them to the
 model as `mcp__<server_name>__<tool>`.
+
+Continuing a conversation (`multi_turn`): with `HarnessContext.session` set, Codex keeps its
+session (no `--ephemeral`; CODEX_HOME survives between runs in one sandbox), and the thread id of
+its `thread.started` event is noted in CODEX_HOME (`orchard-sessions/<session>`) and in
+`run.info["thread_id"]`. A resumed turn runs `codex exec -C <workdir> resume <options> -- <thread
+id> <message>` with the same provider, model and MCP options, so the history and the tools carry
+on. By id rather than `--last`, which takes the newest session of the cwd, whoever started it.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import shlex
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount
 from orchard_cli.harnesses.base import HarnessContext, HarnessRun
-from orchard_cli.harnesses.common import check_tools, headless, mcp_launch, not_ready, run_command, tools_mounts
+from orchard_cli.harnesses.common import (check_tools, headless, mcp_launch, not_ready, read_note, run_command,
+                                         session_note, tools_mounts, write_note)
 from orchard_cli.harnesses.install import CODEX, NODE, missing, package_mounts
 
 HOME = "/tmp/codex-home"
@@ -60,6 +68,7 @@ def mcp_overrides(context: HarnessContext) -> list[str]:
 
 class Codex:
     name = "codex"
+    multi_turn = True
 
     def check(self) -> list[str]:
         return missing(NODE, CODEX)
@@ -71,36 +80,84 @@ class Codex:
         harness = package_mounts(NODE, CODEX)
         return harness + tools_mounts(mcp=True) if harness else []   # nothing to run, nothing to bind
 
-    def argv(self, context: HarnessContext, workdir: str, *, prompt_on_stdin: bool = False) -> list[str]:
+    def argv(self, context: HarnessContext, workdir: str, *, prompt_on_stdin: bool = False,
+             thread: str | None = None) -> list[str]:
+        """`codex exec` for a new conversation, `codex exec resume ... -- <thread>` to continue one."""
         provider = (f"{{name={_toml_string(PROVIDER)},base_url={_toml_string(context.base_url)},"
                     f"env_key={_toml_string(KEY_VAR)},wire_api=\"responses\"}}")
-        return [NODE.sandbox_entry(), CODEX.sandbox_entry(), "exec",
-                "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--ephemeral",
-                "--json", "-C", workdir, "-m", context.model,
-                "-c", f"model_provider={_toml_string(PROVIDER)}",
-                "-c", f"model_providers.{PROVIDER}={provider}",
-                "--disable", "multi_agent", "--disable", "goals", "-c", 'web_search="disabled"',
-                *mcp_overrides(context), *(["-"] if prompt_on_stdin else ["--", context.prompt])]
+        head = [NODE.sandbox_entry(), CODEX.sandbox_entry(), "exec"]
+        if thread is not None:   # `resume` takes no -C of its own: it is exec's, given before it
+            head += ["-C", workdir, "resume"]
+        options = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                    *([] if context.session else ["--ephemeral"]), "--json",
+                    *([] if thread is not None else ["-C", workdir]), "-m", context.model,
+                    "-c", f"model_provider={_toml_string(PROVIDER)}",
+                    "-c", f"model_providers.{PROVIDER}={provider}",
+                    "--disable", "multi_agent", "--disable", "goals", "-c", 'web_search="disabled"',
+                    *mcp_overrides(context)]
+        prompt = ["-"] if prompt_on_stdin else ["--", context.prompt]
+        if thread is not None:
+            prompt = [thread, "-"] if prompt_on_stdin else ["--", thread, context.prompt]
+        return head + options + prompt
 
-    def command(self, context: HarnessContext, workdir: str) -> str:
+    def command(self, context: HarnessContext, workdir: str, thread: str | None = None) -> str:
         needs = [NODE.sandbox_entry(), CODEX.sandbox_entry()]
         if len(context.prompt.encode()) <= ARGV_PROMPT_LIMIT:
-            return headless(self.argv(context, workdir), home=HOME, needs=needs)
-        line = headless(self.argv(context, workdir, prompt_on_stdin=True), home=HOME, needs=needs)
+            return headless(self.argv(context, workdir, thread=thread), home=HOME, needs=needs)
+        line = headless(self.argv(context, workdir, prompt_on_stdin=True, thread=thread), home=HOME, needs=needs)
         return line.removesuffix("</dev/null") + f"<{shlex.quote(HOME + '/prompt.txt')}"
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:
         problems = self.check() + check_tools(context)
         if problems:
             return not_ready(problems)
+        thread = None
+        if context.resume:
+            thread = read_note(sandbox, session_note(HOME, context.session or ""))
+            if thread is None:
+                return HarnessRun(exit_code=None, error=f"no Codex thread of conversation {context.session!r} "
+                                                        "in this sandbox: its first turn did not run here")
         if len(context.prompt.encode()) > ARGV_PROMPT_LIMIT:
             try:
                 sandbox.write_file(f"{HOME}/prompt.txt", context.prompt)
             except Exception as exc:  # noqa: BLE001 - returned, never raised
                 return HarnessRun(exit_code=None, error=f"could not write the prompt into the sandbox: {exc}")
         env = {"CODEX_HOME": HOME, "HOME": HOME, KEY_VAR: context.api_key, "NO_COLOR": "1"}
-        return run_command(sandbox, self.command(context, sandbox.workdir), timeout=context.timeout_seconds,
-                           env=env, inspect=inspect_events)
+        run = run_command(sandbox, self.command(context, sandbox.workdir, thread), timeout=context.timeout_seconds,
+                          env=env, inspect=inspect_session if context.session else inspect_events)
+        if context.session:
+            keep_thread(sandbox, context.session, run)
+        return run
+
+
+def keep_thread(sandbox: SandboxHandle, session: str, run: HarnessRun) -> None:
+    """Note the run's thread id for the next turn of `session` (and in `run.info`)."""
+    thread = run.info.get("thread_id") or thread_started(run.stdout_tail)  # a killed run is not inspected
+    if thread:
+        run.info.update(thread_id=thread, session=session)
+        write_note(run, sandbox, session_note(HOME, session), thread)
+
+
+def inspect_session(run: HarnessRun, stdout: str) -> None:
+    """`inspect_events`, and the thread id of a turn of a conversation (from the whole output:
+    `thread.started` comes first, before the tail)."""
+    inspect_events(run, stdout)
+    thread = thread_started(stdout)
+    if thread:
+        run.info["thread_id"] = thread
+
+
+def thread_started(stdout: str) -> str | None:
+    """The thread id of the first `thread.started` event in `codex exec --json` output."""
+    for line in stdout.splitlines():
+        if line.startswith("{") and "thread.started" in line:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("type") == "thread.started" and event.get("thread_id"):
+                return str(event["thread_id"])
+    return None
 
 
 def inspect_events(run: HarnessRun, stdout: str) -> None:

@@ -125,3 +125,27 @@ def check_tools(context: HarnessContext, *, node: bool = False) -> list[str]:
     if context.tools is None:
         return []
     return missing(*((NODE, MCP_SDK) if node else (MCP_SDK,)))
+
+
+# -- multi-turn: what a harness notes between the runs of one conversation -----------------------
+def session_note(home: str, session: str) -> str:
+    """Where a harness notes, in its private home in the sandbox, what its next turn of
+    conversation `session` needs (Codex's thread id, OpenClaw's session id)."""
+    return f"{home}/orchard-sessions/{session}"
+
+
+def read_note(sandbox: SandboxHandle, path: str) -> str | None:
+    """The note at `path`, or None when there is none (the conversation's first turn never ran here)."""
+    try:
+        return sandbox.read_file(path).decode().strip() or None
+    except Exception:  # noqa: BLE001 - absent or unreadable alike: the caller says there is none
+        return None
+
+
+def write_note(run: HarnessRun, sandbox: SandboxHandle, path: str, value: str) -> None:
+    """Note `value` at `path` for the next turn; a failure goes in `run.info["session_error"]`
+    (the next turn then reports that it has nothing to continue)."""
+    try:
+        sandbox.write_file(path, value)
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
+        run.info["session_error"] = f"could not note the session for the next turn: {exc}"
