@@ -1,6 +1,11 @@
 """`bash`: orchard's own minimal agent, one bash tool (see bash_agent_main.py, which is what runs
 inside the sandbox). It needs only a python3 in the sandbox's image; what it mounts is orchard's
-task-tool programs, through which it calls a task's tools from the shell (`task_tool.py`)."""
+task-tool programs, through which it calls a task's tools from the shell (`task_tool.py`).
+
+Continuing a conversation (`multi_turn`): with `HarnessContext.session` set, the agent saves its
+message history in its private folder (`/tmp/orchard-bash-agent/sessions/<session>.json`, which
+survives between runs in one sandbox); a resumed turn runs it with `--resume`, so it loads that
+history, appends the prompt as the user's next message and carries on with its loop."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 
 class BashAgent:
     name = "bash"
+    multi_turn = True
 
     def __init__(self, command_timeout: float = 120.0, output_limit: int = 10000) -> None:
         self.command_timeout = command_timeout
@@ -49,6 +55,9 @@ class BashAgent:
                 "--output-limit", str(self.output_limit)]
         if context.tools is not None:
             argv += ["--tools-file", f"{AGENT_DIR}/tools.json"]
+        if context.session:
+            argv += ["--session-file", f"{AGENT_DIR}/sessions/{context.session}.json"]
+            argv += ["--resume"] if context.resume else []
         return f'{find_python()} exec "$PY" {shlex.join(argv)} </dev/null'
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:

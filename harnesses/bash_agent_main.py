@@ -14,6 +14,11 @@ A task's own tools (`--tools-file`, a JSON list of name, description, input_sche
 tools here: the system prompt lists them and says how to call one from the shell, with orchard's
 `task_tool.py` (bound into the sandbox; ORCHARD_TOOLS_URL and ORCHARD_TOOLS_TOKEN in the
 environment reach the episode's tool gateway).
+
+Continuing a conversation: with `--session-file`, the message history is saved there (JSON,
+`{"schema_version": 1, "messages": [...]}`, replaced whole) when the run ends; with `--resume` too,
+the run starts from that history, the prompt appended as the user's next message, and goes on
+with the same loop (the history's own system prompt is kept).
 """
 
 import argparse
@@ -148,6 +153,25 @@ def parse_text(text):
     return None, None
 
 
+def load_history(path, prompt):
+    """The saved conversation with `prompt` appended as the user's next message."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            messages = json.load(fh)["messages"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"no saved conversation to resume at {path}: {exc}") from None
+    return messages + [{"role": "user", "content": prompt}]
+
+
+def save_history(path, messages):
+    """Write the conversation for the next turn (to a temporary file first, so a run killed
+    mid-write leaves the previous history whole)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump({"schema_version": 1, "messages": messages}, fh)
+    os.replace(path + ".tmp", path)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--base-url", required=True)
@@ -159,6 +183,8 @@ def main(argv=None):
     parser.add_argument("--request-timeout", type=float, default=600.0)
     parser.add_argument("--output-limit", type=int, default=10000)
     parser.add_argument("--tools-file", help="the task's tools (JSON list), called through task_tool.py")
+    parser.add_argument("--session-file", help="save the conversation here when the run ends")
+    parser.add_argument("--resume", action="store_true", help="continue the conversation in --session-file")
     args = parser.parse_args(argv)
     key = os.environ.get("ORCHARD_API_KEY", "none")
     with open(args.prompt_file, encoding="utf-8") as fh:
@@ -171,6 +197,9 @@ def main(argv=None):
     summary = {"turns": 0, "tool_calls": 0, "fenced_blocks": 0, "format_errors": 0, "finish": "max_turns"}
     code = 0
     try:
+        if args.resume:
+            messages = load_history(args.session_file or "", prompt)
+            summary["resumed_messages"] = len(messages) - 1
         while summary["turns"] < args.max_turns:
             summary["turns"] += 1
             reply = chat(args, key, messages)
@@ -216,6 +245,11 @@ def main(argv=None):
     except RuntimeError as exc:
         log(str(exc))
         summary["finish"], summary["error"], code = "error", str(exc), 2
+    if args.session_file and (not args.resume or "resumed_messages" in summary):  # not a history that never loaded
+        try:
+            save_history(args.session_file, messages)
+        except OSError as exc:
+            summary["session_error"] = f"could not save the conversation: {exc}"
     print(json.dumps(summary), flush=True)
     return code
 
