@@ -1,7 +1,13 @@
 """`web`: orchard's own web agent (web_agent_main.py runs inside the sandbox): text-only
 accessibility-tree prompts and BrowserGym-style actions, so even the embedded model can drive a
 browser task. It needs a task with browser tools (the web and miniwob families) and a python3 in
-the sandbox's image; nothing is bound in."""
+the sandbox's image; nothing is bound in.
+
+Continuing a conversation (`multi_turn`): with `HarnessContext.session` set, the agent saves the
+conversation (the user's messages, its answers) and its actions in its private folder
+(`/tmp/orchard-web-agent/sessions/<session>.json`); a resumed turn runs it with `--resume`, the
+prompt being the user's next message, and each model call then shows the whole conversation in
+place of the task. The browser is the episode's, so it is where the last turn left it."""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ SCRIPT = Path(__file__).with_name("web_agent_main.py")
 
 class WebAgent:
     name = "web"
+    multi_turn = True
 
     def check(self) -> list[str]:
         return [] if SCRIPT.is_file() else [f"{SCRIPT} is missing: pip install --force-reinstall orchard-cli"]
@@ -35,6 +42,9 @@ class WebAgent:
     def command(self, context: HarnessContext) -> str:
         argv = ["-I", f"{AGENT_DIR}/agent.py", "--base-url", context.base_url, "--model", context.model,
                 "--prompt-file", f"{AGENT_DIR}/prompt.txt", "--max-turns", str(context.max_turns)]
+        if context.session:
+            argv += ["--session-file", f"{AGENT_DIR}/sessions/{context.session}.json"]
+            argv += ["--resume"] if context.resume else []
         return f'{find_python()} exec "$PY" {shlex.join(argv)} </dev/null'
 
     def run(self, sandbox: SandboxHandle, context: HarnessContext) -> HarnessRun:

@@ -10,6 +10,12 @@ episode's browser tools (ORCHARD_TOOLS_URL, Bearer ORCHARD_TOOLS_TOKEN); the pag
 the next turn's. A reply without an action, or with a malformed one, is shown back as an error.
 The run ends at `answer` (or `send_msg_to_user`) or after max_turns. The last stdout line is a
 JSON summary.
+
+Continuing a conversation: with `--session-file`, the conversation (the user's messages and the
+agent's answers) and the actions so far are saved there when the run ends; with `--resume` too,
+the run starts from them, the prompt being the user's next message. The prompt's `# Task` section
+then becomes `# Conversation` (each user message and answer in order); the browser is the
+episode's, so the page is where the last turn left it.
 """
 
 import argparse
@@ -127,12 +133,37 @@ def parse_action(text):
     return (name, arguments), None
 
 
-def prompt(task, observation, history):
-    lines = ["# Task", task.strip(), "", "# Your actions so far"]
+def prompt(conversation, observation, history):
+    """The one user message of a turn: the task (or the conversation so far), the actions so far,
+    the page now."""
+    if len(conversation) == 1:
+        lines = ["# Task", conversation[0]["content"].strip()]
+    else:
+        lines = ["# Conversation (the user's messages and your answers; act on the last message)"]
+        lines += [f"{'User' if m['role'] == 'user' else 'You'}: {m['content'].strip()}" for m in conversation]
+    lines += ["", "# Your actions so far"]
     lines += [f"{i + 1}. {h}" for i, h in enumerate(history[-HISTORY:])] or ["(none)"]
     page = observation if len(observation) <= OBSERVATION_LIMIT else observation[:OBSERVATION_LIMIT] + "\n..."
     lines += ["", "# The page now", page, "", "Your next action (one line):"]
     return "\n".join(lines)
+
+
+def load_session(path, message):
+    """(conversation, actions) saved by the last turn, the user's `message` appended."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        conversation, history = list(state["conversation"]), list(state["history"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"no saved conversation to resume at {path}: {exc}") from None
+    return conversation + [{"role": "user", "content": message}], history
+
+
+def save_session(path, conversation, history):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump({"schema_version": 1, "conversation": conversation, "history": history}, fh)
+    os.replace(path + ".tmp", path)
 
 
 def main(argv=None):
@@ -143,20 +174,26 @@ def main(argv=None):
     parser.add_argument("--max-turns", type=int, default=30)
     parser.add_argument("--request-timeout", type=float, default=600.0)
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    parser.add_argument("--session-file", help="save the conversation and the actions here when the run ends")
+    parser.add_argument("--resume", action="store_true", help="continue the conversation in --session-file")
     args = parser.parse_args(argv)
     key = os.environ.get("ORCHARD_API_KEY", "none")
     with open(args.prompt_file, encoding="utf-8") as fh:
         task = fh.read()
     system = SYSTEM.format(actions="\n".join("  " + e for e in EXAMPLES))
     summary = {"turns": 0, "actions": 0, "action_errors": 0, "format_errors": 0, "finish": "max_turns"}
-    history = []
+    conversation, history = [{"role": "user", "content": task}], []
+    loaded = not args.resume
     code = 0
     try:
+        if args.resume:
+            conversation, history = load_session(args.session_file or "", task)
+            loaded = True
         ok, observation = tool("observe", {})
         while summary["turns"] < args.max_turns:
             summary["turns"] += 1
             reply = chat(args, key, [{"role": "system", "content": system},
-                                     {"role": "user", "content": prompt(task, observation, history)}])
+                                     {"role": "user", "content": prompt(conversation, observation, history)}])
             message = (reply.get("choices") or [{}])[0].get("message") or {}
             text = message.get("content") or ""
             if isinstance(text, list):
@@ -178,11 +215,17 @@ def main(argv=None):
             history.append(shown)
             observation = result
             if name in FINAL:
+                conversation.append({"role": "assistant", "content": str(arguments.get("text", ""))})
                 summary["finish"] = "answered"
                 break
     except RuntimeError as exc:
         log(str(exc))
         summary["finish"], summary["error"], code = "error", str(exc), 2
+    if args.session_file and loaded:
+        try:
+            save_session(args.session_file, conversation, history)
+        except OSError as exc:
+            summary["session_error"] = f"could not save the conversation: {exc}"
     print(json.dumps(summary), flush=True)
     return code
 
