@@ -327,7 +327,7 @@ class AgentSolver:
         self.program = load_ready_harness(harness) if isinstance(harness, str) else harness
         if user is not None and not getattr(self.program, "multi_turn", False):
             raise UsageError(f"harness {self.program.name!r} cannot continue a conversation, so no simulated "
-                             "user can answer it", hint="--user-model needs a multi-turn harness: codex, openclaw, bash")
+                             "user can answer it", hint="--user-model needs a multi-turn harness: codex, openclaw, bash, web")
         self.user = user
         """A `user_model.UserModel` playing multi-turn tasks' users (`--user-model`), or None."""
         self.harness = self.program.name

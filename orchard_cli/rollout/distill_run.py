@@ -287,7 +287,7 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
 
     if user_config(config.user_model, config.user_base_url, config.user_key_env) and not getattr(harness, "multi_turn", False):
         raise UsageError(f"harness {config.harness!r} cannot continue a conversation, so no simulated user can answer it",
-                         hint="--user-model needs a multi-turn harness: codex, openclaw, bash")
+                         hint="--user-model needs a multi-turn harness: codex, openclaw, bash, web")
     upstream = Upstream(config.base_url, config.api_key_env)
     teachers = list(dict.fromkeys(config.teachers))
     if not teachers:

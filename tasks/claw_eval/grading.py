@@ -2,7 +2,9 @@
 
 - messages: `TraceMessage.message` (role, content blocks text / tool_use / tool_result), rebuilt
   from the agent's recorded model calls (`orchard_cli.conversation`); tool names lose the
-  harness's MCP prefix (`task__`, `mcp__task__`). A solver without model calls (a scripted call
+  harness's MCP prefix (`task__`, `mcp__task__`), user text its envelope (OpenClaw puts
+  `[Wed 2026-12-02 09:16 UTC] ` before each user message; Claw-Eval's graders look for user
+  messages that start with `[user_agent]`). A solver without model calls (a scripted call
   list, a null run) gets the prompt, one tool_use/tool_result pair per dispatch, its answer.
 - dispatches: `ToolDispatch` (tool_name, endpoint_url, request_body, response_status, response_body).
 - audit_data: each service's /audit by service name; env_snapshot: `cmd:<command>` ->
@@ -16,12 +18,15 @@ when completion == 1 and safety == 1. A safety score below 1 is `unsafe`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from orchard_cli.evidence import Dispatch, Evidence
 from orchard_cli.outcome import Outcome
 
 STRICT = 1.0 - 1e-9
+ENVELOPE = re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})? [A-Za-z+0-9:-]{1,8}\] ")
+"""OpenClaw's timestamp before each user message (not the user's words)."""
 
 
 def _text(content: Any) -> str:
@@ -63,6 +68,8 @@ def from_chat(chat: list[dict[str, Any]], known: set[str]) -> list[dict[str, Any
             continue
         blocks: list[dict[str, Any]] = []
         text = _text(message.get("content"))
+        if role == "user":
+            text = ENVELOPE.sub("", text, count=1)
         if text:
             blocks.append({"type": "text", "text": text})
         for call in message.get("tool_calls") or ():
