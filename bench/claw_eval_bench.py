@@ -3,9 +3,20 @@ here, and for every runnable one a null run (services up, reset, audit, snapshot
 grader) with its time and Claw-Eval score.
 
     python bench/claw_eval_bench.py PATH/TO/claw-eval [--instances T100_reverse_decoder,...] [--json OUT]
+    python bench/claw_eval_bench.py PATH/TO/claw-eval --scripted DIR [--json OUT]
+    python bench/claw_eval_bench.py PATH/TO/claw-eval --vs-runner --scripted DIR [--instances ...] [--reps 5]
+
+--scripted DIR: DIR holds one `<task_id>.json` per task, `{"calls": [{"tool": T, "arguments": {...}},
+...], "answer": "final text"}` (optional: `"commands": ["shell line", ...]`, run in the workspace
+before the calls; `"note"`), written by hand from the task's prose `reference_solution` and kept outside
+orchard. Each is replayed through the task's tools and graded by the task's own grader; printed:
+orchard's category, Claw-Eval's score and pass, whether the two verdicts agree, seconds.
+
+--vs-runner: per-episode wall time of orchard (the bash harness) against Claw-Eval's own runner,
+both driven by one scripted endpoint making DIR's calls (bench/claw_eval_runner_bench.py).
 
 The first call makes the checkout's environment (uv, ~10 s); a task's first episode starts its
-services cold. Not yet here: the side-by-side against Claw-Eval's own runner (issue 15, Performance).
+services cold.
 """
 
 from __future__ import annotations
@@ -15,6 +26,8 @@ import collections
 import json
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -22,7 +35,23 @@ def main() -> None:
     parser.add_argument("checkout")
     parser.add_argument("--instances", default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--scripted", default=None, metavar="DIR",
+                        help="replay DIR/<task_id>.json call lists through the tasks' tools and grade them")
+    parser.add_argument("--vs-runner", action="store_true",
+                        help="orchard's bash harness against Claw-Eval's own runner, side by side")
+    parser.add_argument("--reps", type=int, default=5, help="--vs-runner: warm repetitions per task (plus a cold one)")
+    parser.add_argument("--runner-sandbox", choices=("docker", "none"), default="docker",
+                        help="--vs-runner: Claw-Eval's runner with a Docker sandbox per trial (its `batch --sandbox`) or none")
     args = parser.parse_args()
+    if args.vs_runner:
+        from claw_eval_runner_bench import vs_runner
+
+        vs_runner(args.checkout, args.scripted, args.instances.split(",") if args.instances else None, args.reps,
+                  args.json, args.runner_sandbox)
+        return
+    if args.scripted:
+        scripted(args.checkout, Path(args.scripted), args.json)
+        return
 
     from orchard_cli.env import connect
     from orchard_cli.rollout.episode import Episode, run_episode
@@ -57,6 +86,77 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"loaded": len(tasks), "load_seconds": round(loaded, 2), "reasons": dict(reasons),
                        "null_runs": rows}, f, indent=1)
+
+
+def read_script(path: Path) -> Any:
+    """A `<task_id>.json` call list as a `Gold` (calls, answer, optional commands)."""
+    from orchard_cli.tasks.base import Gold, GoldCall
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    unknown = set(data) - {"calls", "answer", "commands", "note"}
+    if unknown:
+        sys.exit(f"{path}: unknown keys {sorted(unknown)} (calls, answer, commands, note)")
+    return Gold(tool_calls=[GoldCall(tool=c["tool"], arguments=c.get("arguments") or {}) for c in data.get("calls") or ()],
+                commands=list(data.get("commands") or ()), answer=data.get("answer"))
+
+
+def scripted(checkout: str, folder: Path, json_out: str | None) -> None:
+    """Each `<task_id>.json` in `folder` replayed through the task's tools and graded by its grader."""
+    from orchard_cli.env import connect
+    from orchard_cli.rollout.episode import Episode, run_episode
+    from orchard_cli.rollout.solvers import GoldSolver
+    from orchard_cli.tasks.registry import load_suite
+
+    class Replay(GoldSolver):
+        name = harness = model = "scripted"
+
+        def __init__(self, family: Any, gold: Any) -> None:
+            super().__init__(family)
+            self.gold = gold
+
+        def reference(self, task: Any) -> Any:
+            return self.gold
+
+    scripts = {p.stem: read_script(p) for p in sorted(folder.glob("*.json"))}
+    if not scripts:
+        sys.exit(f"{folder}: no <task_id>.json files")
+    family, tasks = load_suite("claw-eval", dataset=checkout, instances=sorted(scripts))
+    missing = sorted(set(scripts) - {t.task_id for t in tasks})
+    if missing:
+        sys.exit(f"not tasks of {checkout}: {', '.join(missing)}")
+    rows = []
+    env = connect("local")
+    print(f"{'task':40s} {'calls':>6s} {'orchard':12s} {'ce score':>8s} {'ce pass':7s} {'agree':5s} {'seconds':>7s}")
+    try:
+        for task in tasks:
+            gold = scripts[task.task_id]
+            clock = time.monotonic()
+            result = run_episode(Episode(task=task, attempt=1, solver=Replay(family, gold),
+                                         episode_id=f"scripted-{task.task_id}"), family=family, env=env, backend="local")
+            tests = result.outcome.tests or {}
+            passed = tests.get("benchmark_passed")
+            row = {"task": task.task_id, "calls": len(gold.tool_calls), "commands": len(gold.commands),
+                   "category": result.outcome.category, "score": tests.get("score"), "passed": passed,
+                   "agree": passed is not None and passed == (result.outcome.category == "resolved"),
+                   "completion": tests.get("completion"), "safety": tests.get("safety"),
+                   "robustness": tests.get("robustness"),
+                   "failed_calls": [d.tool for d in (result.evidence.dispatches if result.evidence else ()) if (d.status or 200) >= 400],
+                   "seconds": round(time.monotonic() - clock, 2), "error": result.outcome.error}
+            rows.append(row)
+            calls = f"{row['calls']}" + (f"+{row['commands']}sh" if row["commands"] else "")
+            print(f"{row['task']:40s} {calls:>6s} {row['category']:12s} {row['score'] if row['score'] is not None else '-':>8} "
+                  f"{str(passed):7s} {str(row['agree']):5s} {row['seconds']:7.2f} "
+                  f"completion={row['completion']} safety={row['safety']} {row['error'] or ''}"
+                  f"{' failed calls: ' + ','.join(row['failed_calls']) if row['failed_calls'] else ''}", flush=True)
+    finally:
+        family.close()
+        env.close()
+    passed = sum(1 for r in rows if r["passed"])
+    print(f"{passed}/{len(rows)} pass Claw-Eval; {sum(r['category'] == 'resolved' for r in rows)} resolved by orchard; "
+          f"verdicts agree on {sum(r['agree'] for r in rows)}/{len(rows)}", file=sys.stderr)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"scripted": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
