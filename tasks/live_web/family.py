@@ -60,7 +60,10 @@ class LiveWebFamily(LeasedFamily):
     def new_pool(self) -> Any:
         from orchard_cli.tasks.web.browser_pool import BrowserPool
 
-        return BrowserPool("live-web")
+        import os
+
+        # the jail shows the browser none of /etc but what it needs; the live web needs the resolver's file
+        return BrowserPool("live-web", lambda: [p for p in ("/etc/resolv.conf",) if os.path.exists(p)])
 
     # ---- tasks -------------------------------------------------------------------------------
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:

@@ -30,9 +30,9 @@ SITE_URL = re.compile(r"^([a-z][a-z0-9-]*):(/.*)$")
 
 
 def public_host(host: str | None) -> bool:
-    """Whether a live-web page may reach `host`: a name, or an IP address outside the host's own
-    networks (loopback, private, link-local, the cloud metadata address). Only the URL is read: a
-    public name that resolves to a private address is not caught here."""
+    """Whether a live-web page may reach `host` as the URL names it: a name, or an IP address
+    outside the host's own networks (loopback, private, link-local, the cloud metadata address).
+    Where a name resolves is checked apart, before each request (`_resolves_public`)."""
     import ipaddress
 
     if not host:
@@ -45,6 +45,16 @@ def public_host(host: str | None) -> bool:
     except ValueError:
         return True
     return address.is_global
+
+
+def global_address(address: str) -> bool:
+    """A resolved address (not a name) on the public internet."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).is_global
+    except ValueError:
+        return False
 
 
 class ActionError(Exception):
@@ -63,6 +73,7 @@ class BrowserEpisode:
         self.allowed = [a.rstrip("/") for a in (allowed if allowed is not None else list(sites.values()))]
         self.open_web = open_web
         """The live web (`--network full`): any public http(s) origin too, besides `allowed`."""
+        self._resolved: dict[str, bool] = {}
         self.viewport = viewport
         self.action_timeout_ms = action_timeout * 1000
         self.call_timeout = call_timeout
@@ -132,14 +143,61 @@ class BrowserEpisode:
 
     async def _route(self, route: Any) -> None:
         request = route.request
-        if self.is_allowed(request.url):
+        if not self.is_allowed(request.url):
+            self._block(request.url, request.method, request.resource_type)
+            await route.abort("blockedbyclient")
+            return
+        if not self.open_web:
             await route.continue_()
             return
-        self._block(request.url, request.method, request.resource_type)
-        await route.abort("blockedbyclient")
+        await self._fetch_hop(route)
+
+    def _own_site(self, url: str) -> bool:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        return any(origin == a for a in self.allowed)
+
+    async def _fetch_hop(self, route: Any) -> None:
+        """The live web, one hop at a time: the browser would follow a redirect without asking the
+        route again, so orchard fetches each request itself without following redirects, checks
+        where the name resolves (a public name for a private address is blocked) and where a
+        redirect points, and hands the browser the response; the browser's request for the next
+        hop comes through here again."""
+        request = route.request
+        if not (self._own_site(request.url) or await self._resolves_public(request.url)):
+            self._block(request.url, request.method, request.resource_type)
+            await route.abort("blockedbyclient")
+            return
+        try:
+            response = await route.fetch(max_redirects=0, timeout=self.call_timeout * 1000)
+        except Exception:  # noqa: BLE001 - the site failed: the page sees a failed request
+            await route.abort("failed")
+            return
+        location = response.headers.get("location")
+        if 300 <= response.status < 400 and location:
+            target = urljoin(request.url, location)
+            if not self.is_allowed(target) or not (self._own_site(target) or await self._resolves_public(target)):
+                self._block(target, request.method, request.resource_type)
+                await route.abort("blockedbyclient")
+                return
+        await route.fulfill(response=response)
+
+    async def _resolves_public(self, url: str) -> bool:
+        """Every address the URL's host name resolves to is a public one (cached per episode)."""
+        import socket
+
+        host = urlsplit(url).hostname or ""
+        if host not in self._resolved:
+            try:
+                found = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+                self._resolved[host] = bool(found) and all(global_address(info[4][0]) for info in found)
+            except OSError:
+                self._resolved[host] = True  # no such name: the fetch fails on its own
+        return self._resolved[host]
 
     async def _route_socket(self, socket: Any) -> None:
-        if self.is_allowed(socket.url.replace("ws", "http", 1)):
+        url = socket.url.replace("ws", "http", 1)
+        if self.is_allowed(url) and (not self.open_web or self._own_site(url) or await self._resolves_public(url)):
             socket.connect_to_server()
             return
         self._block(socket.url, "GET", "websocket")

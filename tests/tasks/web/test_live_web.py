@@ -24,9 +24,15 @@ PAGES = {"/": "<html><title>Gadget shop</title><body><h1>Gadget shop</h1><a href
 
 class Site(BaseHTTPRequestHandler):
     hits: list[str] = []
+    redirect_to = ""
 
     def do_GET(self) -> None:  # noqa: N802
         type(self).hits.append(self.path)
+        if self.path == "/redir":  # an open redirect on the start site, to a loopback service
+            self.send_response(302)
+            self.send_header("Location", type(self).redirect_to)
+            self.end_headers()
+            return
         body = PAGES.get(self.path.split("?")[0])
         self.send_response(200 if body else 404)
         self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -37,8 +43,12 @@ class Site(BaseHTTPRequestHandler):
         pass
 
 
-def serve() -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
+class Other(Site):
+    hits: list[str] = []
+
+
+def serve(handler=Site) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -116,7 +126,8 @@ def test_without_network_full_no_task_starts(tmp_path) -> None:
 @pytest.fixture(scope="module")
 def site():
     server = serve()
-    other = serve()  # a second loopback service the pages must not reach
+    other = serve(Other)  # a second loopback service the pages must not reach
+    Site.redirect_to = f"http://127.0.0.1:{other.server_port}/secret"
     yield f"http://127.0.0.1:{server.server_port}", f"http://127.0.0.1:{other.server_port}"
     server.shutdown()
     other.shutdown()
@@ -125,20 +136,32 @@ def site():
 @pytest.fixture(scope="module")
 def deepshop_run(site, tmp_path_factory):
     """Two DeepShop tasks browsed by orchard's web agent, scripted: the first opens the product
-    page, tries the cloud metadata address, answers; the second tries another loopback service
+    page, tries the cloud metadata address, answers; the second tries another loopback service,
+    an open redirect on the start site to it, and a public-looking name that resolves to loopback,
     and answers."""
+    import socket
+
     start, other = site
     tmp = tmp_path_factory.mktemp("live")
     data = write_jsonl(tmp / "deepshop.jsonl", deepshop_rows(start + "/"))
     teacher = ScriptedEndpoint([f'goto("{start}/mug.html")', 'goto("http://169.254.169.254/latest/meta-data")',
                                 'answer("Blue mug, $12, 4.6 stars")',
-                                f'goto("{other}/")', 'answer("A blue mug")'], model="teacher")
+                                f'goto("{other}/")', f'goto("{start}/redir")',
+                                f'goto("http://intranet.example:{other.rsplit(":", 1)[1]}/secret")',
+                                'answer("A blue mug")'], model="teacher")
     info = teacher.start()
     run = tmp / "run"
+    real = socket.getaddrinfo
+
+    def resolve(host, *args, **kwargs):  # a DNS name that points at the host's loopback
+        return real("127.0.0.1" if host == "intranet.example" else host, *args, **kwargs)
+
+    socket.getaddrinfo = resolve
     try:
         code = main(["eval", "deepshop", "--dataset", data, "--network", "full", "--harness", "web",
                      "--model", "teacher", "--base-url", info.base_url, "--max-turns", "6", "--out", str(run)])
     finally:
+        socket.getaddrinfo = real
         teacher.stop()
     assert code == 0
     return run
@@ -160,7 +183,11 @@ def test_the_agent_browses_the_pages_and_the_episodes_wait_for_a_judge(deepshop_
     assert first["state"]["url"].endswith("/mug.html")
     assert any(b["url"].startswith("http://169.254.169.254") for b in first["state"]["blocked"])
     second = _evidence(deepshop_run, "Gadgets--2")
-    assert any(b["url"].startswith(site[1]) for b in second["state"]["blocked"]), "another loopback port is not the web"
+    blocked = [b["url"] for b in second["state"]["blocked"]]
+    assert f"{site[1]}/" in blocked, "another loopback port is not the web"
+    assert f"{site[1]}/secret" in blocked, "nor is it behind a redirect of the start site"
+    assert any(u.startswith("http://intranet.example") for u in blocked), "nor behind a name that resolves to it"
+    assert Other.hits == [] and Site.hits.count("/redir") == 1
     assert Site.hits.count("/mug.html") == 1
     folder = next((deepshop_run / "logs").glob("Gadgets--1*/attempt-1"))
     succeeded = sum(d["status"] == 200 for d in first["dispatches"])
