@@ -3,7 +3,9 @@
 The environment is made once per dependency set (the content of the checkout's requirements.txt
 and pyproject.toml, and the Python version) with uv under ORCHARD_HOME/claw-eval/envs/<key>/,
 never in orchard's own; the resolved versions go to <key>.lock beside it. Orchard never imports
-the checkout: `helper.py` runs in that environment and answers over JSON.
+the checkout: `helper.py` runs in that environment and answers over JSON. Grading goes to warm
+helpers (`helper.py serve`, the checkout imported once each): one per grade in flight at most,
+kept for the next; a helper that fails or outlives its timeout is killed and a new one started.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import hashlib
 import json
 import os
 import shutil
+import selectors
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -55,6 +61,8 @@ class Checkout:
             if not (self.root / rel).is_file():
                 raise UsageError(f"{self.root}: the checkout lacks {name} ({rel}), which orchard needs")
         self._python: str | None = None
+        self._idle: list[Grader] = []
+        self._lock = threading.Lock()
 
     # ---- identity ----------------------------------------------------------------------------
     def commit(self) -> str | None:
@@ -133,6 +141,30 @@ class Checkout:
         return env
 
     # ---- the helper --------------------------------------------------------------------------
+    def grade(self, payload: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
+        """The task's grader on one episode, in a warm helper."""
+        with self._lock:
+            grader = self._idle.pop() if self._idle else None
+        if grader is None:
+            grader = Grader(self)
+        try:
+            answer = grader.ask(payload, timeout)
+        except BaseException:
+            grader.stop()
+            raise
+        with self._lock:
+            self._idle.append(grader)
+        if answer.get("error"):
+            raise CheckoutError(f"claw-eval grade failed: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        """Stop the warm helpers (a later grade starts new ones)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for grader in idle:
+            grader.stop()
+
     def helper(self, op: str, payload: dict[str, Any] | None = None, timeout: float = 300) -> dict[str, Any]:
         job = subprocess.run([self.python(), str(HELPER), op, str(self.root)], cwd=self.root, env=self.environ(),
                              input=json.dumps(payload) if payload is not None else "", capture_output=True,
@@ -143,3 +175,60 @@ class Checkout:
             tail = (job.stderr or job.stdout).strip().splitlines()
             raise CheckoutError(f"claw-eval {op} failed: {tail[-1] if tail else f'exit {job.returncode}'}")
         return json.loads(job.stdout.rsplit(MARKER, 1)[1])
+
+
+class Grader:
+    """One warm `helper.py serve` process: a request line in, an answer line out."""
+
+    def __init__(self, checkout: Checkout) -> None:
+        self.log = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # its stderr, for the last line of a failure
+        self.proc = subprocess.Popen([checkout.python(), str(HELPER), "serve", str(checkout.root)], cwd=checkout.root,
+                                     env=checkout.environ(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, encoding="utf-8")
+        self.root = checkout.root
+
+    def ask(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps({"op": "grade", "payload": payload}, ensure_ascii=False) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # it died: the read below says why
+        line = self._readline(timeout)
+        if line is None:
+            if self.proc.poll() == 3:
+                raise UsageError(f"{self.root}: the checkout lacks a module orchard needs: {self._last_error()}")
+            raise CheckoutError(f"claw-eval grade failed: {self._last_error() or 'the grading helper ended'}")
+        return json.loads(line[len(MARKER.lstrip()):])
+
+    def _readline(self, timeout: float) -> str | None:
+        stdout = self.proc.stdout
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CheckoutError(f"claw-eval grade did not answer within {timeout:g} s")
+                if selector.select(left):
+                    line = stdout.readline()  # type: ignore[union-attr]
+                    if not line:
+                        self.proc.wait(timeout=10)
+                        return None
+                    if line.startswith(MARKER.lstrip()):
+                        return line
+
+    def _last_error(self) -> str:
+        self.log.seek(0)
+        lines = [ln.strip() for ln in self.log.read().splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # type: ignore[union-attr]
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - it will not end politely
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.log.close()

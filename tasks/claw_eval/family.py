@@ -74,6 +74,14 @@ class ClawEvalFamily(LeasedFamily):
         key = read_key(judge.key_env) if judge.key_env else os.environ.get("OPENAI_API_KEY")
         self.judge = {"model": judge.model, "base_url": judge.base_url, "api_key": key}
 
+    def close(self) -> None:
+        """The run is over: its service sets and the checkouts' warm grading helpers stop."""
+        super().close()
+        with self._lock:
+            checkouts = list(self._checkouts.values())
+        for checkout in checkouts:
+            checkout.close()
+
     def new_pool(self) -> Any:
         from orchard_cli.tasks.claw_eval.services import ServicePool
 
@@ -268,6 +276,6 @@ class ClawEvalFamily(LeasedFamily):
             if failure:
                 return Outcome(resolved=False, category="infra_error", error=f"a service failed: {failure}")
         checkout = self.checkout(task.record["root"])
-        result = checkout.helper("grade", grading.request(task.record, evidence, self.judge))
+        result = checkout.grade(grading.request(task.record, evidence, self.judge))
         return grading.outcome(result)
 

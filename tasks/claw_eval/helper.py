@@ -2,6 +2,11 @@
 
     python helper.py load  ROOT            -> stdout: {"tasks": [...], "problems": [...]}
     python helper.py grade ROOT < JSON     -> stdout: {"scores": {...}, "task_score": float, ...}
+    python helper.py serve ROOT            -> one grade per stdin line ({"op": "grade", "payload": ...}),
+                                              one answer line each (`@@ORCHARD@@` + JSON, `{"error": ...}`
+                                              for a grader that raised); ends at EOF. The checkout is
+                                              imported once: a warm grade takes milliseconds, not the
+                                              ~0.4 s of its imports. What graders print goes to stderr.
 
 Only the standard library and the checkout's own modules are imported here; orchard talks to this
 script over JSON, so nothing of the checkout ever enters orchard's process. The checkout modules
@@ -136,8 +141,34 @@ def grade(root: Path, request: dict) -> dict:
             "passed": bool(scoring.is_pass(task_score)), "judge_calls": len(calls)}
 
 
+def serve(root: Path) -> None:
+    import os
+    import traceback
+
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # a grader's prints must not land among the answers
+    sys.stdout = sys.stderr
+    _modules(root)  # a missing module: exit 3 now, before the first request
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            if request.get("op") != "grade":
+                raise ValueError(f"unknown operation {request.get('op')!r}")
+            out = grade(root, request["payload"])
+        except Exception as exc:  # noqa: BLE001 - this request fails, the server goes on
+            traceback.print_exc()
+            out = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"}
+        answers.write("@@ORCHARD@@" + json.dumps(out, ensure_ascii=False, default=str) + "\n")
+        answers.flush()
+
+
 def main() -> None:
     op, root = sys.argv[1], Path(sys.argv[2]).resolve()
+    if op == "serve":
+        serve(root)
+        return
     if op == "load":
         out = load(root)
     elif op == "grade":
