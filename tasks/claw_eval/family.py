@@ -39,6 +39,25 @@ KINDS = {"T": "general", "M": "multimodal", "C": "multi_turn"}
 USER_MARK = "[user_agent]\n"
 
 
+SHIM_DIR = "/opt/orchard-claw-eval/bin"
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def python_shim() -> Path:
+    """A folder holding `python` -> /usr/bin/python3, first on the sandbox's PATH: Claw-Eval's own
+    sandbox image has a `python`, and its tasks' snapshot commands and graders call it by that name."""
+    from orchard_cli.home import state_dir
+
+    folder = state_dir("claw-eval", "bin")
+    link = folder / "python"
+    if not link.is_symlink():
+        try:
+            link.symlink_to("/usr/bin/python3")
+        except FileExistsError:  # another worker made it
+            pass
+    return folder
+
+
 class ClawEvalFamily(LeasedFamily):
     name = "claw-eval"
     grading = "in_place"
@@ -193,8 +212,9 @@ class ClawEvalFamily(LeasedFamily):
         definition = task.record["definition"]
         lease = self.pool.lease_for(definition.get("services") or [], checkout.root, checkout.python(), checkout.environ())
         timeout = int((definition.get("environment") or {}).get("timeout_seconds") or 300)
-        return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900,
-                                           "labels": self.labels(lease)})
+        return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900, "labels": self.labels(lease),
+                                           "mounts": [{"source": str(python_shim()), "target": SHIM_DIR}],
+                                           "env": {"PATH": f"{SHIM_DIR}:{SANDBOX_PATH}"}})
 
     def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
         folder = Path(task.record["root"]) / "tasks" / task.record["folder"]

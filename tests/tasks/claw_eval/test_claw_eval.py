@@ -105,6 +105,8 @@ def test_scripted_calls_pass_wrong_calls_fail_and_the_services_are_reused(mini):
         added = _run(family, by_id["T02_add_note"], Scripted(family, ADD), env)
         assert added.outcome.category == "resolved", added.outcome.log
         assert "BRIEF_PRESENT" in json.dumps(added.evidence.state["env_snapshot"])
+        ran = added.evidence.state["env_snapshot"]['cmd:python -c "print(6 * 7)"']  # `python`, as in Claw-Eval's image
+        assert ran["exit_code"] == 0 and ran["stdout"].strip() == "42", ran
         null = _run(family, by_id["T02_add_note"], EmptySolver(), env)
         assert null.outcome.category == "unresolved" and null.outcome.error is None
         assert family.pool.started == 1, "one service set, reset (not restarted) for every attempt"
