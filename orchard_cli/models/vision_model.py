@@ -199,7 +199,7 @@ def decode_image(data: bytes, name: str = "image") -> Any:
     try:
         with Image.open(io.BytesIO(data)) as image:
             return image.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"{name!r} is not a readable image ({_first_line(exc)})") from None
 
 
