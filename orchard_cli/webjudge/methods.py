@@ -28,6 +28,8 @@ from typing import Any, Callable
 from orchard_cli.webjudge.episodes import JudgedEpisode
 
 METHODS = ("webjudge", "webvoyager", "deepshop")
+WHOLE = "task"
+"""deepshop: the one 'aspect' of a task whose row names none (judged as a whole)."""
 SUITE_METHOD = {"webvoyager": "webvoyager", "online-mind2web": "webjudge", "deepshop": "deepshop"}
 """Each live-web suite's own method (`orchard judge --method auto`); any other run: webjudge."""
 
@@ -157,7 +159,7 @@ def webjudge(ask: Ask, episode: JudgedEpisode, *, threshold: int = 3, max_images
 
 
 def deepshop(ask: Ask, episode: JudgedEpisode, *, last_images: int = 15) -> Verdict:
-    aspects = dict(episode.record.get("aspects") or {}) or {"task": episode.task}
+    aspects = dict(episode.record.get("aspects") or {}) or {WHOLE: episode.task}
     shots = episode.screenshots[-last_images:]
     verdicts: dict[str, bool | None] = {}
     reasons: list[str] = []

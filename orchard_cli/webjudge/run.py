@@ -87,7 +87,7 @@ def method_for(run: Path, method: str) -> str:
         return sorted(own)[0] if len(own) == 1 else "webjudge"
     if method not in METHODS:
         raise UsageError(f"--method {method!r}: use auto, {', '.join(METHODS)}")
-    if method == "deepshop" and tasks and not any("aspects" in t.record for t in tasks):
+    if method == "deepshop" and tasks and not any(t.suite == "deepshop" for t in tasks):
         raise UsageError(f"--method deepshop judges DeepShop's aspects, and {run} holds no DeepShop task",
                          hint="orchard eval deepshop --dataset FILE --network full ..., or --method webjudge")
     return method
@@ -128,10 +128,12 @@ def judge_run(run: Path, method: str, config: JudgeConfig, *, threshold: int = 3
     decided = [j for j in judged if j.success is not None]
     aspect_rates = None
     if method == "deepshop":
+        from orchard_cli.webjudge.methods import WHOLE
+
         marks: dict[str, list[bool]] = {}
         for j in decided:
             for name, passed in (j.details.get("aspects") or {}).items():
-                if passed is not None:
+                if passed is not None and name != WHOLE:  # DeepShop's aspects only
                     marks.setdefault(name, []).append(bool(passed))
         aspect_rates = {name: round(sum(v) / len(v), 4) for name, v in marks.items()}
     compared = [j for j in decided if j.resolved is not None]

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchard_cli.errors import UsageError
 
@@ -105,29 +105,52 @@ def _id(value: Any, where: str) -> str:
     return text
 
 
+def _optional(row: dict[str, Any], where: str, name: str) -> str | None:
+    value = row.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise UsageError(f"{where}: {name!r} is {value!r}, not a text")
+    return str(value).strip() or None
+
+
+def _task(where: str, **fields: Any) -> LiveTask:
+    try:
+        return LiveTask.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"{where}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
 def webvoyager(row: dict[str, Any], where: str) -> LiveTask:
     url = _url(_text(row, where, "web"), where)
-    return LiveTask(id=_id(row.get("id"), where), suite="webvoyager", prompt=_text(row, where, "ques"),
-                    start_url=url, website=str(row.get("web_name") or host_of(url)))
+    return _task(where, id=_id(row.get("id"), where), suite="webvoyager", prompt=_text(row, where, "ques"),
+                 start_url=url, website=_optional(row, where, "web_name") or host_of(url))
 
 
 def online_mind2web(row: dict[str, Any], where: str) -> LiveTask:
+    import math
+
     url = _url(_text(row, where, "website"), where)
     length = row.get("reference_length")
-    return LiveTask(id=_id(row.get("task_id"), where), suite="online-mind2web",
-                    prompt=_text(row, where, "task_description", "confirmed_task"), start_url=url,
-                    website=host_of(url), level=str(row["level"]) if row.get("level") else None,
-                    reference_length=int(length) if isinstance(length, (int, float)) else None)
+    if length is not None and (isinstance(length, bool) or not isinstance(length, (int, float))
+                               or not math.isfinite(length) or length < 0):
+        raise UsageError(f"{where}: 'reference_length' is {length!r}, not a number of steps")
+    return _task(where, id=_id(row.get("task_id"), where), suite="online-mind2web",
+                 prompt=_text(row, where, "task_description", "confirmed_task"), start_url=url,
+                 website=host_of(url), level=_optional(row, where, "level"),
+                 reference_length=int(length) if length is not None else None)
 
 
 def deepshop(row: dict[str, Any], where: str) -> LiveTask:
-    task = webvoyager(row, where)
+    url = _url(_text(row, where, "web"), where)
     missing = [a for a in ASPECTS if not isinstance(row.get(a), str)]
     if missing:
         raise UsageError(f"{where}: no {missing[0]!r} aspect (DeepShop writes \"None\" for an aspect the query lacks)")
     aspects = {a: row[a].strip() for a in ASPECTS if row[a].strip() and row[a].strip() != "None"}
-    return task.model_copy(update={"suite": "deepshop", "aspects": aspects, "category": row.get("category") or None,
-                                   "level": row.get("difficulty") or None})
+    return _task(where, id=_id(row.get("id"), where), suite="deepshop", prompt=_text(row, where, "ques"),
+                 start_url=url, website=_optional(row, where, "web_name") or host_of(url), aspects=aspects,
+                 category=_optional(row, where, "category"), level=_optional(row, where, "difficulty"))
 
 
 FORMATS: dict[str, Callable[[dict[str, Any], str], LiveTask]] = {

@@ -28,10 +28,9 @@ from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.leased import LeasedFamily, infra_failures
+from orchard_cli.webjudge.methods import SUITE_METHOD
 
 LEASE_LABEL = "orchard.live-web.lease"
-JUDGE_METHOD = {"webvoyager": "webvoyager", "online-mind2web": "webjudge", "deepshop": "deepshop"}
-"""Each suite's own judging method (`orchard judge RUN` uses it unless --method names another)."""
 LIMITS = {"timeout_seconds": 900.0, "max_turns": 30.0}
 
 
@@ -78,7 +77,8 @@ class LiveWebFamily(LeasedFamily):
         if not path.is_file():
             raise UsageError(f"--dataset {selection.dataset}: no such file")
         self.network = selection.network
-        require_browser()
+        if self.network == "full":  # episodes will run: say now, once, what the browser lacks
+            require_browser()
         parsed = load_file(suite.name, path)
         rows = [{"instance_id": t.id, "repo": t.website} for t in parsed]
         by_id = {t.id: t for t in parsed}
@@ -106,7 +106,7 @@ class LiveWebFamily(LeasedFamily):
         return {"instance_id": task.task_id, "suite": task.suite, "family": self.name, "website": parsed.website,
                 "start": parsed.start_url, "prompt": parsed.prompt, "level": parsed.level,
                 "category": parsed.category, "reference_length": parsed.reference_length,
-                "aspects": parsed.aspects or None, "judge_method": JUDGE_METHOD[task.suite]}
+                "aspects": parsed.aspects or None, "judge_method": SUITE_METHOD[task.suite]}
 
     def limits(self, task: Task) -> dict[str, float]:
         return dict(LIMITS)
@@ -200,5 +200,5 @@ def grade(suite: str, evidence: Evidence) -> Outcome:
     answer = evidence.answer if evidence.answer is not None else "(none)"
     return Outcome(resolved=False, category="needs_judge",
                    log=f"{steps} action(s); final URL {evidence.state.get('url')}; answer: {answer[:500]}\n"
-                       f"judge it: orchard judge RUN (method {JUDGE_METHOD.get(suite, 'webjudge')})\n",
+                       f"judge it: orchard judge RUN (method {SUITE_METHOD.get(suite, 'webjudge')})\n",
                    tests={"summary": "not judged yet"})

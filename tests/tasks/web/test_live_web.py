@@ -98,6 +98,7 @@ def test_the_three_published_formats_load(tmp_path) -> None:
     ([{"id": "A--0", "ques": "q", "web": "https://a.example/"}, {"id": "A--0", "ques": "q", "web": "https://a.example/"}],
      "used twice"),
     ([{"id": "A--0", "ques": "q", "web": "ftp://a.example/"}], "not an http(s) address"),
+    ([{"id": "A--0", "ques": "q", "web": "https://a.example/", "web_name": ["A"]}], "'web_name' is ['A'], not a text"),
 ])
 def test_a_bad_data_file_is_one_line_and_exit_2(tmp_path, capsys, rows, says) -> None:
     path = write_jsonl(tmp_path / "bad.jsonl", rows)
@@ -105,6 +106,19 @@ def test_a_bad_data_file_is_one_line_and_exit_2(tmp_path, capsys, rows, says) ->
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
     assert not (tmp_path / "r").exists(), "nothing written for a refused run"
+
+
+@pytest.mark.parametrize("suite, row, says", [
+    ("online-mind2web", {"task_id": "x1", "website": "https://a.example/", "task_description": "d",
+                         "reference_length": float("nan")}, "'reference_length' is nan"),
+    ("deepshop", {**deepshop_rows("https://a.example/")[0], "category": 5.5}, "'category' is 5.5, not a text"),
+])
+def test_bad_fields_of_the_other_formats(tmp_path, capsys, suite, row, says) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(row) + "\n")  # NaN as JSON allows it (json.dumps writes NaN)
+    assert main(["eval", suite, "--dataset", str(path), "--predictions", "empty", "--out", str(tmp_path / "r")]) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_without_a_data_file_or_with_a_bad_network_mode(tmp_path, capsys) -> None:
@@ -115,12 +129,16 @@ def test_without_a_data_file_or_with_a_bad_network_mode(tmp_path, capsys) -> Non
     assert "--network 'open'" in capsys.readouterr().err
 
 
-def test_without_network_full_no_task_starts(tmp_path) -> None:
-    path = write_jsonl(tmp_path / "d.jsonl", deepshop_rows("https://a.example/"))
+def test_without_network_full_no_task_starts(tmp_path, capsys) -> None:
+    path = write_jsonl(tmp_path / "w.jsonl", [{"id": "A--0", "ques": "q", "web": "https://a.example/"}] * 1)
     run = tmp_path / "run"
-    assert main(["eval", "deepshop", "--dataset", path, "--predictions", "empty", "--out", str(run)]) == 0
+    assert main(["eval", "webvoyager", "--dataset", path, "--predictions", "empty", "--out", str(run)]) == 0
     card = json.loads((run / "scorecard.json").read_text())
-    assert card["by_category"]["needs_network"] == 2 and card["resolved"] == 0
+    assert card["by_category"]["needs_network"] == 1 and card["resolved"] == 0
+    capsys.readouterr()
+    assert main(["judge", str(run), "--method", "deepshop", "--judge-model", "m",
+                 "--judge-base-url", "http://127.0.0.1:9/v1"]) == 2  # a WebVoyager run has no DeepShop aspects
+    assert "holds no DeepShop task" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
