@@ -41,6 +41,7 @@ EMBEDDED_INSTALL = "scripts/install-model.sh"
 HARNESS_GRACE_SECONDS = 60.0  # beyond its own limit, how long a harness may take to return
 CALL_GRACE_SECONDS = 10.0  # how long a model call in flight when the harness ends may take to finish
 INFRA_STATUSES = frozenset({401, 403, 404, 408, 429})
+USER_ERROR = "simulated user: "
 
 
 class Price(BaseModel):
@@ -102,6 +103,19 @@ class AgentResult:
         if not reached and (self.run.error or self.run.exit_code not in (0, None)):
             why = self.run.error or f"exit code {self.run.exit_code}: {last_line(self.run.stderr_tail)}"
             return "infra_error", f"the harness never reached the model ({why})"
+        return self.conversation_failure()
+
+    def conversation_failure(self) -> tuple[str, str] | None:
+        """A multi-turn episode cut short by what is not the agent: the user model failing, or a
+        later turn whose harness could not continue the session (it failed before any model call)."""
+        user = [e for e in self.errors if e.startswith(USER_ERROR)]
+        if user:
+            return "infra_error", user[0]
+        stuck = next((t for t in self.turns[1:] if not t.get("calls") and (t.get("error") or t.get("exit_code")
+                                                                            not in (0, None))), None)
+        if stuck is not None:
+            why = stuck.get("error") or f"exit code {stuck.get('exit_code')}"
+            return "infra_error", f"turn {stuck['turn']}: the harness could not continue the conversation ({why})"
         return None
 
 
@@ -226,6 +240,23 @@ def load_ready_harness(name: str) -> Harness:
     return harness
 
 
+def require_multi_turn(harness: Harness) -> None:
+    """A one-line UsageError unless `harness` can continue a conversation (`--user-model`)."""
+    if getattr(harness, "multi_turn", False):
+        return
+    from orchard_cli.harnesses import harnesses
+
+    able = []
+    for name in harnesses.names():
+        try:
+            if getattr(harnesses.load(name), "multi_turn", False):
+                able.append(name)
+        except Exception:  # noqa: BLE001 - a harness that cannot load is not offered
+            continue
+    raise UsageError(f"harness {harness.name!r} cannot continue a conversation, so no simulated user can answer it",
+                     hint=f"--user-model needs a multi-turn harness: {', '.join(able)}")
+
+
 def agent_spec(spec: SandboxSpec, harness: Harness, proxy_url: str) -> SandboxSpec:
     """The task's sandbox for an agent: only the proxy reachable, the harness's files bound in."""
     extra = harness.mounts()
@@ -325,9 +356,8 @@ class AgentSolver:
                  options: EpisodeOptions | None = None, proxy_options: dict[str, Any] | None = None,
                  upstream: Upstream | None = None, proxy: Any = None, user: Any = None) -> None:
         self.program = load_ready_harness(harness) if isinstance(harness, str) else harness
-        if user is not None and not getattr(self.program, "multi_turn", False):
-            raise UsageError(f"harness {self.program.name!r} cannot continue a conversation, so no simulated "
-                             "user can answer it", hint="--user-model needs a multi-turn harness: codex, openclaw, bash, web")
+        if user is not None:
+            require_multi_turn(self.program)
         self.user = user
         """A `user_model.UserModel` playing multi-turn tasks' users (`--user-model`), or None."""
         self.harness = self.program.name
@@ -429,20 +459,26 @@ class AgentSolver:
         harness_context = first.model_copy(update={"session": session})
         said: list[tuple[str, str]] = [("user", first.prompt)]
         for number in range(user.max_rounds + 1):
+            before = len(episode.records)
             agent.run = self.turn(sandbox, harness_context, agent)
-            reply = final_answer(episode.records) or agent.run.info.get("last_message") or ""
+            records = episode.records
+            reply = (final_answer(records[before:]) or agent.run.info.get("last_message") or "") \
+                if len(records) > before else ""  # a turn without a model call said nothing
             agent.turns.append({"turn": number + 1, "user": harness_context.prompt, "assistant": reply,
-                                "exit_code": agent.run.exit_code, "error": agent.run.error})
+                                "calls": len(records) - before, "exit_code": agent.run.exit_code,
+                                "error": agent.run.error})
             said.append(("assistant", reply))
-            left = deadline - time.monotonic()
-            if number == user.max_rounds or agent.run.error or agent.run.timed_out or left < 5 or \
+            ended = agent.run.error or agent.run.timed_out or agent.run.exit_code not in (0, None)
+            if number == user.max_rounds or ended or deadline - time.monotonic() < 5 or \
                     context.stopping.is_set() or getattr(episode, "capped", None):
                 return
-            answer = self.user.reply(user, said, f"{context.episode_id}-user-{number + 1}")
+            answer = self.user.reply(user, said, f"{context.episode_id}-user-{number + 1}",
+                                     timeout=deadline - time.monotonic())
             agent.user_records.extend(answer.records)
             if answer.error:
-                agent.errors.append(f"simulated user: {answer.error}")
-            if answer.text is None:
+                agent.errors.append(USER_ERROR + answer.error)
+            left = deadline - time.monotonic()  # the user model's time is the episode's too
+            if answer.text is None or left < 5:
                 return
             message = user.mark + answer.text
             said.append(("user", message))

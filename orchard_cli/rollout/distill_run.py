@@ -285,9 +285,10 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     harness = load_ready_harness(config.harness)
     from orchard_cli.rollout.choose import user_config
 
-    if user_config(config.user_model, config.user_base_url, config.user_key_env) and not getattr(harness, "multi_turn", False):
-        raise UsageError(f"harness {config.harness!r} cannot continue a conversation, so no simulated user can answer it",
-                         hint="--user-model needs a multi-turn harness: codex, openclaw, bash, web")
+    if user_config(config.user_model, config.user_base_url, config.user_key_env):
+        from orchard_cli.rollout.agent import require_multi_turn
+
+        require_multi_turn(harness)
     upstream = Upstream(config.base_url, config.api_key_env)
     teachers = list(dict.fromkeys(config.teachers))
     if not teachers:

@@ -81,17 +81,20 @@ class UserModel:
                 self._proxy = self.upstream.start_proxy(self.config.model, upstream_dialects=["chat"])
             return self._proxy
 
-    def reply(self, user: SimulatedUser, turns: list[tuple[str, str]], episode_id: str) -> UserTurn:
+    def reply(self, user: SimulatedUser, turns: list[tuple[str, str]], episode_id: str,
+              timeout: float | None = None) -> UserTurn:
         """The user's next message after `turns`; None when it says it is done. A model that fails
-        (an error, an empty reply) ends the conversation, with the reason."""
+        (an error, an empty reply) ends the conversation, with the reason. The proxy retries a
+        failed upstream call itself; the client does not (one call per reply)."""
         import openai
 
+        limit = max(1.0, min(self.config.timeout_seconds, timeout if timeout is not None else self.config.timeout_seconds))
         episode = self.proxy().open_episode(episode_id, max_calls=1)
         messages = [{"role": "system", "content": SYSTEM.replace("{persona}", user.persona.strip())},
                     {"role": "user", "content": NEXT.format(transcript=transcript(turns, user.mark))}]
         try:
-            client = openai.OpenAI(base_url=episode.base_url, api_key=episode.api_key, max_retries=2,
-                                   timeout=self.config.timeout_seconds)
+            client = openai.OpenAI(base_url=episode.base_url, api_key=episode.api_key, max_retries=0,
+                                   timeout=limit)
             answer = client.chat.completions.create(model=self.config.model, messages=messages,  # type: ignore[arg-type]
                                                     temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
             text = (answer.choices[0].message.content or "").strip()

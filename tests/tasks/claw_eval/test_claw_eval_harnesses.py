@@ -118,3 +118,31 @@ def test_distill_writes_claw_eval_trajectories_with_their_dispatches(installed_h
     assert row["task_id"] == "T01_find_code" and row["outcome"]["category"] == "resolved"
     assert [d["tool"] for d in row["evidence"]["dispatches"]] == ["notes_list", "notes_get"]
     assert row["outcome"]["details"]["benchmark_passed"] is True
+
+
+@pytest.mark.harness
+@pytest.mark.bwrap
+def test_a_user_model_that_fails_is_not_the_agents_failure(installed_harnesses, mini):
+    """The user model refuses (HTTP 401): the conversation ends after the first turn and the
+    episode is an infra_error naming the simulated user, never 'unresolved'."""
+    family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["C01_needs_user"])
+    teacher = ScriptedEndpoint([{"content": "Where would you like to go, and when?"}], dialects=("chat",))
+    user = ScriptedEndpoint([{"status": 401}], cycle=True, dialects=("chat",))
+    teacher_info, user_info = teacher.start(), user.start()
+    solver = AgentSolver("bash", model="teacher", base_url=teacher_info.base_url,
+                         options=EpisodeOptions(timeout_seconds=240, max_calls=4),
+                         proxy_options={"upstream_dialects": ["chat"]},
+                         user=UserModel(UserConfig(model="user", base_url=user_info.base_url)))
+    env = connect("local")
+    try:
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id="bash-user-fails"),
+                             family=family, env=env, backend="local")
+    finally:
+        solver.close()
+        teacher.stop()
+        user.stop()
+        env.close()
+        family.close()
+    assert result.outcome.category == "infra_error", result.outcome
+    assert "simulated user" in (result.outcome.error or "")
+    assert len(result.solution.agent.turns) == 1 and len(teacher.requests) == 1
