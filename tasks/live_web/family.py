@@ -23,11 +23,12 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
-from orchard_cli.evidence import SCREENSHOT, STEP_SHOT, Evidence
+from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import LeasedFamily, infra_failures
+from orchard_cli.tasks.leased import infra_failures
+from orchard_cli.tasks.web.browser_family import BrowserFamily
 from orchard_cli.webjudge.methods import SUITE_METHOD
 
 LEASE_LABEL = "orchard.live-web.lease"
@@ -38,7 +39,7 @@ class StartPageError(Exception):
     """The task's start page did not load (the site is down or refuses the browser): env_error."""
 
 
-class LiveWebFamily(LeasedFamily):
+class LiveWebFamily(BrowserFamily):
     name = "live-web"
     grading = "in_place"
     environment_error = (StartPageError,)
@@ -139,12 +140,8 @@ class LiveWebFamily(LeasedFamily):
         browser = owned.browser
         parts = urlsplit(parsed.start_url)
         with infra_failures():
-            episode = BrowserEpisode(browser, {}, allowed=[f"{parts.scheme}://{parts.netloc}"], open_web=True,
-                                     record_shots=True, action_timeout=10.0)
-            with self._lock:
-                if live.episode is not None:
-                    live.episode.close()
-                live.episode = episode
+            episode = self.browse(live, BrowserEpisode(browser, {}, allowed=[f"{parts.scheme}://{parts.netloc}"],
+                                                       open_web=True, record_shots=True, action_timeout=10.0))
         try:
             episode.open(parsed.start_url)
         except ConnectionError:
@@ -153,33 +150,16 @@ class LiveWebFamily(LeasedFamily):
             why = " ".join(str(exc).split("Call log:")[0].split())  # Playwright's call log adds nothing here
             raise StartPageError(f"{parsed.start_url} did not load: {why[:300]}") from exc
 
-    def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
-        from orchard_cli.tasks.web.actions import tool_specs
-        from orchard_cli.tools import ToolSession
-
-        live, _ = self.live(sandbox)
-        return self.session_for(live, lambda: ToolSession(tool_specs(), live.episode))
-
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
         evidence = super().collect(task, sandbox, solution, baseline)
         if sandbox is None:
             return evidence
         live, owned = self.live(sandbox)
-        self.end_tools(live, "a browser action")
-        episode = live.episode
-        if episode is not None and episode.answer is not None:
-            evidence.answer = episode.answer  # the answer tool's, over the harness's last message
-        if live.session is not None:
-            evidence.dispatches = live.session.dispatches
+        episode = self.browser_evidence(live, evidence)
         state: dict[str, Any] = {"failure": self.failure(live, owned)}
         if episode is not None:
             state.update(blocked=episode.blocked, steps=episode.steps,
                          url=episode.page.url if episode.page is not None else None)
-            shot = episode.screenshot()
-            if shot:
-                evidence.attachments[SCREENSHOT] = shot
-            for step, png in episode.shots:
-                evidence.attachments[STEP_SHOT.format(step)] = png
         evidence.state = state
         return evidence
 

@@ -19,10 +19,11 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
-from orchard_cli.evidence import SCREENSHOT, Evidence
+from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import LeasedFamily, infra_failures
+from orchard_cli.tasks.leased import infra_failures
+from orchard_cli.tasks.web.browser_family import BrowserFamily
 
 LEASE_LABEL = "orchard.miniwob.lease"
 
@@ -32,7 +33,7 @@ def seed_of(name: str) -> int:
     return zlib.crc32(name.encode()) % 100000
 
 
-class MiniwobFamily(LeasedFamily):
+class MiniwobFamily(BrowserFamily):
     name = "miniwob"
     grading = "in_place"
     suites = (SuiteInfo("miniwob", "miniwob", "miniwob", "MiniWoB++'s ~125 single-page web tasks "
@@ -105,22 +106,11 @@ class MiniwobFamily(LeasedFamily):
 
         live, browser = self._browser(sandbox)
         with infra_failures():
-            episode = BrowserEpisode(browser, {}, allowed=[html_root().as_uri()])
-            with self._lock:
-                if live.episode is not None:
-                    live.episode.close()
-                live.episode = episode
+            episode = self.browse(live, BrowserEpisode(browser, {}, allowed=[html_root().as_uri()]))
             episode.open("about:blank")
             live.started = browser.call(start(episode.page, task.record["name"], int(task.record["seed"])))
         with self._lock:
             self._utterances[task.task_id] = live.started["utterance"]
-
-    def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
-        from orchard_cli.tasks.web.actions import tool_specs
-        from orchard_cli.tools import ToolSession
-
-        live, _ = self._browser(sandbox)
-        return self.session_for(live, lambda: ToolSession(tool_specs(), live.episode))
 
     def gold_solution(self, task: Task) -> Gold | None:
         """The reference steps, read off the instruction of the episode set up for the task; an
@@ -145,12 +135,7 @@ class MiniwobFamily(LeasedFamily):
         if sandbox is None:
             return evidence
         live, browser = self._browser(sandbox)
-        self.end_tools(live, "a browser action")
-        episode = live.episode
-        if episode is not None and episode.answer is not None:
-            evidence.answer = episode.answer
-        if live.session is not None:
-            evidence.dispatches = live.session.dispatches
+        episode = self.browser_evidence(live, evidence)
         state: dict[str, Any] = {"started": live.started or {}}
         owned = self.pool.get(live.lease)
         if episode is not None and episode.page is not None:
@@ -159,9 +144,6 @@ class MiniwobFamily(LeasedFamily):
             except Exception as exc:  # noqa: BLE001 - the browser died: grade reads the failure
                 state["miniwob_error"] = f"{type(exc).__name__}: {exc}"
             state.update(blocked=episode.blocked, steps=episode.steps, url=episode.page.url)
-            shot = episode.screenshot()
-            if shot:
-                evidence.attachments[SCREENSHOT] = shot
         state["failure"] = self.failure(live, owned) or state.pop("miniwob_error", None)
         evidence.state = state
         return evidence

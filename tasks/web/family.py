@@ -21,16 +21,17 @@ from typing import Any
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
-from orchard_cli.evidence import SCREENSHOT, STEP_SHOT, Evidence
+from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import LeasedFamily, infra_failures
+from orchard_cli.tasks.leased import infra_failures
+from orchard_cli.tasks.web.browser_family import BrowserFamily
 
 LEASE_LABEL = "orchard.web.lease"
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-class WebFamily(LeasedFamily):
+class WebFamily(BrowserFamily):
     name = "web"
     grading = "in_place"
     suites = (SuiteInfo("web-mini", "web", str(DATA / "web-mini"),
@@ -138,43 +139,23 @@ class WebFamily(LeasedFamily):
         with infra_failures():
             web.apps.reset(parsed.fixture)
             origins = web.apps.origins()
-            episode = BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites}, record_shots=True)
-            with self._lock:
-                if live.episode is not None:
-                    live.episode.close()
-                live.episode = episode
+            episode = self.browse(live, BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites},
+                                                       record_shots=True))
             episode.open(parsed.start.url())
 
     def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
         return self.live(sandbox)[1].apps.snapshot()
-
-    def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
-        from orchard_cli.tasks.web.actions import tool_specs
-        from orchard_cli.tools import ToolSession
-
-        live, _ = self.live(sandbox)
-        return self.session_for(live, lambda: ToolSession(tool_specs(), live.episode))
 
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
         evidence = super().collect(task, sandbox, solution, baseline)
         if sandbox is None:
             return evidence
         live, web = self.live(sandbox)
-        self.end_tools(live, "a browser action")
-        episode = live.episode
-        if episode is not None and episode.answer is not None:
-            evidence.answer = episode.answer  # the answer tool's, over the harness's last message
+        episode = self.browser_evidence(live, evidence)
         parsed = self.parsed(task)
         evidence.state = collect_state(web.apps, parsed.checks, episode)
         evidence.state["failure"] = self.failure(live, web)
         evidence.state_before = baseline if isinstance(baseline, dict) else {}
-        if live.session is not None:
-            evidence.dispatches = live.session.dispatches
-        shot = episode.screenshot() if episode is not None else None
-        if shot:
-            evidence.attachments[SCREENSHOT] = shot
-        for step, png in episode.shots if episode is not None else ():
-            evidence.attachments[STEP_SHOT.format(step)] = png
         return evidence
 
     def quick_verdict(self, task: Task, evidence: Evidence) -> Outcome:
