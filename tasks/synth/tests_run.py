@@ -71,9 +71,24 @@ def _requirements_from_egg_info(repo: Path) -> tuple[list[str], list[str]]:
     return runtime, tests
 
 
+PYTEST_CONFIGS = ("pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
+COV_OPTION = re.compile(r"(?m)^[^#\n]*(?:--cov\b|--no-cov|-p\s+pytest_cov)")
+
+
+def uses_pytest_cov(repo: Path) -> bool:
+    """Whether the package's pytest configuration passes pytest-cov's options (`addopts = --cov=...`):
+    without the plugin pytest stops at its command line ('usage: ... unrecognized arguments')."""
+    for name in PYTEST_CONFIGS:
+        path = repo / name
+        if path.is_file() and COV_OPTION.search(path.read_text(errors="replace")):
+            return True
+    return False
+
+
 def test_requirements(repo: Path) -> list[str]:
     """What the package needs to run its tests: its runtime requirements, the requirements of its
-    extras named test/tests/testing (PKG-INFO, else *.egg-info/requires.txt), and pytest."""
+    extras named test/tests/testing (PKG-INFO, else *.egg-info/requires.txt), pytest, and
+    pytest-cov when its pytest configuration asks for coverage."""
     pkg_info = repo / "PKG-INFO"
     runtime, tests = _requirements_from_metadata(pkg_info.read_text(errors="replace")) \
         if pkg_info.is_file() else ([], [])
@@ -82,6 +97,8 @@ def test_requirements(repo: Path) -> list[str]:
     wanted = runtime + tests
     if not any(re.match(r"^pytest\b(?![-_])", r, re.I) for r in wanted):
         wanted.append("pytest")
+    if uses_pytest_cov(repo) and not any(re.match(r"^pytest[-_]cov\b", r, re.I) for r in wanted):
+        wanted.append("pytest-cov")
     return list(dict.fromkeys(wanted))
 
 
