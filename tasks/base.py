@@ -325,7 +325,8 @@ def check_family(family: Any) -> None:
     if clash:
         raise UsageError(f"task family {label!r} declares category {clash[0]!r}, which is a core "
                          "category or not a lower_snake_case name")
-    if getattr(kind, "simulated_user", None) is not FamilyBase.simulated_user and "needs_user" not in family.categories:
+    if issubclass(kind, FamilyBase) and kind.simulated_user is not FamilyBase.simulated_user \
+            and "needs_user" not in family.categories:
         raise UsageError(f"task family {label!r} has simulated users but does not declare the category "
                          "'needs_user' (what its multi-turn tasks count as without one)")
 

@@ -138,6 +138,11 @@ class WebBrowser:
         if not self._stopped:
             self._failure = self._failure or why
 
+    @property
+    def playwright(self) -> Any:
+        """The Playwright driver the browser was launched by (its `request` API, on the browser's loop)."""
+        return self._playwright
+
     def failed(self) -> str | None:
         """None while the browser is alive, else why not."""
         if self._failure:

@@ -47,6 +47,16 @@ def public_host(host: str | None) -> bool:
     return address.is_global
 
 
+def _header_dict(headers: list[dict[str, str]]) -> dict[str, str]:
+    """Response headers for route.fulfill: repeated ones (Set-Cookie) joined by newlines, as
+    Playwright's own headers do."""
+    merged: dict[str, str] = {}
+    for header in headers:
+        name = header["name"]
+        merged[name] = merged[name] + "\n" + header["value"] if name in merged else header["value"]
+    return merged
+
+
 def global_address(address: str) -> bool:
     """A resolved address (not a name) on the public internet."""
     import ipaddress
@@ -168,19 +178,28 @@ class BrowserEpisode:
             self._block(request.url, request.method, request.resource_type)
             await route.abort("blockedbyclient")
             return
+        # A request context of its own, without a cookie jar of its own: the request carries the
+        # headers Chromium made for it (its Cookie header, by the browser's own rules), nothing more.
+        fetcher = await self.browser.playwright.request.new_context()
         try:
-            response = await route.fetch(max_redirects=0, timeout=self.call_timeout * 1000)
-        except Exception:  # noqa: BLE001 - the site failed: the page sees a failed request
-            await route.abort("failed")
-            return
-        location = response.headers.get("location")
-        if 300 <= response.status < 400 and location:
+            try:
+                response = await fetcher.fetch(request.url, method=request.method, headers=await request.all_headers(),
+                                               data=request.post_data_buffer, max_redirects=0,
+                                               timeout=self.call_timeout * 1000)
+                status, headers, body = response.status, response.headers_array, await response.body()
+            except Exception:  # noqa: BLE001 - the site failed: the page sees a failed request
+                await route.abort("failed")
+                return
+        finally:
+            await fetcher.dispose()
+        location = next((h["value"] for h in headers if h["name"].lower() == "location"), None)
+        if 300 <= status < 400 and location:
             target = urljoin(request.url, location)
             if not self.is_allowed(target) or not (self._own_site(target) or await self._resolves_public(target)):
                 self._block(target, request.method, request.resource_type)
                 await route.abort("blockedbyclient")
                 return
-        await route.fulfill(response=response)
+        await route.fulfill(status=status, headers=_header_dict(headers), body=body)
 
     async def _resolves_public(self, url: str) -> bool:
         """Every address the URL's host name resolves to is a public one (cached per episode)."""
@@ -190,9 +209,9 @@ class BrowserEpisode:
         if host not in self._resolved:
             try:
                 found = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-                self._resolved[host] = bool(found) and all(global_address(info[4][0]) for info in found)
             except OSError:
-                self._resolved[host] = True  # no such name: the fetch fails on its own
+                return True  # no such name now: the fetch fails on its own (not cached: asked again)
+            self._resolved[host] = bool(found) and all(global_address(info[4][0]) for info in found)
         return self._resolved[host]
 
     async def _route_socket(self, socket: Any) -> None:
