@@ -63,6 +63,8 @@ class Checkout:
         self._python: str | None = None
         self._idle: list[Grader] = []
         self._lock = threading.Lock()
+        self._generation = 0
+        """Bumped by `close`: a helper from before it is not kept."""
 
     # ---- identity ----------------------------------------------------------------------------
     def commit(self) -> str | None:
@@ -145,15 +147,21 @@ class Checkout:
         """The task's grader on one episode, in a warm helper."""
         with self._lock:
             grader = self._idle.pop() if self._idle else None
+            generation = self._generation
         if grader is None:
             grader = Grader(self)
+            grader.generation = generation
         try:
             answer = grader.ask(payload, timeout)
         except BaseException:
             grader.stop()
             raise
         with self._lock:
-            self._idle.append(grader)
+            keep = grader.generation == self._generation
+            if keep:
+                self._idle.append(grader)
+        if not keep:  # closed while this grade ran: not kept for a run that is over
+            grader.stop()
         if answer.get("error"):
             raise CheckoutError(f"claw-eval grade failed: {answer['error']}")
         return answer
@@ -162,6 +170,7 @@ class Checkout:
         """Stop the warm helpers (a later grade starts new ones)."""
         with self._lock:
             idle, self._idle = self._idle, []
+            self._generation += 1
         for grader in idle:
             grader.stop()
 
@@ -186,20 +195,37 @@ class Grader:
                                      env=checkout.environ(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, encoding="utf-8")
         self.root = checkout.root
+        self.generation = 0
 
     def ask(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One grade; the request is written from a thread of its own, so a helper that stops
+        reading (a pipe full of a large request) cannot hold the caller past `timeout`."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(json.dumps({"op": "grade", "payload": payload}, ensure_ascii=False) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            pass  # it died: the read below says why
-        line = self._readline(timeout)
+        deadline = time.monotonic() + timeout
+        request = json.dumps({"op": "grade", "payload": payload}) + "\n"  # ASCII: any string survives the pipe
+
+        def send() -> None:
+            try:
+                self.proc.stdin.write(request)  # type: ignore[union-attr]
+                self.proc.stdin.flush()  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                pass  # it died: the read below says why
+
+        writer = threading.Thread(target=send, name="claw-eval-grade-request", daemon=True)
+        writer.start()
+        writer.join(timeout)
+        if writer.is_alive():
+            raise CheckoutError(f"claw-eval grade did not take its request within {timeout:g} s")
+        line = self._readline(max(0.0, deadline - time.monotonic()))
         if line is None:
             if self.proc.poll() == 3:
                 raise UsageError(f"{self.root}: the checkout lacks a module orchard needs: {self._last_error()}")
             raise CheckoutError(f"claw-eval grade failed: {self._last_error() or 'the grading helper ended'}")
-        return json.loads(line[len(MARKER.lstrip()):])
+        try:
+            return json.loads(line[len(MARKER.lstrip()):])
+        except ValueError:
+            raise CheckoutError(f"claw-eval grade failed: the grading helper's answer was cut short "
+                                f"({self._last_error() or 'no message'})") from None
 
     def _readline(self, timeout: float) -> str | None:
         stdout = self.proc.stdout
@@ -213,7 +239,10 @@ class Grader:
                 if selector.select(left):
                     line = stdout.readline()  # type: ignore[union-attr]
                     if not line:
-                        self.proc.wait(timeout=10)
+                        try:
+                            self.proc.wait(timeout=10)
+                        except subprocess.TimeoutExpired:
+                            self.proc.kill()
                         return None
                     if line.startswith(MARKER.lstrip()):
                         return line
@@ -231,4 +260,9 @@ class Grader:
             except Exception:  # noqa: BLE001 - it will not end politely
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001 - a pipe of a killed process may refuse
+                pass
         self.log.close()

@@ -39,23 +39,12 @@ KINDS = {"T": "general", "M": "multimodal", "C": "multi_turn"}
 USER_MARK = "[user_agent]\n"
 
 
-SHIM_DIR = "/opt/orchard-claw-eval/bin"
+SHIM_DIR = "/tmp/orchard-claw-eval/bin"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def python_shim() -> Path:
-    """A folder holding `python` -> /usr/bin/python3, first on the sandbox's PATH: Claw-Eval's own
-    sandbox image has a `python`, and its tasks' snapshot commands and graders call it by that name."""
-    from orchard_cli.home import state_dir
-
-    folder = state_dir("claw-eval", "bin")
-    link = folder / "python"
-    if not link.is_symlink():
-        try:
-            link.symlink_to("/usr/bin/python3")
-        except FileExistsError:  # another worker made it
-            pass
-    return folder
+PYTHON_SHIM = (f'mkdir -p {SHIM_DIR} && if ! command -v python >/dev/null; then '
+               f'ln -sf "$(command -v python3)" {SHIM_DIR}/python; fi')
+"""Claw-Eval's own sandbox image has a `python`, and its tasks' snapshot commands call it by that
+name: made in the sandbox at setup (first on the sandbox's PATH), on every backend."""
 
 
 class ClawEvalFamily(LeasedFamily):
@@ -213,7 +202,6 @@ class ClawEvalFamily(LeasedFamily):
         lease = self.pool.lease_for(definition.get("services") or [], checkout.root, checkout.python(), checkout.environ())
         timeout = int((definition.get("environment") or {}).get("timeout_seconds") or 300)
         return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900, "labels": self.labels(lease),
-                                           "mounts": [{"source": str(python_shim()), "target": SHIM_DIR}],
                                            "env": {"PATH": f"{SHIM_DIR}:{SANDBOX_PATH}"}})
 
     def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
@@ -227,6 +215,9 @@ class ClawEvalFamily(LeasedFamily):
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         _, services = self.live(sandbox)
         services.reset()
+        made = sandbox.exec(PYTHON_SHIM, timeout=60)
+        if not made.ok:
+            raise RuntimeError(f"could not give the sandbox a `python`: {(made.stderr or made.stdout).strip()[-300:]}")
         definition = task.record["definition"]
         self._place(task, sandbox, [*(definition.get("sandbox_files") or ()),
                                     *(definition["prompt"].get("attachments") or ())])
