@@ -135,15 +135,19 @@ class MiniwobFamily(BrowserFamily):
         if sandbox is None:
             return evidence
         live, browser = self._browser(sandbox)
-        episode = self.browser_evidence(live, evidence)
         state: dict[str, Any] = {"started": live.started or {}}
         owned = self.pool.get(live.lease)
-        if episode is not None and episode.page is not None:
+
+        def read_reward(episode: Any) -> None:  # before the screenshot: the page's timer still runs
+            if episode.page is None:
+                return
             try:
                 state["miniwob"] = browser.call(reward(episode.page), timeout=30)
             except Exception as exc:  # noqa: BLE001 - the browser died: grade reads the failure
                 state["miniwob_error"] = f"{type(exc).__name__}: {exc}"
             state.update(blocked=episode.blocked, steps=episode.steps, url=episode.page.url)
+
+        self.browser_evidence(live, evidence, before_shots=read_reward)
         state["failure"] = self.failure(live, owned) or state.pop("miniwob_error", None)
         evidence.state = state
         return evidence

@@ -29,10 +29,12 @@ class BrowserFamily(LeasedFamily):
         live, _ = self.live(sandbox)
         return self.session_for(live, lambda: ToolSession(tool_specs(), live.episode))
 
-    def browser_evidence(self, live: Live, evidence: Evidence) -> Any:
+    def browser_evidence(self, live: Live, evidence: Evidence, before_shots: Any = None) -> Any:
         """No action lands after this; the answer tool's answer (over the harness's last message),
         the dispatches, the last page and the page after each step (where kept) go in `evidence`.
-        Returns the browser episode (None if setup never made one)."""
+        `before_shots(episode)` runs first, before the screenshot's time passes (MiniWoB reads its
+        reward while its episode timer still runs). Returns the browser episode (None if setup never
+        made one)."""
         self.end_tools(live, "a browser action")
         episode = live.episode
         if live.session is not None:
@@ -41,6 +43,8 @@ class BrowserFamily(LeasedFamily):
             return None
         if episode.answer is not None:
             evidence.answer = episode.answer
+        if before_shots is not None:
+            before_shots(episode)
         shot = episode.screenshot()
         if shot:
             evidence.attachments[SCREENSHOT] = shot
