@@ -99,6 +99,7 @@ def main() -> int:
     parser.add_argument("--repos", default="", help="comma-separated owner/name (default: every mirrored one)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--docker", type=int, default=0, help="also grade this many on docker")
+    parser.add_argument("--docker-ids", default="", help="comma-separated instances to add to the docker sample")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--home", type=Path, help="ORCHARD_HOME for the runs (default: a fresh folder)")
     parser.add_argument("--json", type=Path)
@@ -151,7 +152,14 @@ def main() -> int:
         by_env: dict[str, list[str]] = {}
         for c in chosen:
             by_env.setdefault(f"{c['repo']}@{c['version']}", []).append(c["instance_id"])
-        sample = [group[0] for group in by_env.values()][:args.docker]
+        per_repo: dict[str, list[str]] = {}
+        for env_name, group in by_env.items():
+            per_repo.setdefault(env_name.split("@")[0], []).append(group[0])
+        sample = []  # the sample spread over the repositories, and over each one's versions
+        for i, repo in enumerate(sorted(per_repo)):
+            want = min(args.docker // len(per_repo) + (i < args.docker % len(per_repo)), len(per_repo[repo]))
+            sample += [per_repo[repo][int(j * len(per_repo[repo]) / want)] for j in range(want)]
+        sample += [i for i in args.docker_ids.split(",") if i and i in ids and i not in sample]
         docker_s = run_eval(sample, args, home, work / "docker", "docker")
         docker = rows_of(work / "docker")
         differ = [i for i in sample if docker.get(i, {}).get("category") != cold.get(i, {}).get("category")]

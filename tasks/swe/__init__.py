@@ -17,9 +17,11 @@ column), which takes precedence:
      "eval_commands": [],                    # lines run before the tests
      "test_cmd": "pytest -rA tests/test_x.py",   # used when there is no eval_script
      "log_parser": "pytest",                 # an official parser: pytest, django, sympy, ...
-     "exclude_newer": "2024-05-01"}          # optional; default: the instance's created_at
+     "exclude_newer": "2024-05-01"}          # optional; default: see below
 
-Only `python` is required. Eval scripts (given, or built from `test_cmd`) are written for
+Only `python` is required. Unpinned requirements resolve as of the era date (`--exclude-newer`):
+`exclude_newer` when given, else the day of the environment's setup commit (the instances of a
+version share its environment), never before the recipe's Python came out. Eval scripts (given, or built from `test_cmd`) are written for
 /testbed and `source /opt/miniconda3/bin/activate; conda activate testbed`; on the local backend
 the environment is mounted where they expect it (see environment.py).
 """

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -172,6 +173,11 @@ def _build(client: Any, base: str, tag: str, key: str, marker: dict[str, Any],
     prefix, original = folder / "testbed", str(marker.get("python") or "")
     libs = missing_libraries(client, base, host_libraries(prefix, [prefix, Path(original)]))
     dockerfile = f"FROM {base}\nARG ORIGINAL\n{DOCKERFILE}"
+    system = envs.system_packages(EnvironmentRecipe.model_validate(marker["recipe"]))
+    if system:  # the recipe's system-wide lines, which the local build skipped
+        dockerfile += (f"RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                       f"--no-install-recommends {' '.join(shlex.quote(p) for p in system)} "
+                       f"&& rm -rf /var/lib/apt/lists/*\n")
     with tempfile.TemporaryDirectory(prefix="orchard-swe-image-") as tmp:
         context = Path(tmp) / "context.tar"
         with tarfile.open(context, "w") as tar:

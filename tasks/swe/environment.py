@@ -15,6 +15,7 @@ same paths, so editable installs point at /testbed in every sandbox that uses th
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import hashlib
 import json
@@ -315,6 +316,33 @@ def copy_prefix(source: Path, target: Path) -> None:
             script.write_bytes(data)
 
 
+# `apt-get install -y graphviz` in a recipe's pre_install: system packages no environment build
+# installs (a local sandbox sees the host's; orchard's docker image installs them).
+APT_INSTALL = re.compile(r"\bapt(?:-get)?\s+install\s+([^;&|]+)")
+
+
+def system_packages(recipe: EnvironmentRecipe) -> list[str]:
+    """The Debian packages the recipe's system-wide lines install (sphinx 7.x: graphviz)."""
+    found: list[str] = []
+    for line in recipe.pre_install:
+        for match in APT_INSTALL.finditer(line):
+            found += [w for w in match.group(1).split() if not w.startswith("-") and w not in found]
+    return found
+
+
+def missing_on_host(packages: list[str]) -> list[str]:
+    """Those of `packages` this host has not installed (all of them where dpkg cannot say)."""
+    if not packages:
+        return []
+    try:
+        done = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Status}\n", *packages],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return list(packages)
+    installed = {line.split()[0] for line in done.stdout.splitlines() if line.endswith(" installed")}
+    return [p for p in packages if p not in installed]
+
+
 def requirement_lines(text: str) -> list[str]:
     """A requirements file as SWE-bench reads it: no '-e .', comments or '.[test' lines."""
     return [line.strip() for line in text.splitlines() if line.strip()
@@ -437,16 +465,50 @@ def index_settings() -> dict[str, str]:
     return found
 
 
-def era_date(recipe: EnvironmentRecipe, created_at: str | None) -> str:
-    """The --exclude-newer date: the recipe's, ORCHARD_SWE_EXCLUDE_NEWER, or the instance's
-    created_at (a date-only value means the end of that day)."""
-    value = recipe.exclude_newer or os.environ.get("ORCHARD_SWE_EXCLUDE_NEWER") or created_at
-    if not value:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+# When each CPython minor version came out. A package released before its interpreter may not run
+# on it (the importlib-metadata of a 2019 pytest instance, which SWE-bench runs on Python 3.9,
+# breaks on 3.9's own importlib.metadata), so no environment's era is older than its Python.
+PYTHON_RELEASED = {"2.7": "2010-07-03", "3.5": "2015-09-13", "3.6": "2016-12-23", "3.7": "2018-06-27",
+                   "3.8": "2019-10-14", "3.9": "2020-10-05", "3.10": "2021-10-04", "3.11": "2022-10-24",
+                   "3.12": "2023-10-02", "3.13": "2024-10-07", "3.14": "2025-10-07"}
+
+
+def commit_date(repository_path: Path, commit: str) -> str | None:
+    """The commit's committer date, or None when the repository lacks it."""
+    result = subprocess.run(["git", "-C", str(repository_path), "log", "-1", "--format=%cI", commit, "--"],
+                            capture_output=True, text=True, env={**os.environ, **GIT_ENV})
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
+def utc(value: str) -> str:
+    """A date (the end of that day) or an RFC 3339 time, as uv's --exclude-newer UTC form."""
     value = str(value).strip().replace(" ", "T")
     if re.match(r"^\d{4}-\d{2}-\d{2}$", value):
-        return value + "T23:59:59Z"
-    return value if value.endswith("Z") or "+" in value[10:] else value + "Z"
+        value += "T23:59:59Z"
+    try:
+        when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise EnvironmentUnavailable(f"exclude_newer is not a date: {value!r} (YYYY-MM-DD or RFC 3339)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def era_date(recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path | None) -> str:
+    """The --exclude-newer date: the recipe's or ORCHARD_SWE_EXCLUDE_NEWER when set; else the
+    date of the environment's setup commit (the instances of a version share one environment,
+    built from that commit's declarations, so its day is theirs: the dependencies it could know),
+    the instance's created_at when the repository lacks that commit; never before the recipe's
+    Python came out (PYTHON_RELEASED)."""
+    explicit = recipe.exclude_newer or os.environ.get("ORCHARD_SWE_EXCLUDE_NEWER")
+    if explicit:
+        return utc(explicit)
+    setup = record.get("environment_setup_commit") or record.get("base_commit")
+    day = (commit_date(repo_path, setup) if repo_path is not None and setup else None) or record.get("created_at")
+    if not day:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    released = PYTHON_RELEASED.get(".".join(str(recipe.python).split(".")[:2]))
+    return max(utc(day), utc(released + "T00:00:00Z")) if released else utc(day)
 
 
 def staged_uv() -> str:
@@ -510,7 +572,7 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
         else:
             if files:
                 raise EnvironmentUnavailable(f"{record['repo']}@{setup_commit[:12]} has none of {', '.join(files)}")
-    date = era_date(recipe, record.get("created_at"))
+    date = era_date(recipe, record, repo_path)
     script = build_script(recipe, commit, deps, date, staged_uv())
     spec = local_spec(key, repo_path, python=source, network="full", writable_env=True,
                       timeout=int(BUILD_TIMEOUT) + 600, labels={"orchard.swe": "env-build"})

@@ -179,8 +179,17 @@ class SWEFamily(PatchFamily):
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         recipe = self.recipe(task)
         script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
-        return run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
-                             parser_name=task.record.get("log_parser") or recipe.log_parser)
+        outcome = run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
+                                parser_name=task.record.get("log_parser") or recipe.log_parser)
+        if outcome.category == "unresolved" and sandbox.info.backend == "local":
+            missing = envs.missing_on_host(envs.system_packages(recipe))
+            if missing:  # its tests may have skipped for want of them (sphinx-10614: graphviz's dot)
+                names = " ".join(missing)
+                outcome = outcome.model_copy(update={"category": "env_error", "error": (
+                    f"not resolved in an environment without the system packages its spec installs: "
+                    f"{names} (this backend's sandboxes use the host's: apt-get install {names}; "
+                    f"or grade on --backend docker, whose image installs them)")})
+        return outcome
 
     def eval_script(self, task: Task, backend: str | None = None) -> str | None:
         """The script grade() runs (or would run on `backend`): the instance's own, whole, on its

@@ -90,6 +90,8 @@ def verdict(record: dict[str, Any], log: str, parser_name: str | None = None) ->
 # them): a test that needs the internet, which no grading sandbox has.
 NO_INTERNET = re.compile(r"Temporary failure in name resolution|Name or service not known|"
                          r"nodename nor servname provided|Could not resolve host")
+# A terminal colour code: tox runs pytest with colours, which wrap its section headers.
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def needs_internet(report: dict[str, Any], log: str) -> list[str]:
@@ -100,6 +102,7 @@ def needs_internet(report: dict[str, Any], log: str) -> list[str]:
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in report[kind]["failure"]]
     if not failing or not NO_INTERNET.search(log):
         return []
+    log = ANSI.sub("", log)
     headers = list(FAILURE_HEADER.finditer(log))
     ends = [h.start() for h in headers[1:]] + [len(log)]
     sections = [(h.group(1) or h.group(2), log[h.end():end]) for h, end in zip(headers, ends)]

@@ -53,7 +53,8 @@ class EnvironmentRecipe(BaseModel):
     log_parser: str = "pytest"
     """An official swebench log parser: 'pytest', 'django', 'sympy', 'parse_log_pytest_v2'..."""
     exclude_newer: str | None = None
-    """uv --exclude-newer date (YYYY-MM-DD or RFC 3339); default: the instance's created_at."""
+    """uv --exclude-newer date (YYYY-MM-DD or RFC 3339); default: the environment setup commit's
+    date, never before the Python version came out (`environment.era_date`)."""
 
     def key(self, repo: str, version: str) -> str:
         """The cache key: repo, version and a hash of everything that shapes the build."""

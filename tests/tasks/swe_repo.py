@@ -13,6 +13,7 @@ from pathlib import Path
 
 REPO = "acme/calc"
 CREATED_AT = "2024-05-01T12:00:00Z"
+COMMITTED_AT = "2024-04-30T12:00:00Z"  # every commit of the repository: the era date of its environment
 # No network in tests: the runner is unittest (read by the official django parser, which reads
 # unittest's verbose output), the install builds with the interpreter's own setuptools, and the
 # one package uv installs is a wheel the test writes into the mirror (seen at /orchard/repo).
@@ -52,7 +53,8 @@ class CalcTests(unittest.TestCase):
 
 def git(cwd: Path, *args: str) -> str:
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(cwd),
+           "GIT_AUTHOR_DATE": COMMITTED_AT, "GIT_COMMITTER_DATE": COMMITTED_AT}
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
                           env=env).stdout
 

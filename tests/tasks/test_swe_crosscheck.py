@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from orchard_cli.tasks.swe.grading import verdict
+from orchard_cli.tasks.swe.grading import needs_internet, verdict
 
 START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
 
@@ -145,6 +145,28 @@ def test_skipped_fail_to_pass_is_a_failure():
     assert not resolved and report["FAIL_TO_PASS"]["failure"] == [A]
     resolved, report = verdict(case, pytest_log([f"PASSED {A}", f"SKIPPED {B}"]), "pytest")
     assert resolved and report["PASS_TO_PASS"]["success"] == [B]
+
+
+def test_a_coloured_failure_report_still_shows_the_failed_lookup():
+    """tox runs sphinx's tests with colours (sphinx-8475, -8269, -10435): the pytest section header
+    of each failing test is wrapped in colour codes, and the test that failed on a name lookup is
+    still found, so the instance is needs_network, not unresolved."""
+    red, bold, off = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+    lookup = ("links.txt:9: [broken] https://www.google.com/: HTTPSConnectionPool(host='www.google.com', "
+              "port=443): Max retries exceeded (Caused by NewConnectionError('Failed to establish a new "
+              "connection: [Errno -3] Temporary failure in name resolution'))")
+    body = (f"=================================== FAILURES ===================================\n"
+            f"{red}{bold}______________________________ test_defaults _______________________________{off}\n"
+            f"{red}{bold}E       assert \"Anchor 'top' not found\" in \"{lookup}\"{off}\n"
+            f"{red}{bold}_____________________________ test_anchors_ignored _____________________________{off}\n"
+            f"{lookup}\n"
+            f"{red}FAILED{off} {A} - AssertionError\n{red}FAILED{off} {B} - AssertionError\n")
+    report = {"FAIL_TO_PASS": {"success": [], "failure": []},
+              "PASS_TO_PASS": {"success": [], "failure": ["tests/test_build_linkcheck.py::test_defaults",
+                                                          "tests/test_build_linkcheck.py::test_anchors_ignored"]}}
+    assert needs_internet(report, wrap(body)) == report["PASS_TO_PASS"]["failure"]
+    plain = wrap(body.replace(lookup, "AssertionError: 404", 1).replace(f"{lookup}\n", "ValueError\n"))
+    assert needs_internet(report, plain) == []  # failed otherwise: simply unresolved
 
 
 if __name__ == "__main__":  # pragma: no cover

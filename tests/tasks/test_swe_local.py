@@ -69,7 +69,7 @@ def test_environment_is_built_once_and_reused(world, home):
         assert head.stdout.splitlines()[:2] == ["SWE-bench", "calc with a bug in add"]
         assert "/testbed/calc/__init__.py /opt/miniconda3/envs/testbed" in head.stdout
     marker = family.environment_info(first)
-    assert marker["exclude_newer"] == "2024-05-01T12:00:00Z"  # the instance's created_at
+    assert marker["exclude_newer"] == swe_repo.COMMITTED_AT  # the setup commit's day, not created_at
     assert Path(marker["python"]).name.startswith("3.10.")
     log_mtime = (envs.envs_root() / key / "build.log").stat().st_mtime
     started = time.monotonic()
@@ -80,6 +80,26 @@ def test_environment_is_built_once_and_reused(world, home):
     assert (envs.envs_root() / key / "build.log").stat().st_mtime == log_mtime
     assert warm < cold
     print(f"env build cold {cold:.2f}s (build {marker['build_seconds']}s), warm setup {warm:.2f}s")
+
+
+def test_the_era_is_the_setup_commits_day_never_before_the_python(world, home):
+    """Instances of a version share one environment, so its era date is its setup commit's day,
+    whatever each instance's created_at (sphinx-9281's base commit needs a package released after
+    the first instance of its version); a Python newer than that day moves the era to its release
+    (a 2019 importlib-metadata breaks on Python 3.9: pytest-5631, -5809)."""
+    family, tasks = load(world)
+    task = tasks["acme__calc-1"]
+    recipe = family.recipe(task)
+    repository = family.repository(task)
+    later = {**task.record, "created_at": "2024-09-09T00:00:00Z"}
+    assert envs.era_date(recipe, task.record, repository) == envs.era_date(recipe, later, repository) \
+        == swe_repo.COMMITTED_AT
+    old = recipe.model_copy(update={"python": "3.9"})
+    assert envs.era_date(old, {**task.record, "environment_setup_commit": "f" * 40}, None) == "2024-05-01T12:00:00Z"
+    assert envs.era_date(old, {"created_at": "2019-07-19T20:13:12Z"}, None) == "2020-10-05T00:00:00Z"
+    assert envs.era_date(old, {"created_at": "2021-03-01"}, None) == "2021-03-01T23:59:59Z"
+    pinned = recipe.model_copy(update={"exclude_newer": "2019-01-02T03:04:05+02:00"})
+    assert envs.era_date(pinned, task.record, repository) == "2019-01-02T01:04:05Z"  # as given, in UTC
 
 
 @pytest.mark.parametrize("instance", ["acme__calc-1", "acme__calc-2"])
@@ -206,6 +226,30 @@ def test_grading_network_waits_like_a_networked_machine(world, home):
     outcome = grade(world, family, task, world["instances"]["gold"])
     assert outcome.category == "needs_network" and not outcome.resolved, outcome.log[-3000:]
     assert lookup in outcome.error
+
+
+def test_a_missing_system_package_makes_a_failure_an_environment_error(world, home, monkeypatch):
+    """sphinx 7.x's spec runs `apt-get install -y graphviz`, which no environment build runs: a
+    local sandbox sees the host's packages. Without them a test that needs `dot` skips and gold
+    fails (sphinx-10614); that is the environment's fault (env_error, naming the package), not
+    the patch's. With the package on the host the verdict stands."""
+    family, tasks = load(world)
+    task = tasks["acme__calc-2"]
+    recipe = family.recipe(task)
+
+    def needing(*packages):
+        line = f"apt-get update && apt-get install -y --no-install-recommends {' '.join(packages)}"
+        return lambda _task: recipe.model_copy(update={"pre_install": [*recipe.pre_install, line]})
+
+    assert envs.system_packages(needing("graphviz", "orchard-no-such-package")(task)) == \
+        ["graphviz", "orchard-no-such-package"]
+    monkeypatch.setattr(family, "recipe", needing("orchard-no-such-package"))
+    outcome = grade(world, family, task, world["instances"]["wrong"])
+    assert outcome.category == "env_error" and not outcome.resolved
+    assert "orchard-no-such-package" in outcome.error and "apt-get install orchard-no-such-package" in outcome.error
+    assert grade(world, family, task, world["instances"]["gold"]).category == "resolved"
+    monkeypatch.setattr(family, "recipe", needing("bash"))  # installed here: the verdict stands
+    assert grade(world, family, task, world["instances"]["wrong"]).category == "unresolved"
 
 
 def test_an_exact_pin_brings_its_dependencies_as_of_the_build(world, home, monkeypatch, tmp_path):
