@@ -4,7 +4,9 @@ Everything is measured side by side in one run and printed as one table (medians
 
   exec `true`        floor: subprocess.run(["true"]) | local in-process | local over HTTP |
                      docker in-process | raw `docker exec` CLI on the same container
-  create->ready->destroy   local | docker | raw `docker run --rm` (goal: docker at most 1.0x)
+  create->ready->destroy   local | docker | raw `docker run --rm` (goal: docker at most 1.0x);
+                     docker's destroy returns once the container has stopped (the engine
+                     removes it, as with --rm), so one more row waits until it is removed
   N local sandboxes alive at once (goal at N = 1,000: under 26 s, the published cluster figure,
   under 5 MiB each), each running a command; memory, descriptors and threads per sandbox; the
   open-files limit; what is left afterwards (folders, cgroups, processes)
@@ -44,16 +46,18 @@ def timed(fn, runs: int) -> list[float]:
     return out
 
 
-def interleaved(fn, ref, runs: int) -> tuple[list[float], list[float]]:
-    """`fn` and `ref` timed in turn (ms), after one warm-up of each."""
-    fn(), ref()
-    ours, theirs = [], []
+def interleaved(fn, ref, runs: int, *more) -> tuple[list[float], ...]:
+    """`fn`, `ref` (and `more`) timed in turn (ms), after one warm-up of each."""
+    calls = (fn, ref, *more)
+    for call in calls:
+        call()
+    samples: tuple[list[float], ...] = tuple([] for _ in calls)
     for _ in range(runs):
-        for call, out in ((fn, ours), (ref, theirs)):
+        for call, out in zip(calls, samples):
             t = time.perf_counter()
             call()
             out.append((time.perf_counter() - t) * 1000)
-    return ours, theirs
+    return samples
 
 
 def row(name: str, samples: list[float], floor: float | None = None, ref: float | None = None) -> str:
@@ -133,11 +137,25 @@ def bench_lifecycle(runs: int, docker: bool) -> list[str]:
                            check=True)
 
         with EnvManager("docker") as env:
+            api = env.backend.api
+
+            def until_removed() -> None:  # destroy returns once the container has stopped
+                import docker.errors
+
+                info = env.create_sandbox(SandboxSpec(image=image))
+                env.delete_sandbox(info.sandbox_id)
+                try:
+                    api.wait(f"orchard-{info.sandbox_id}", condition="removed")
+                except docker.errors.NotFound:
+                    pass
+
             # interleaved, one of each in turn: the engine's speed drifts by tens of ms over a
-            # minute, and both sides must see the same drift
-            ours, raw = interleaved(lambda: cycle(env, SandboxSpec(image=image)), raw_run, n)
+            # minute, and every side must see the same drift
+            ours, raw, removed = interleaved(lambda: cycle(env, SandboxSpec(image=image)), raw_run, n,
+                                             until_removed)
         r = statistics.median(raw)
         lines.append(row(f"orchard docker (n={n})", ours, ref=r))
+        lines.append(row("  ... and until the engine removed it", removed, ref=r))
         lines.append(row(f"raw `docker run --rm` (ref, n={n})", raw))
     return lines
 

@@ -1,7 +1,9 @@
 """The docker backend: one container per sandbox on the local Docker engine.
 
 Each sandbox is a container named `orchard-<id>`, labelled with its id, owner and expiry, running
-`sleep infinity` under `--init` with a read-only root filesystem. Its workspace (spec.workdir) and
+`sleep infinity` under `--init` with a read-only root filesystem, made with `--rm` (auto_remove):
+destroying one kills it, and the engine removes it as it removes a `docker run --rm` container
+that has exited, even when the client is gone by then. Its workspace (spec.workdir) and
 /tmp are host folders under `ORCHARD_HOME/env/docker/<id>/` bound into it, so files are read and
 written host-side; files the image already has at the workdir (a SWE repository at /testbed) are
 copied into the workspace folder at creation. Limits are the engine's (cpu, memory = memory+swap,
@@ -69,7 +71,7 @@ def _start_script() -> str:
     boot = shlex.quote(runner_boot.program(CTL, _compiled()))
     return f"""#!/bin/sh
 [ -x /bin/bash ] && : >{CTL}/has-bash
-py=$(command -v /usr/bin/python3 || command -v python3)
+if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
 if [ -n "$py" ]; then
   ("$py" -I -S -c {boot} {CTL}/ctl.sock </dev/null >{CTL}/runner.log 2>&1 &)  # init reaps it
 else
@@ -319,12 +321,13 @@ class DockerBackend:
                   Mount(CTL, str(root / "ctl"), type="bind")]
         mounts += [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in spec.mounts]
         labels = {**spec.labels, f"{LABEL}.managed": "true", f"{LABEL}.sandbox_id": sandbox_id,
+                  f"{LABEL}.auto_remove": "true",
                   f"{LABEL}.owner": owner, f"{LABEL}.expires_at": repr(expires_at),
                   f"{LABEL}.host_dir": str(root), f"{LABEL}.workdir": spec.workdir}
         name = f"orchard-{sandbox_id}"
         try:
             host_config = self.api.create_host_config(
-                init=True, read_only=not spec.writable_root, mounts=mounts,
+                init=True, auto_remove=True, read_only=not spec.writable_root, mounts=mounts,
                 network_mode="bridge" if spec.network == "full" else "none",
                 nano_cpus=int(min(spec.cpu, self._cpus()) * 1e9),
                 mem_limit=spec.memory_bytes, memswap_limit=spec.memory_bytes,
@@ -435,6 +438,8 @@ class DockerBackend:
             sid = labels.get(f"{LABEL}.sandbox_id")
             if not sid:
                 continue
+            if labels.get(f"{LABEL}.auto_remove") == "true" and c.get("State") in ("exited", "removing"):
+                continue  # stopped: the engine is removing it
             try:
                 expires = float(labels.get(f"{LABEL}.expires_at") or 0)
             except ValueError:
@@ -477,11 +482,12 @@ class DockerBackend:
                 workdir = labels.get(f"{LABEL}.workdir", "/workspace")
             if os.geteuid() != 0:
                 self._scrub(name, workdir)
-            self.api.remove_container(name, force=True, v=True)
+            if not (made_here and self._kill(name)):  # not made here: perhaps without auto_remove
+                self.api.remove_container(name, force=True, v=True)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: removal already in progress
+            if exc.status_code != 409:  # 409: not running (being removed), or removal in progress
                 raise InfraError(f"docker could not remove {name}: {exc}") from exc
         if not made_here:  # a crash while it was made may have left its probe
             try:
@@ -493,6 +499,20 @@ class DockerBackend:
         close_relays(relays)
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _kill(self, name: str) -> bool:
+        """Kill a container made here (auto_remove: the engine removes it once it has stopped,
+        as it removes a `docker run --rm` container that exits); False when it is not running
+        (never started: only a removal removes it)."""
+        import docker.errors
+
+        try:
+            self.api.kill(name)  # SIGKILL: returns once the container has stopped
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                return False
+            raise
+        return True
 
     def _drop_traffic(self, cid: str, name: str) -> None:
         """network='drop' in the container's own namespace (netdrop.py), entered through its

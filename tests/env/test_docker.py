@@ -81,7 +81,13 @@ def test_labels_limits_and_info(env, base):
     cores = docker_client().info()["NCPU"]
     many = env.create_sandbox(SandboxSpec(image=base, cpu=cores + 7))  # clamped to what there is
     assert inspect(many.sandbox_id)["HostConfig"]["NanoCpus"] == cores * 1_000_000_000
-    env.delete_sandbox(info.sandbox_id)
+    assert host["AutoRemove"] is True and labels["orchard.auto_remove"] == "true"
+    env.delete_sandbox(info.sandbox_id)  # killed; the engine removes it, as `docker run --rm` ones
+    assert info.sandbox_id not in [r.sandbox_id for r in env.backend.resources()]
+    assert [c["State"] for c in containers_of(info.sandbox_id)] in ([], ["exited"], ["removing"])
+    deadline = time.monotonic() + 60
+    while containers_of(info.sandbox_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert containers_of(info.sandbox_id) == []
     env.backend.destroy(info.sandbox_id)  # idempotent
 
