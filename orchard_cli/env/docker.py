@@ -14,7 +14,11 @@ own port, relayed to its own host:port. Both need the runner (python3 in the ima
 
 Commands run through the sandbox runner the local backend uses too (`local_runner.py`), started
 with the container when the image has python3; it connects back once to a socket in the
-bind-mounted control folder (`runner_channel.RunnerChannel`, the local backend's too). A command costs a fork in the container,
+bind-mounted control folder (`runner_channel.RunnerChannel`, the local backend's too). The first
+sandbox of an image waits for it at creation (it tells whether the image has python3 and bash);
+later ones are ready once their container runs, and their first command waits for the runner's
+hello (~8 ms of interpreter start, spent while the caller goes on), so that no command runs
+before the runner has taken the socket. A command costs a fork in the container,
 not an engine round trip (~2 ms against ~55 ms). Images without python3 (or
 `exec_mode='engine'`) use the engine's exec API, with the same timeout, kill and truncation rules.
 """
@@ -110,6 +114,8 @@ class DockerSandbox:
         self.container_id = container_id
         self.root = root
         self.channel = channel
+        """Its runner's channel; not yet connected while the runner starts (`_connected`)."""
+        self._handshake = threading.Lock()
         self.env = env
         self.shell = shell
         spec = info.spec
@@ -141,9 +147,25 @@ class DockerSandbox:
                 self._memory = []
         return self._memory
 
+    def _connected(self) -> RunnerChannel | None:
+        """The runner's channel once it has said hello: a sandbox of an image known to run the
+        runner is ready when its container runs, while the runner's interpreter starts, and its
+        first command waits here for the hello (no command runs in the sandbox before it, so none
+        can take the runner's place on the socket). None without a runner."""
+        channel = self.channel
+        if channel is None or channel.conn is not None or channel.dead:
+            return channel
+        with self._handshake:
+            if channel.conn is None and self.channel is not None:
+                if not self.backend._wait_runner(self.container_id, channel, self.root / "ctl",
+                                                 self.info.spec, {}):
+                    channel.close()
+                    self.channel = None
+        return self.channel
+
     def _run(self, command: str | list[str], *, env: dict[str, str], cwd: str,
              stdin: bytes | None, timeout: float, limit: int, keep: bool = False) -> RawResult:
-        channel = self.channel
+        channel = self._connected()
         if channel is None or channel.dead or self.backend.exec_mode == "engine":
             return engine_exec(self.backend.api, self.container_id, command, env=env, cwd=cwd,
                                stdin=stdin, timeout=timeout, limit=limit,
@@ -169,7 +191,7 @@ class DockerSandbox:
                          error=base64.b64decode(error).decode(errors="replace") if error else None)
 
     def open_pty(self, request: PtyRequest) -> Any:
-        channel = self.channel
+        channel = self._connected()
         if channel is None or channel.dead:
             raise UsageError(f"terminal sessions need the sandbox runner, which needs python3 in the image "
                              f"{self.info.spec.image}")
@@ -256,6 +278,8 @@ class DockerBackend:
         """Sandboxes made by this backend object -> their workdir: destroyed without asking the engine."""
         self._empty: set[tuple[str, str]] = set()
         """(image id, workdir) pairs where the image holds nothing to copy into the workspace."""
+        self._runs_runner: dict[str, tuple[str, bool]] = {}
+        """Images whose first sandbox here started the runner -> its shell, whether protected."""
         self._ncpu: int | None = None
 
     @property
@@ -347,17 +371,24 @@ class DockerBackend:
             raise _usage_or_infra(exc, f"run a container from {image}") from None
         if spec.network == "drop":
             self._drop_traffic(cid, name)
-        has_runner = self._wait_runner(cid, channel, root / "ctl", spec, config)
-        if not has_runner:
-            channel.close()
-            self._live[sandbox_id] = (None, relays)
-        shell = "/bin/bash" if (root / "ctl" / "has-bash").exists() else "/bin/sh"
+        known = self._runs_runner.get(attrs["Id"])
+        if known is not None and not config and self.exec_mode == "auto":
+            has_runner, (shell, protected) = True, known  # its hello is awaited by the first command
+        else:
+            has_runner = self._wait_runner(cid, channel, root / "ctl", spec, config)
+            if not has_runner:
+                channel.close()
+                self._live[sandbox_id] = (None, relays)
+            shell = "/bin/bash" if (root / "ctl" / "has-bash").exists() else "/bin/sh"
+            protected = bool(channel.hello.get("protected"))
+            if has_runner:
+                self._runs_runner[attrs["Id"]] = (shell, protected)
         config_env = _container_config(attrs.get("Config") or {}, env, cid)
         details = {"container_id": cid[:12], "container": name, "image": image,
                    "host_dir": str(root),
                    "exec": "runner" if has_runner and self.exec_mode == "auto" else "engine",
                    "root": "writable" if spec.writable_root else "read-only",
-                   "runner_protected": str(bool(channel.hello.get("protected"))).lower()}
+                   "runner_protected": str(protected).lower()}
         info = SandboxInfo(sandbox_id=sandbox_id, backend=self.name, status="ready", spec=spec,
                            isolation="docker", limits="docker", expires_at=expires_at,
                            details=details)
@@ -410,6 +441,8 @@ class DockerBackend:
                      config: dict) -> bool:
         started = time.monotonic()
         while time.monotonic() < started + RUNNER_WAIT:
+            if channel.dead:
+                raise SandboxError(f"the sandbox is gone ({channel.dead})")
             if channel.accept(config, 0.005):
                 check_listening(channel.hello)
                 return True

@@ -58,6 +58,8 @@ def docker_client():
                                      hint="pip install 'orchard-cli[docker]'") from exc
     try:
         client = docker.from_env(timeout=600)
+        if client.api.base_url.startswith("http+docker://"):  # a Unix socket: no proxy applies,
+            client.api.trust_env = False  # so requests need not read the environment for one
         client.ping()
     except Exception as exc:
         raise InfraError(f"no Docker engine answers: {exc}",

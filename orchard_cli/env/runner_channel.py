@@ -90,14 +90,18 @@ class RunnerChannel:
         """Take the runner's connection (False if it has not come within `timeout` while `alive()`),
         hand it its config, read its hello and start reading replies."""
         deadline = time.monotonic() + timeout
-        assert self.listener is not None
         while self.conn is None:
-            self.listener.settimeout(max(0.0, min(0.05, deadline - time.monotonic())))
+            listener = self.listener
+            if listener is None or self.dead:  # closed: the sandbox is being destroyed
+                return False
+            listener.settimeout(max(0.0, min(0.05, deadline - time.monotonic())))
             try:
-                self.conn, _ = self.listener.accept()
+                self.conn, _ = listener.accept()
             except (TimeoutError, BlockingIOError, socket.timeout):
                 if time.monotonic() >= deadline or not alive():
                     return False
+            except OSError:  # closed by another thread meanwhile
+                return False
         self._close_listener()
         self.conn.settimeout(max(deadline - time.monotonic(), 5.0))
         self.send(config)

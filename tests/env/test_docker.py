@@ -243,6 +243,34 @@ def test_gc_reaps_containers_of_a_killed_owner(base, _orchard_home):
     assert [c["Names"] for c in left if not owner_alive(c["Labels"]["orchard.owner"])] == []
 
 
+def test_later_sandboxes_of_an_image_are_ready_before_their_runner(env, base):
+    """The first sandbox of an image waits for its runner's hello at creation (so it learns the
+    image runs the runner, and its shell); later ones are ready once their container runs, and
+    their first commands (two at once here) wait for the hello: nothing runs in the sandbox
+    before the runner holds the socket. One destroyed before any command leaves nothing."""
+    first = env.create_sandbox(SandboxSpec(image=base))
+    later = env.create_sandbox(SandboxSpec(image=base))
+    assert later.details["exec"] == first.details["exec"] == "runner"
+    assert later.details["runner_protected"] == first.details["runner_protected"]
+    channel = env.backend._live[later.sandbox_id][0]
+    assert channel.conn is None  # accepted by the first command, not by create
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(run(env, later.sandbox_id, "echo $0; id -u")))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert [r.stdout.split() for r in results] == [["/bin/bash", "0"]] * 2, results
+    assert channel.conn is not None and not channel.dead
+    assert run(env, first.sandbox_id, "echo $0").stdout.strip() == "/bin/bash"
+    gone = env.create_sandbox(SandboxSpec(image=base))
+    env.delete_sandbox(gone.sandbox_id)
+    assert gone.sandbox_id not in [r.sandbox_id for r in env.backend.resources()]
+    for info in (first, later):
+        env.delete_sandbox(info.sandbox_id)
+
+
 def test_exec_round_trip_against_docker_exec_cli(env, base):
     sid = env.create_sandbox(SandboxSpec(image=base)).sandbox_id
     name = f"orchard-{sid}"
