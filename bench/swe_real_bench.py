@@ -148,7 +148,7 @@ def main() -> int:
     result = {"instances": ids, "cold_seconds": cold_s, "warm_seconds": warm_s, "builds": built,
               "cold": {i: r.get("category") for i, r in cold.items()},
               "warm": {i: r.get("category") for i, r in warm.items()}}
-    if args.docker:
+    if args.docker or args.docker_ids:
         by_env: dict[str, list[str]] = {}
         for c in chosen:
             by_env.setdefault(f"{c['repo']}@{c['version']}", []).append(c["instance_id"])

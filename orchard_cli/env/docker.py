@@ -153,14 +153,18 @@ class DockerSandbox:
         first command waits here for the hello (no command runs in the sandbox before it, so none
         can take the runner's place on the socket). None without a runner."""
         channel = self.channel
-        if channel is None or channel.conn is not None or channel.dead:
+        if channel is None or channel.ready or channel.dead:
             return channel
         with self._handshake:
-            if channel.conn is None and self.channel is not None:
-                if not self.backend._wait_runner(self.container_id, channel, self.root / "ctl",
-                                                 self.info.spec, {}):
-                    channel.close()
-                    self.channel = None
+            if not channel.ready and not channel.dead and self.channel is not None:
+                started = False
+                try:
+                    started = self.backend._wait_runner(self.container_id, channel, self.root / "ctl",
+                                                        self.info.spec, {})
+                finally:
+                    if not started:  # no runner (or not in time): the engine runs what follows
+                        channel.close()
+                        self.channel = None
         return self.channel
 
     def _run(self, command: str | list[str], *, env: dict[str, str], cwd: str,
@@ -356,9 +360,10 @@ class DockerBackend:
                 nano_cpus=int(min(spec.cpu, self._cpus()) * 1e9),
                 mem_limit=spec.memory_bytes, memswap_limit=spec.memory_bytes,
                 pids_limit=spec.pids)
-            container = self.api.create_container(
+            container = self.api.create_container(  # no health check: the engine runs nothing in it
                 image, entrypoint=["/bin/sh", f"{CTL}/start.sh"], name=name, labels=labels,
-                environment=env, working_dir=spec.workdir, host_config=host_config, detach=True)
+                environment=env, working_dir=spec.workdir, host_config=host_config, detach=True,
+                healthcheck={"test": ["NONE"]})
             cid = container["Id"]
             empty = (attrs["Id"], spec.workdir)  # an image known to hold nothing there: no probe
             prepopulated = empty not in self._empty and self._prepopulate(
@@ -439,6 +444,8 @@ class DockerBackend:
 
     def _wait_runner(self, cid: str, channel: RunnerChannel, ctl: Path, spec: SandboxSpec,
                      config: dict) -> bool:
+        import docker.errors
+
         started = time.monotonic()
         while time.monotonic() < started + RUNNER_WAIT:
             if channel.dead:
@@ -452,7 +459,12 @@ class DockerBackend:
                     raise UsageError(f"{what} needs python3 in the image {spec.image}")
                 return False
             if time.monotonic() - started > 2:  # slow: is the container still there at all?
-                state = self.api.inspect_container(cid)["State"]
+                try:
+                    state = self.api.inspect_container(cid)["State"]
+                except docker.errors.NotFound:  # exited, and the engine removed it (auto_remove)
+                    raise SandboxError(f"the sandbox container exited at start and is gone: "
+                                       f"{_log_tail(ctl / 'runner.log')}",
+                                       hint=f"the image {spec.image} needs /bin/sh") from None
                 if not state.get("Running"):
                     logs = self.api.logs(cid, tail=3).decode(errors="replace").strip()
                     raise SandboxError(f"the sandbox container exited at start (exit "

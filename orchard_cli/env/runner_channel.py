@@ -2,7 +2,8 @@
 that runs one (local, docker).
 
 The runner connects back to a Unix socket that accepts exactly one connection, made before any
-command exists in the sandbox, and then disappears. The runner makes itself non-dumpable, so no
+command exists in the sandbox (on docker, an image's later sandboxes take it at their first
+command, which waits for it), and then disappears. The runner makes itself non-dumpable, so no
 process in the sandbox can reach the channel through /proc/<pid>/fd and forge a result.
 Requests are length-prefixed marshal frames; replies are JSON lines:
 
@@ -79,6 +80,8 @@ class RunnerChannel:
         self.hello: dict = {}
         self.dead: str | None = None
         self.conn: socket.socket | None = None
+        self.ready = False
+        """The runner has its config, said hello and is read by the IO loop: commands may go."""
         self._pending: dict[int, list] = {}
         self._streams: dict[int, Stream] = {}
         self._next = 0
@@ -94,27 +97,40 @@ class RunnerChannel:
             listener = self.listener
             if listener is None or self.dead:  # closed: the sandbox is being destroyed
                 return False
-            listener.settimeout(max(0.0, min(0.05, deadline - time.monotonic())))
             try:
-                self.conn, _ = listener.accept()
+                listener.settimeout(max(0.0, min(0.05, deadline - time.monotonic())))
+                conn, _ = listener.accept()
             except (TimeoutError, BlockingIOError, socket.timeout):
                 if time.monotonic() >= deadline or not alive():
                     return False
-            except OSError:  # closed by another thread meanwhile
+                continue
+            except OSError:
+                if self.listener is None or self.dead:  # closed by another thread meanwhile
+                    return False
+                raise
+            if self.dead:  # destroyed while it connected: close() did not see this connection
+                conn.close()
                 return False
-        self._close_listener()
-        self.conn.settimeout(max(deadline - time.monotonic(), 5.0))
-        self.send(config)
-        line = self._hello_line()
-        self.conn.settimeout(None)
-        self.hello = json.loads(line) if line else {}
-        if not self.hello.get("ready"):
-            raise SandboxError(f"the sandbox runner did not say hello: {self.diagnostics()}")
+            self.conn = conn
+        try:
+            self._close_listener()
+            self.conn.settimeout(max(deadline - time.monotonic(), 5.0))
+            self.send(config)
+            line = self._hello_line()
+            self.conn.settimeout(None)
+            self.hello = json.loads(line) if line else {}
+            if not self.hello.get("ready"):
+                raise SandboxError(f"the sandbox runner did not say hello: {self.diagnostics()}")
+        except BaseException:
+            self.dead = self.dead or "the sandbox runner did not start"
+            self.close()  # a runner that did not start is not asked again
+            raise
         if self._buffer:
             self._on_data(b"")  # replies that came with the hello, before the loop reads more
         conn = self.conn
         io_loop().watch(conn.fileno(), self._on_data, self._on_end,
                         read=lambda: conn.recv(CHUNK, socket.MSG_DONTWAIT))  # never blocks the loop
+        self.ready = True
         return True
 
     def _hello_line(self) -> bytes:

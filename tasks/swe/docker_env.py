@@ -7,6 +7,8 @@ the `conda activate` shim at /opt/miniconda3/bin/activate, all `FROM orchard/bas
 (git, patch, bash). Shared libraries the prefix's ELF files load from the host (ldd) and the base
 image lacks are copied into /usr/local/lib/orchard-swe; the prefix's own lib/ is put in ld.so's
 cache, and the interpreter's original prefix path (its RUNPATH, sysconfig) is a link to the copy.
+The recipe's system-wide pre_install lines (`apt-get install -y graphviz`, `locale-gen`), which the
+local build cannot run, run as RUN lines of the image (apt needs Debian's mirror then).
 
 The engine is the cache: the image `orchard/swe-env:<key>` carries the recipe key and a hash of
 this recipe as labels, so it is built once per machine per key. Its sandboxes mount the repository
@@ -17,9 +19,9 @@ script (clone at base_commit into the workspace, unpack artifacts.tar, commit).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tarfile
@@ -45,7 +47,7 @@ IMAGE_REPO = "orchard/swe-env"
 KEY_LABEL = "orchard.swe.env"      # on the image and on every sandbox spec that uses one
 RECIPE_LABEL = "orchard.recipe"
 LIB_DIR = "/usr/local/lib/orchard-swe"
-FORMAT = 1  # bump when the image layout below changes
+FORMAT = 2  # bump when the image layout below changes (2: the recipe's system-wide lines)
 DOCKERFILE = f"""\
 COPY opt/ /opt/
 COPY libs/ {LIB_DIR}/
@@ -173,11 +175,9 @@ def _build(client: Any, base: str, tag: str, key: str, marker: dict[str, Any],
     prefix, original = folder / "testbed", str(marker.get("python") or "")
     libs = missing_libraries(client, base, host_libraries(prefix, [prefix, Path(original)]))
     dockerfile = f"FROM {base}\nARG ORIGINAL\n{DOCKERFILE}"
-    system = envs.system_packages(EnvironmentRecipe.model_validate(marker["recipe"]))
-    if system:  # the recipe's system-wide lines, which the local build skipped
-        dockerfile += (f"RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                       f"--no-install-recommends {' '.join(shlex.quote(p) for p in system)} "
-                       f"&& rm -rf /var/lib/apt/lists/*\n")
+    for line in envs.system_lines(EnvironmentRecipe.model_validate(marker["recipe"])):
+        # the recipe's system-wide lines, which the local build skipped, as SWE-bench's images run them
+        dockerfile += "RUN " + json.dumps(["/bin/bash", "-c", f"export DEBIAN_FRONTEND=noninteractive; {line}"]) + "\n"
     with tempfile.TemporaryDirectory(prefix="orchard-swe-image-") as tmp:
         context = Path(tmp) / "context.tar"
         with tarfile.open(context, "w") as tar:

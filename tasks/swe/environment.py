@@ -316,29 +316,53 @@ def copy_prefix(source: Path, target: Path) -> None:
             script.write_bytes(data)
 
 
-# `apt-get install -y graphviz` in a recipe's pre_install: system packages no environment build
-# installs (a local sandbox sees the host's; orchard's docker image installs them).
-APT_INSTALL = re.compile(r"\bapt(?:-get)?\s+install\s+([^;&|]+)")
+# A shell line's commands (split at `&&`, `||`, `;`, `|`) and their redirections.
+SHELL_SPLIT = re.compile(r"&&|\|\||[;|]")
+REDIRECTION = re.compile(r"^\d*[<>]")
+
+
+def system_lines(recipe: EnvironmentRecipe) -> list[str]:
+    """The recipe's system-wide pre_install lines (`apt-get install -y graphviz`, `locale-gen`),
+    which no environment build runs: a local sandbox sees the host's system, orchard's docker
+    image runs them."""
+    return [line for line in recipe.pre_install if SYSTEM_LINE.search(line)]
 
 
 def system_packages(recipe: EnvironmentRecipe) -> list[str]:
     """The Debian packages the recipe's system-wide lines install (sphinx 7.x: graphviz)."""
     found: list[str] = []
-    for line in recipe.pre_install:
-        for match in APT_INSTALL.finditer(line):
-            found += [w for w in match.group(1).split() if not w.startswith("-") and w not in found]
+    for line in system_lines(recipe):
+        for command in SHELL_SPLIT.split(line):
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                continue
+            while words and ("=" in words[0] or words[0] in ("sudo", "env")):
+                words = words[1:]  # DEBIAN_FRONTEND=noninteractive apt-get ...
+            if not words or words[0] not in ("apt", "apt-get") or "install" not in words:
+                continue
+            rest, skip = words[words.index("install") + 1:], False
+            for word in rest:
+                if skip:
+                    skip = False
+                elif word in ("-o", "--option", "-t", "--target-release", "-c", "--config-file"):
+                    skip = True  # an option's value, not a package
+                elif not word.startswith("-") and not REDIRECTION.match(word) and word not in found:
+                    found.append(word)
     return found
 
 
-def missing_on_host(packages: list[str]) -> list[str]:
-    """Those of `packages` this host has not installed (all of them where dpkg cannot say)."""
+def missing_on_host(packages: list[str]) -> list[str] | None:
+    """Those of `packages` this host has not installed; None where dpkg cannot say."""
     if not packages:
         return []
     try:
         done = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Status}\n", *packages],
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return list(packages)
+        return None
+    if done.returncode not in (0, 1):  # 1: some are unknown to dpkg, which is an answer
+        return None
     installed = {line.split()[0] for line in done.stdout.splitlines() if line.endswith(" installed")}
     return [p for p in packages if p not in installed]
 
@@ -480,7 +504,7 @@ def commit_date(repository_path: Path, commit: str) -> str | None:
     return (result.stdout.strip() or None) if result.returncode == 0 else None
 
 
-def utc(value: str) -> str:
+def utc(value: str, what: str = "a date") -> str:
     """A date (the end of that day) or an RFC 3339 time, as uv's --exclude-newer UTC form."""
     value = str(value).strip().replace(" ", "T")
     if re.match(r"^\d{4}-\d{2}-\d{2}$", value):
@@ -488,27 +512,31 @@ def utc(value: str) -> str:
     try:
         when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise EnvironmentUnavailable(f"exclude_newer is not a date: {value!r} (YYYY-MM-DD or RFC 3339)") from None
+        raise EnvironmentUnavailable(f"{what} is not a date: {value!r} (YYYY-MM-DD or RFC 3339)") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.timezone.utc)
     return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def era_date(recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path | None) -> str:
+def era_date(recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path | None,
+             built_at: str | None = None) -> str:
     """The --exclude-newer date: the recipe's or ORCHARD_SWE_EXCLUDE_NEWER when set; else the
-    date of the environment's setup commit (the instances of a version share one environment,
-    built from that commit's declarations, so its day is theirs: the dependencies it could know),
-    the instance's created_at when the repository lacks that commit; never before the recipe's
+    time of the environment's setup commit (the instances of a version share one environment,
+    built from that commit's declarations: the dependencies it could know), or of the commit the
+    build installs at (`build_commit`: a base commit declaring other dependencies) when that is
+    later; the instance's created_at when the repository lacks them; never before the recipe's
     Python came out (PYTHON_RELEASED)."""
     explicit = recipe.exclude_newer or os.environ.get("ORCHARD_SWE_EXCLUDE_NEWER")
     if explicit:
-        return utc(explicit)
-    setup = record.get("environment_setup_commit") or record.get("base_commit")
-    day = (commit_date(repo_path, setup) if repo_path is not None and setup else None) or record.get("created_at")
-    if not day:
+        return utc(explicit, "exclude_newer")
+    commits = {record.get("environment_setup_commit") or record.get("base_commit"), built_at} - {None, ""}
+    days = [utc(d, "a commit date") for d in (commit_date(repo_path, c) for c in commits if repo_path is not None) if d]
+    if not days and record.get("created_at"):
+        days = [utc(record["created_at"], "created_at")]
+    if not days:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     released = PYTHON_RELEASED.get(".".join(str(recipe.python).split(".")[:2]))
-    return max(utc(day), utc(released + "T00:00:00Z")) if released else utc(day)
+    return max(days + ([released + "T00:00:00Z"] if released else []))
 
 
 def staged_uv() -> str:
@@ -572,7 +600,7 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
         else:
             if files:
                 raise EnvironmentUnavailable(f"{record['repo']}@{setup_commit[:12]} has none of {', '.join(files)}")
-    date = era_date(recipe, record, repo_path)
+    date = era_date(recipe, record, repo_path, commit)
     script = build_script(recipe, commit, deps, date, staged_uv())
     spec = local_spec(key, repo_path, python=source, network="full", writable_env=True,
                       timeout=int(BUILD_TIMEOUT) + 600, labels={"orchard.swe": "env-build"})

@@ -182,13 +182,7 @@ class SWEFamily(PatchFamily):
         outcome = run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
                                 parser_name=task.record.get("log_parser") or recipe.log_parser)
         if outcome.category == "unresolved" and sandbox.info.backend == "local":
-            missing = envs.missing_on_host(envs.system_packages(recipe))
-            if missing:  # its tests may have skipped for want of them (sphinx-10614: graphviz's dot)
-                names = " ".join(missing)
-                outcome = outcome.model_copy(update={"category": "env_error", "error": (
-                    f"not resolved in an environment without the system packages its spec installs: "
-                    f"{names} (this backend's sandboxes use the host's: apt-get install {names}; "
-                    f"or grade on --backend docker, whose image installs them)")})
+            outcome = without_system_packages(outcome, recipe)
         return outcome
 
     def eval_script(self, task: Task, backend: str | None = None) -> str | None:
@@ -214,6 +208,27 @@ class SWEFamily(PatchFamily):
         """The built environment's marker (recipe, era date, build time), if built."""
         key = self.env_key(task)
         return envs.read_marker(key) if envs.is_built(key) else None
+
+
+def without_system_packages(outcome: Outcome, recipe: EnvironmentRecipe) -> Outcome:
+    """An unresolved outcome on the local backend, whose sandboxes use the host's system: when
+    the spec installs packages the host lacks, and every failing test was skipped or never ran
+    and the log names one of them (sphinx-10614: 'graphviz "dot" is not available'), the
+    environment is at fault (env_error); otherwise the verdict stands, with a note."""
+    missing = envs.missing_on_host(envs.system_packages(recipe))
+    if not missing:
+        return outcome
+    names = " ".join(missing)
+    tests = outcome.tests
+    failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in (tests.get(kind) or {}).get("failure", [])]
+    log = (outcome.log or "").lower()
+    if failing and set(failing) <= set(tests.get("unrun") or []) and any(p.lower() in log for p in missing):
+        return outcome.model_copy(update={"category": "env_error", "error": (
+            f"its failing tests did not run for want of the system packages its spec installs: {names} "
+            f"(the local backend uses the host's: apt-get install {names}; or grade on --backend "
+            f"docker, whose image installs them)")})
+    note = f"this host lacks system packages the spec installs: {names}"
+    return outcome.model_copy(update={"error": f"{outcome.error}; {note}" if outcome.error else note})
 
 
 def official_image(sandbox: SandboxHandle) -> bool:

@@ -81,6 +81,9 @@ def verdict(record: dict[str, Any], log: str, parser_name: str | None = None) ->
     report = tests_report(status_map, record.get("FAIL_TO_PASS", []), record.get("PASS_TO_PASS", []))
     report["log_valid"] = valid
     report["parsed_tests"] = len(status_map)
+    report["unrun"] = [c for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for c in report[kind]["failure"]
+                       if _lookup(c, status_map) not in FAILING]
+    """Failing tests that did not run to a failure: skipped, or absent from the log."""
     resolved = (valid and not report["FAIL_TO_PASS"]["failure"]
                 and not report["PASS_TO_PASS"]["failure"])
     return resolved, report

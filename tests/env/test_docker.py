@@ -82,6 +82,7 @@ def test_labels_limits_and_info(env, base):
     many = env.create_sandbox(SandboxSpec(image=base, cpu=cores + 7))  # clamped to what there is
     assert inspect(many.sandbox_id)["HostConfig"]["NanoCpus"] == cores * 1_000_000_000
     assert host["AutoRemove"] is True and labels["orchard.auto_remove"] == "true"
+    assert data["Config"]["Healthcheck"]["Test"] == ["NONE"]  # the engine runs nothing in it
     env.delete_sandbox(info.sandbox_id)  # killed; the engine removes it, as `docker run --rm` ones
     assert info.sandbox_id not in [r.sandbox_id for r in env.backend.resources()]
     assert [c["State"] for c in containers_of(info.sandbox_id)] in ([], ["exited"], ["removing"])
@@ -253,7 +254,7 @@ def test_later_sandboxes_of_an_image_are_ready_before_their_runner(env, base):
     assert later.details["exec"] == first.details["exec"] == "runner"
     assert later.details["runner_protected"] == first.details["runner_protected"]
     channel = env.backend._live[later.sandbox_id][0]
-    assert channel.conn is None  # accepted by the first command, not by create
+    assert channel.conn is None and not channel.ready  # accepted by the first command, not by create
     results: list = []
     threads = [threading.Thread(target=lambda: results.append(run(env, later.sandbox_id, "echo $0; id -u")))
                for _ in range(2)]
@@ -262,11 +263,17 @@ def test_later_sandboxes_of_an_image_are_ready_before_their_runner(env, base):
     for thread in threads:
         thread.join(120)
     assert [r.stdout.split() for r in results] == [["/bin/bash", "0"]] * 2, results
-    assert channel.conn is not None and not channel.dead
+    assert channel.ready and not channel.dead
     assert run(env, first.sandbox_id, "echo $0").stdout.strip() == "/bin/bash"
     gone = env.create_sandbox(SandboxSpec(image=base))
+    unused = env.backend._live[gone.sandbox_id][0]
     env.delete_sandbox(gone.sandbox_id)
+    assert unused.dead and unused.listener is None and unused.conn is None
     assert gone.sandbox_id not in [r.sandbox_id for r in env.backend.resources()]
+    deadline = time.monotonic() + 60
+    while containers_of(gone.sandbox_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert containers_of(gone.sandbox_id) == []
     for info in (first, later):
         env.delete_sandbox(info.sandbox_id)
 

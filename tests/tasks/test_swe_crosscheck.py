@@ -165,8 +165,8 @@ def test_a_coloured_failure_report_still_shows_the_failed_lookup():
               "PASS_TO_PASS": {"success": [], "failure": ["tests/test_build_linkcheck.py::test_defaults",
                                                           "tests/test_build_linkcheck.py::test_anchors_ignored"]}}
     assert needs_internet(report, wrap(body)) == report["PASS_TO_PASS"]["failure"]
-    plain = wrap(body.replace(lookup, "AssertionError: 404", 1).replace(f"{lookup}\n", "ValueError\n"))
-    assert needs_internet(report, plain) == []  # failed otherwise: simply unresolved
+    one = wrap(body.replace(f"{off}\n{lookup}\n", f"{off}\nValueError: 404\n"))
+    assert "name resolution" in one and needs_internet(report, one) == []  # one failed otherwise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -98,6 +98,7 @@ def test_the_era_is_the_setup_commits_day_never_before_the_python(world, home):
     assert envs.era_date(old, {**task.record, "environment_setup_commit": "f" * 40}, None) == "2024-05-01T12:00:00Z"
     assert envs.era_date(old, {"created_at": "2019-07-19T20:13:12Z"}, None) == "2020-10-05T00:00:00Z"
     assert envs.era_date(old, {"created_at": "2021-03-01"}, None) == "2021-03-01T23:59:59Z"
+    assert envs.era_date(recipe, task.record, repository, built_at="0" * 40) == swe_repo.COMMITTED_AT  # unknown
     pinned = recipe.model_copy(update={"exclude_newer": "2019-01-02T03:04:05+02:00"})
     assert envs.era_date(pinned, task.record, repository) == "2019-01-02T01:04:05Z"  # as given, in UTC
 
@@ -228,28 +229,39 @@ def test_grading_network_waits_like_a_networked_machine(world, home):
     assert lookup in outcome.error
 
 
-def test_a_missing_system_package_makes_a_failure_an_environment_error(world, home, monkeypatch):
+def test_a_missing_system_package_is_the_environments_fault_only_with_evidence(world, home, monkeypatch):
     """sphinx 7.x's spec runs `apt-get install -y graphviz`, which no environment build runs: a
     local sandbox sees the host's packages. Without them a test that needs `dot` skips and gold
-    fails (sphinx-10614); that is the environment's fault (env_error, naming the package), not
-    the patch's. With the package on the host the verdict stands."""
+    fails (sphinx-10614): env_error, naming the package. A failure that ran (a wrong patch) stays
+    unresolved, with a note; a host that has the package changes nothing."""
+    from orchard_cli.outcome import Outcome
+    from orchard_cli.tasks.swe.family import without_system_packages
+
     family, tasks = load(world)
     task = tasks["acme__calc-2"]
     recipe = family.recipe(task)
 
     def needing(*packages):
-        line = f"apt-get update && apt-get install -y --no-install-recommends {' '.join(packages)}"
-        return lambda _task: recipe.model_copy(update={"pre_install": [*recipe.pre_install, line]})
+        line = (f"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -y install -o Dpkg::Options::=--force-confnew "
+                f"{' '.join(packages)} >/dev/null 2>&1")
+        return recipe.model_copy(update={"pre_install": [*recipe.pre_install, line]})
 
-    assert envs.system_packages(needing("graphviz", "orchard-no-such-package")(task)) == \
+    assert envs.system_packages(needing("graphviz", "orchard-no-such-package")) == \
         ["graphviz", "orchard-no-such-package"]
-    monkeypatch.setattr(family, "recipe", needing("orchard-no-such-package"))
-    outcome = grade(world, family, task, world["instances"]["wrong"])
-    assert outcome.category == "env_error" and not outcome.resolved
-    assert "orchard-no-such-package" in outcome.error and "apt-get install orchard-no-such-package" in outcome.error
+    assert envs.missing_on_host(["bash", "orchard-no-such-package"]) == ["orchard-no-such-package"]
+    skipped = Outcome(resolved=False, category="unresolved", log="SKIPPED [1] t.py:18: orchard-no-such-package is not available",
+                      tests={"FAIL_TO_PASS": {"success": [], "failure": ["t.py::a"]},
+                             "PASS_TO_PASS": {"success": [], "failure": ["t.py::b"]}, "unrun": ["t.py::a", "t.py::b"]})
+    judged = without_system_packages(skipped, needing("orchard-no-such-package"))
+    assert judged.category == "env_error" and "apt-get install orchard-no-such-package" in judged.error
+    ran = skipped.model_copy(update={"tests": {**skipped.tests, "unrun": ["t.py::a"]}})  # b failed by running
+    assert without_system_packages(ran, needing("orchard-no-such-package")).category == "unresolved"
+    assert without_system_packages(skipped, needing("bash")) == skipped  # installed here
+
+    monkeypatch.setattr(family, "recipe", lambda _task: needing("orchard-no-such-package"))
+    outcome = grade(world, family, task, world["instances"]["wrong"])  # its test fails by running
+    assert outcome.category == "unresolved" and "orchard-no-such-package" in outcome.error
     assert grade(world, family, task, world["instances"]["gold"]).category == "resolved"
-    monkeypatch.setattr(family, "recipe", needing("bash"))  # installed here: the verdict stands
-    assert grade(world, family, task, world["instances"]["wrong"]).category == "unresolved"
 
 
 def test_an_exact_pin_brings_its_dependencies_as_of_the_build(world, home, monkeypatch, tmp_path):
