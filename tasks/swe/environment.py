@@ -524,12 +524,15 @@ def era_date(recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path 
     time of the environment's setup commit (the instances of a version share one environment,
     built from that commit's declarations: the dependencies it could know), or of the commit the
     build installs at (`build_commit`: a base commit declaring other dependencies) when that is
-    later; the instance's created_at when the repository lacks them; never before the recipe's
+    later; the instance's created_at when the repository lacks them or the instance was
+    synthesized (`orchard tasks synth`: the day of its synthesis); never before the recipe's
     Python came out (PYTHON_RELEASED)."""
     explicit = recipe.exclude_newer or os.environ.get("ORCHARD_SWE_EXCLUDE_NEWER")
     if explicit:
         return utc(explicit, "exclude_newer")
     commits = {record.get("environment_setup_commit") or record.get("base_commit"), built_at} - {None, ""}
+    if record.get("source"):  # synthesized from an sdist: its commits carry a placeholder date
+        commits = set()
     days = [utc(d, "a commit date") for d in (commit_date(repo_path, c) for c in commits if repo_path is not None) if d]
     if not days and record.get("created_at"):
         days = [utc(record["created_at"], "created_at")]

@@ -99,6 +99,8 @@ def test_the_era_is_the_setup_commits_day_never_before_the_python(world, home):
     assert envs.era_date(old, {"created_at": "2019-07-19T20:13:12Z"}, None) == "2020-10-05T00:00:00Z"
     assert envs.era_date(old, {"created_at": "2021-03-01"}, None) == "2021-03-01T23:59:59Z"
     assert envs.era_date(recipe, task.record, repository, built_at="0" * 40) == swe_repo.COMMITTED_AT  # unknown
+    synthesized = {**task.record, "source": {"package": "calc"}}  # its commits carry a placeholder date
+    assert envs.era_date(recipe, synthesized, repository) == swe_repo.CREATED_AT
     pinned = recipe.model_copy(update={"exclude_newer": "2019-01-02T03:04:05+02:00"})
     assert envs.era_date(pinned, task.record, repository) == "2019-01-02T01:04:05Z"  # as given, in UTC
 
