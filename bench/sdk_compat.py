@@ -172,16 +172,14 @@ def run_backend(backend: str, sdk: Path, python: str, args: argparse.Namespace, 
         result["programs"][f"bench_concurrent --num {args.num}"] = (passed, seconds)
         result["concurrent"] = figures
         say(f"[{backend}] bench_concurrent: {'pass' if passed else 'FAIL'} ({seconds:.1f}s)")
-        if args.only_concurrent:
-            shutil.rmtree(home, ignore_errors=True)
-            return result
-        passed, seconds = run_program(
-            python, sdk, service,
-            ["tests/integration/soak.py", "--mode", "both", "--rounds", str(args.rounds),
-             "--min-idle", "1", "--max-idle", str(args.max_idle)], logs / f"{backend}-soak.log")
-        result["programs"][f"soak --mode both --rounds {args.rounds}"] = (passed, seconds)
-        say(f"[{backend}] soak: {'pass' if passed else 'FAIL'} ({seconds:.1f}s)")
-    shutil.rmtree(home, ignore_errors=True)
+        if not args.only_concurrent:
+            passed, seconds = run_program(
+                python, sdk, service,
+                ["tests/integration/soak.py", "--mode", "both", "--rounds", str(args.rounds),
+                 "--min-idle", "1", "--max-idle", str(args.max_idle)], logs / f"{backend}-soak.log")
+            result["programs"][f"soak --mode both --rounds {args.rounds}"] = (passed, seconds)
+            say(f"[{backend}] soak: {'pass' if passed else 'FAIL'} ({seconds:.1f}s)")
+    shutil.rmtree(home, ignore_errors=True)  # after `orchard env down`, which reads the home
     return result
 
 
