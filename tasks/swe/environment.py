@@ -530,10 +530,9 @@ def era_date(recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path 
     explicit = recipe.exclude_newer or os.environ.get("ORCHARD_SWE_EXCLUDE_NEWER")
     if explicit:
         return utc(explicit, "exclude_newer")
-    commits = {record.get("environment_setup_commit") or record.get("base_commit"), built_at} - {None, ""}
-    if record.get("source"):  # synthesized from an sdist: its commits carry a placeholder date
-        commits = set()
-    days = [utc(d, "a commit date") for d in (commit_date(repo_path, c) for c in commits if repo_path is not None) if d]
+    commits = [] if record.get("source") or repo_path is None else [  # synthesized: placeholder dates
+        c for c in {record.get("environment_setup_commit") or record.get("base_commit"), built_at} if c]
+    days = [utc(d, "a commit date") for d in (commit_date(repo_path, c) for c in commits) if d]
     if not days and record.get("created_at"):
         days = [utc(record["created_at"], "created_at")]
     if not days:

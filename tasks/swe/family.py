@@ -19,7 +19,7 @@ from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
 from orchard_cli.tasks.swe import environment as envs
 from orchard_cli.tasks.swe.environment import EnvironmentUnavailable
-from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, run_and_grade
+from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, failing_tests, run_and_grade
 from orchard_cli.tasks.swe.instance import TESTBED, EnvironmentRecipe, eval_script, recipe_for
 
 SETUP_TIMEOUT = 900.0
@@ -219,10 +219,9 @@ def without_system_packages(outcome: Outcome, recipe: EnvironmentRecipe) -> Outc
     if not missing:
         return outcome
     names = " ".join(missing)
-    tests = outcome.tests
-    failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in (tests.get(kind) or {}).get("failure", [])]
+    failing = failing_tests(outcome.tests)
     log = (outcome.log or "").lower()
-    if failing and set(failing) <= set(tests.get("unrun") or []) and any(p.lower() in log for p in missing):
+    if failing and set(failing) <= set(outcome.tests.get("unrun") or []) and any(p.lower() in log for p in missing):
         return outcome.model_copy(update={"category": "env_error", "error": (
             f"its failing tests did not run for want of the system packages its spec installs: {names} "
             f"(the local backend uses the host's: apt-get install {names}; or grade on --backend "

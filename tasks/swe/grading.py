@@ -75,15 +75,19 @@ def tests_report(status_map: dict[str, str], fail_to_pass: list[str],
     return report
 
 
+def failing_tests(report: dict[str, Any]) -> list[str]:
+    """The FAIL_TO_PASS and PASS_TO_PASS tests a tests report counts as failures."""
+    return [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in (report.get(kind) or {}).get("failure", [])]
+
+
 def verdict(record: dict[str, Any], log: str, parser_name: str | None = None) -> tuple[bool, dict[str, Any]]:
     """(resolved, tests report) for a finished eval log."""
     status_map, valid = parse_log(record, log, parser_name or record.get("log_parser"))
     report = tests_report(status_map, record.get("FAIL_TO_PASS", []), record.get("PASS_TO_PASS", []))
     report["log_valid"] = valid
     report["parsed_tests"] = len(status_map)
-    report["unrun"] = [c for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for c in report[kind]["failure"]
-                       if _lookup(c, status_map) not in FAILING]
-    """Failing tests that did not run to a failure: skipped, or absent from the log."""
+    # failing tests that did not run to a failure: skipped, or absent from the log
+    report["unrun"] = [c for c in failing_tests(report) if _lookup(c, status_map) not in FAILING]
     resolved = (valid and not report["FAIL_TO_PASS"]["failure"]
                 and not report["PASS_TO_PASS"]["failure"])
     return resolved, report
@@ -102,7 +106,7 @@ def needs_internet(report: dict[str, Any], log: str) -> list[str]:
     each (unittest's `ERROR: name` / `FAIL: name` section, pytest's `____ name ____` one) shows a
     lookup failure. Empty when any failed otherwise, or has no report to read: then the instance
     is simply unresolved."""
-    failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in report[kind]["failure"]]
+    failing = failing_tests(report)
     if not failing or not NO_INTERNET.search(log):
         return []
     log = ANSI.sub("", log)
