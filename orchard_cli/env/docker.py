@@ -3,7 +3,10 @@
 Each sandbox is a container named `orchard-<id>`, labelled with its id, owner and expiry, running
 `sleep infinity` under `--init` with a read-only root filesystem, made with `--rm` (auto_remove):
 destroying one kills it, and the engine removes it as it removes a `docker run --rm` container
-that has exited, even when the client is gone by then. Its workspace (spec.workdir) and
+that has exited, even when the client is gone by then. Where the engine runs on this host, in
+this pid namespace, and this process may signal the container, destroy kills it itself
+(`pidkill`) and returns once every process in it is dead, without waiting for the engine's ~35 ms
+of bookkeeping after the exit; elsewhere it asks the engine to kill it. Its workspace (spec.workdir) and
 /tmp are host folders under `ORCHARD_HOME/env/docker/<id>/` bound into it, so files are read and
 written host-side; files the image already has at the workdir (a SWE repository at /testbed) are
 copied into the workspace folder at creation. Limits are the engine's (cpu, memory = memory+swap,
@@ -36,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchard_cli.env import cgroups, netdrop, runner_boot
+from orchard_cli.env import cgroups, netdrop, pidkill, runner_boot
 from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
 from orchard_cli.env.runner_channel import RunnerChannel
@@ -285,6 +288,9 @@ class DockerBackend:
         self._runs_runner: dict[str, tuple[str, bool]] = {}
         """Images whose first sandbox here started the runner -> its shell, whether protected."""
         self._ncpu: int | None = None
+        self._reaped: dict[str, float] = {}
+        """Sandboxes destroyed here whose processes are dead -> when: the engine may still call
+        their containers running for the few ms its bookkeeping takes."""
 
     @property
     def client(self):
@@ -478,13 +484,18 @@ class DockerBackend:
 
     def resources(self) -> list[Resource]:
         found: dict[str, Resource] = {}
+        now = time.monotonic()
+        for sid, when in list(self._reaped.items()):
+            if now - when > 60:  # long removed (else listed again: something is wrong)
+                self._reaped.pop(sid, None)
         for c in self.api.containers(all=True, filters={"label": f"{LABEL}.managed=true"}):
             labels = c.get("Labels") or {}
             sid = labels.get(f"{LABEL}.sandbox_id")
             if not sid:
                 continue
-            if labels.get(f"{LABEL}.auto_remove") == "true" and c.get("State") in ("exited", "removing"):
-                continue  # stopped: the engine is removing it
+            if labels.get(f"{LABEL}.auto_remove") == "true" and (
+                    c.get("State") in ("exited", "removing") or sid in self._reaped):
+                continue  # stopped (or its processes killed here): the engine is removing it
             try:
                 expires = float(labels.get(f"{LABEL}.expires_at") or 0)
             except ValueError:
@@ -527,8 +538,8 @@ class DockerBackend:
                 workdir = labels.get(f"{LABEL}.workdir", "/workspace")
             if os.geteuid() != 0:
                 self._scrub(name, workdir)
-            if not (made_here and self._kill(name)):  # not made here: perhaps without auto_remove
-                self.api.remove_container(name, force=True, v=True)
+            if not (made_here and (self._reap(name, sandbox_id) or self._kill(name))):
+                self.api.remove_container(name, force=True, v=True)  # perhaps without auto_remove
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
@@ -544,6 +555,17 @@ class DockerBackend:
         close_relays(relays)
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _reap(self, name: str, sandbox_id: str) -> bool:
+        """Kill a running container made here from this host (pidkill): True once every process
+        in it is dead; the engine then removes it (auto_remove) without this process waiting for
+        its bookkeeping. False when that cannot be done here (the engine elsewhere, not root)."""
+        state = self.api.inspect_container(name)
+        if not (state["State"].get("Running") and
+                pidkill.kill_container(int(state["State"].get("Pid") or 0), state["Id"])):
+            return False
+        self._reaped[sandbox_id] = time.monotonic()
+        return True
 
     def _kill(self, name: str) -> bool:
         """Kill a container made here (auto_remove: the engine removes it once it has stopped,

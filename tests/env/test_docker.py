@@ -83,14 +83,61 @@ def test_labels_limits_and_info(env, base):
     assert inspect(many.sandbox_id)["HostConfig"]["NanoCpus"] == cores * 1_000_000_000
     assert host["AutoRemove"] is True and labels["orchard.auto_remove"] == "true"
     assert data["Config"]["Healthcheck"]["Test"] == ["NONE"]  # the engine runs nothing in it
+    pid, cid = data["State"]["Pid"], data["Id"]
     env.delete_sandbox(info.sandbox_id)  # killed; the engine removes it, as `docker run --rm` ones
     assert info.sandbox_id not in [r.sandbox_id for r in env.backend.resources()]
-    assert [c["State"] for c in containers_of(info.sandbox_id)] in ([], ["exited"], ["removing"])
+    # killed from this host (pidkill): nothing of it runs once destroy returns, though the engine
+    # may still call it running for the few ms until it has seen the exit
+    assert not _alive_in(pid, cid)
+    assert [c["State"] for c in containers_of(info.sandbox_id)] in ([], ["running"], ["exited"], ["removing"])
     deadline = time.monotonic() + 60
     while containers_of(info.sandbox_id) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert containers_of(info.sandbox_id) == []
     env.backend.destroy(info.sandbox_id)  # idempotent
+
+
+def _alive_in(pid: int, cid: str) -> bool:
+    """Whether process `pid` runs in container `cid` (a zombie, dead and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            ours = cid in f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            return ours and f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_pidkill_leaves_what_is_not_the_containers_alone(env, base):
+    from orchard_cli.env import pidkill
+
+    one, other = (env.create_sandbox(SandboxSpec(image=base)) for _ in range(2))
+    state = inspect(one.sandbox_id)
+    pid = state["State"]["Pid"]
+    assert not pidkill.kill_container(pid, inspect(other.sandbox_id)["Id"])  # another container's id
+    assert not pidkill.kill_container(os.getpid() + 10**7, state["Id"])  # no such process here
+    assert _alive_in(pid, state["Id"]) and run(env, one.sandbox_id, "echo ok").stdout == "ok\n"
+    run(env, one.sandbox_id, "sleep 600 & sleep 600 & echo started")
+    assert pidkill.kill_container(pid, state["Id"])
+    assert not _alive_in(pid, state["Id"])
+    procs = [p for p in os.listdir("/proc") if p.isdigit() and _alive_in(int(p), state["Id"])]
+    assert procs == []  # the background sleeps went with its first process
+    env.delete_sandbox(one.sandbox_id)  # the engine's view may lag; destroy still cleans up
+    env.delete_sandbox(other.sandbox_id)
+    deadline = time.monotonic() + 60
+    while (containers_of(one.sandbox_id) or containers_of(other.sandbox_id)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert containers_of(one.sandbox_id) == containers_of(other.sandbox_id) == []
+
+
+def test_destroy_asks_the_engine_where_it_cannot_kill_here(env, base, monkeypatch):
+    from orchard_cli.env import pidkill
+
+    monkeypatch.setattr(pidkill, "kill_container", lambda pid, cid, timeout=10.0: False)  # elsewhere
+    info = env.create_sandbox(SandboxSpec(image=base))
+    env.delete_sandbox(info.sandbox_id)  # the engine's kill returns once it has stopped
+    assert [c["State"] for c in containers_of(info.sandbox_id)] in ([], ["exited"], ["removing"])
+    assert info.sandbox_id not in [r.sandbox_id for r in env.backend.resources()]
 
 
 def test_missing_image_is_a_one_line_usage_error(env, _orchard_home):
