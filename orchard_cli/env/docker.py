@@ -561,8 +561,8 @@ class DockerBackend:
         in it is dead; the engine then removes it (auto_remove) without this process waiting for
         its bookkeeping. False when that cannot be done here (the engine elsewhere, not root)."""
         state = self.api.inspect_container(name)
-        if not (state["State"].get("Running") and
-                pidkill.kill_container(int(state["State"].get("Pid") or 0), state["Id"])):
+        running = state["State"].get("Running") and not state["State"].get("Paused")  # frozen: no death
+        if not (running and pidkill.kill_container(int(state["State"].get("Pid") or 0), state["Id"])):
             return False
         self._reaped[sandbox_id] = time.monotonic()
         return True
