@@ -288,9 +288,10 @@ class DockerBackend:
         self._runs_runner: dict[str, tuple[str, bool]] = {}
         """Images whose first sandbox here started the runner -> its shell, whether protected."""
         self._ncpu: int | None = None
-        self._reaped: dict[str, float] = {}
-        """Sandboxes destroyed here whose processes are dead -> when: the engine may still call
-        their containers running for the few ms its bookkeeping takes."""
+        self._reaped: dict[str, tuple[str, float]] = {}
+        """Sandboxes destroyed here whose processes are dead -> their container's id, and when
+        (oldest first): the engine may still call them running for the ms its bookkeeping takes."""
+        self._reaped_lock = threading.Lock()
 
     @property
     def client(self):
@@ -359,6 +360,7 @@ class DockerBackend:
                   f"{LABEL}.owner": owner, f"{LABEL}.expires_at": repr(expires_at),
                   f"{LABEL}.host_dir": str(root), f"{LABEL}.workdir": spec.workdir}
         name = f"orchard-{sandbox_id}"
+        self._removed(sandbox_id, 30)  # the id was destroyed here a moment ago: its name is free
         try:
             host_config = self.api.create_host_config(
                 init=True, auto_remove=True, read_only=not spec.writable_root, mounts=mounts,
@@ -484,17 +486,15 @@ class DockerBackend:
 
     def resources(self) -> list[Resource]:
         found: dict[str, Resource] = {}
-        now = time.monotonic()
-        for sid, when in list(self._reaped.items()):
-            if now - when > 60:  # long removed (else listed again: something is wrong)
-                self._reaped.pop(sid, None)
+        with self._reaped_lock:
+            reaped = dict(self._reaped)
         for c in self.api.containers(all=True, filters={"label": f"{LABEL}.managed=true"}):
             labels = c.get("Labels") or {}
             sid = labels.get(f"{LABEL}.sandbox_id")
             if not sid:
                 continue
             if labels.get(f"{LABEL}.auto_remove") == "true" and (
-                    c.get("State") in ("exited", "removing") or sid in self._reaped):
+                    c.get("State") in ("exited", "removing") or reaped.get(sid, ("",))[0] == c["Id"]):
                 continue  # stopped (or its processes killed here): the engine is removing it
             try:
                 expires = float(labels.get(f"{LABEL}.expires_at") or 0)
@@ -562,10 +562,37 @@ class DockerBackend:
         its bookkeeping. False when that cannot be done here (the engine elsewhere, not root)."""
         state = self.api.inspect_container(name)
         running = state["State"].get("Running") and not state["State"].get("Paused")  # frozen: no death
-        if not (running and pidkill.kill_container(int(state["State"].get("Pid") or 0), state["Id"])):
+        if not (running and pidkill.kill_container(int(state["State"].get("Pid") or 0), state["Id"],
+                                                   timeout=5)):
             return False
-        self._reaped[sandbox_id] = time.monotonic()
+        now = time.monotonic()
+        with self._reaped_lock:
+            self._reaped.pop(sandbox_id, None)
+            self._reaped[sandbox_id] = (state["Id"], now)
+            for sid, (_, when) in list(self._reaped.items()):
+                if now - when < 60:
+                    break
+                self._reaped.pop(sid)  # long removed (were it not, it is listed again)
         return True
+
+    def _removed(self, sandbox_id: str, within: float) -> None:
+        """Wait (at most `within` s) until the engine has removed the container of `sandbox_id`
+        that destroy killed here."""
+        import docker.errors
+
+        with self._reaped_lock:
+            cid, _ = self._reaped.get(sandbox_id, ("", 0.0))
+        if not cid:
+            return
+        try:
+            self.api.wait(cid, timeout=max(within, 0.1), condition="removed")
+        except docker.errors.NotFound:
+            pass
+        except Exception:  # not in time, or the engine unreachable: the engine removes it later
+            return
+        with self._reaped_lock:
+            if self._reaped.get(sandbox_id, ("",))[0] == cid:
+                self._reaped.pop(sandbox_id)
 
     def _kill(self, name: str) -> bool:
         """Kill a container made here (auto_remove: the engine removes it once it has stopped,
@@ -609,6 +636,16 @@ class DockerBackend:
             if channel is not None:
                 channel.close()
             close_relays(relays)
+        # Containers killed here may still be running in the engine's view for its bookkeeping's
+        # while: wait until they are removed, so that no process after this one (`orchard env
+        # down`'s gc) sees them as left behind.
+        end = time.monotonic() + 30
+        with self._reaped_lock:
+            pending = list(self._reaped)
+        for sandbox_id in pending:
+            if time.monotonic() >= end:
+                break
+            self._removed(sandbox_id, end - time.monotonic())
 
 
 def _container_config(image: dict, env: dict[str, str], cid: str) -> dict:

@@ -130,6 +130,27 @@ def test_pidkill_leaves_what_is_not_the_containers_alone(env, base):
     assert containers_of(one.sandbox_id) == containers_of(other.sandbox_id) == []
 
 
+def test_an_id_used_again_at_once_and_a_closed_backend_leaves_nothing_running(base):
+    manager = EnvManager("docker")
+    try:
+        first = manager.create_sandbox(SandboxSpec(image=base), sandbox_id="reused-id")
+        old = inspect("reused-id")["Id"]
+        manager.delete_sandbox(first.sandbox_id)
+        again = manager.create_sandbox(SandboxSpec(image=base), sandbox_id="reused-id")  # its name is free
+        assert again.sandbox_id == "reused-id" and inspect("reused-id")["Id"] != old
+        assert [r.sandbox_id for r in manager.backend.resources()].count("reused-id") == 1  # the new one
+        assert run(manager, "reused-id", "echo ok").stdout == "ok\n"
+        killed = [manager.create_sandbox(SandboxSpec(image=base)).sandbox_id for _ in range(3)]
+        for sid in killed:
+            manager.delete_sandbox(sid)
+    finally:
+        manager.close()
+    # another process (a fresh backend) sees none of them: close() waited for the engine
+    fresh = DockerBackend()
+    assert not {"reused-id", *killed} & {r.sandbox_id for r in fresh.resources()}
+    assert not [c for sid in ("reused-id", *killed) for c in containers_of(sid)]
+
+
 def test_destroy_asks_the_engine_where_it_cannot_kill_here(env, base, monkeypatch):
     from orchard_cli.env import pidkill
 
