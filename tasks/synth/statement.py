@@ -18,7 +18,6 @@ MAX_ERROR_LINES = 8
 WRITER_TIMEOUT = 120.0
 
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.M)
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What differs from run to run in pytest's output: object addresses, its numbered temp folders.
 _VOLATILE = ((re.compile(r" at 0x[0-9a-fA-F]+>"), ">"), (re.compile(r"/pytest-\d+/"), "/pytest-N/"))
 _HINT = re.compile(r"Use -v to get|use '-vv' to show|Full output truncated")
@@ -39,7 +38,9 @@ def _section_name(test_id: str) -> str:
 
 def failures(log: str, tests: list[str]) -> list[Failure]:
     """The failure excerpt of each of `tests` from a `pytest -rA` log."""
-    log = _ANSI.sub("", log)
+    from orchard_cli.tasks.swe.grading import ANSI
+
+    log = ANSI.sub("", log)
     sections: dict[str, str] = {}
     matches = list(_SECTION.finditer(log))
     for i, match in enumerate(matches):
