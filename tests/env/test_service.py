@@ -271,9 +271,11 @@ def test_a_hog_in_one_sandbox_does_not_stall_another(service):
     calm = client.create_sandbox(SandboxSpec(memory="256Mi")).sandbox_id
     memory = client.exec(hog, ExecRequest(
         command=["python3", "-c", "b = bytearray(768 << 20); print(len(b))"], timeout_seconds=30))
+    # The spinner starts before the forks fill the pids limit: started after them, on a loaded
+    # machine it could not fork at all ("Resource temporarily unavailable") and never time out.
+    spin = client.exec(hog, ExecRequest(command="while :; do :; done", timeout_seconds=6))
     forks = client.exec(hog, ExecRequest(
         command="for i in $(seq 200); do sleep 5 & done 2>/dev/null; wait", timeout_seconds=20))
-    spin = client.exec(hog, ExecRequest(command="while :; do :; done", timeout_seconds=6))
     latencies = []
     for _ in range(5):
         started = time.perf_counter()
