@@ -4,6 +4,7 @@ one-line usage error naming the file and the line."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,12 @@ from orchard_cli.errors import NotFoundError, UsageError
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of a .jsonl (one JSON object per line) or .json (a list of objects) file."""
+    from orchard_cli.tasks.kit.taskfiles import read_data_file
+
     path = Path(path).expanduser()
-    if not path.is_file():
+    if not os.path.lexists(path) or path.is_dir():
         raise NotFoundError(f"no data file {str(path)!r}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not a text data file (byte {exc.start} is not UTF-8)") from None
+    text = read_data_file(path)  # the guarded loader: a regular file, capped, no link out of its folder
     if path.suffix == ".json":
         try:
             data = json.loads(text)

@@ -40,10 +40,12 @@ unless its first task.yaml is a web task's (it names `sites`)."""
 
 def folder_family(folder: Path) -> str:
     """The family of a folder of task folders, from its first task.yaml: web or claw."""
-    found = [folder / "task.yaml"] if (folder / "task.yaml").is_file() else sorted(folder.glob("*/task.yaml"))[:1]
-    try:
-        head = found[0].read_text(encoding="utf-8") if found else ""
-    except OSError:
+    from orchard_cli.tasks.kit.taskfiles import TaskFiles, task_folders
+
+    try:  # through the guarded loader: a link out of the folder or a FIFO is refused at load, not read here
+        found = task_folders(folder)[:1]
+        head = TaskFiles(found[0].name, found[0]).read_text("task.yaml", limit=4 << 20) if found else ""
+    except (OrchardError, OSError):
         head = ""
     return "web" if any(line.startswith("sites:") for line in head.splitlines()) else FOLDER_FAMILY
 

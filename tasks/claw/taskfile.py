@@ -23,6 +23,9 @@ TASK_FILE = "task.yaml"
 WORKSPACE_DIR = "workspace"
 CATEGORIES = ("mail", "calendar", "contacts", "todo", "files", "cross", "safety")
 WORKSPACE_LIMIT = 1 << 20
+"""Bytes a workspace file may hold (the agent's workspace is text for reading, not a data store)."""
+TASK_FILE_LIMIT = 4 << 20
+"""Bytes task.yaml may hold."""
 
 
 class Limits(BaseModel):
@@ -133,30 +136,28 @@ def _where(error: ValidationError) -> str:
 
 
 def load_task_dir(folder: Path) -> TaskFile:
-    """Read one task folder; a malformed one is a UsageError naming the file and the field."""
+    """Read one task folder through the guarded loader (tasks/kit/taskfiles.py: nothing outside
+    the folder, no special files, sizes capped); a malformed one is a UsageError naming the file
+    and the field."""
     import yaml
 
+    from orchard_cli.tasks.kit.taskfiles import TaskFiles
+
+    files = TaskFiles(folder.name, folder)
     path = folder / TASK_FILE
-    if not path.is_file():
+    if not files.exists(TASK_FILE):
         raise UsageError(f"{folder}: no {TASK_FILE} in this task folder")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        data = yaml.safe_load(files.read_text(TASK_FILE, limit=TASK_FILE_LIMIT))
+    except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping of task fields")
-    extra = folder / WORKSPACE_DIR
-    if extra.is_dir():
-        files = dict(data.get("workspace") or {})
-        for item in sorted(extra.rglob("*")):
-            if item.is_file():
-                if item.stat().st_size > WORKSPACE_LIMIT:
-                    raise UsageError(f"{item}: workspace files are limited to {WORKSPACE_LIMIT} bytes")
-                try:
-                    files[item.relative_to(extra).as_posix()] = item.read_text(encoding="utf-8")
-                except UnicodeDecodeError:
-                    raise UsageError(f"{item}: workspace files must be UTF-8 text") from None
-        data["workspace"] = files
+    if files.is_dir(WORKSPACE_DIR):
+        workspace = dict(data.get("workspace") or {})
+        for name, _ in files.files(WORKSPACE_DIR, limit=WORKSPACE_LIMIT):
+            workspace[name.removeprefix(WORKSPACE_DIR + "/")] = files.read_text(name, limit=WORKSPACE_LIMIT)
+        data["workspace"] = workspace
     try:
         task = TaskFile.model_validate(data)
     except ValidationError as exc:
@@ -182,10 +183,11 @@ def dump_task(task: TaskFile, folder: Path) -> None:
 
 
 def task_folders(root: Path) -> list[Path]:
-    """The task folders under `root` (itself, when it holds a task.yaml), sorted."""
-    if (root / TASK_FILE).is_file():
-        return [root]
-    return sorted(p.parent for p in root.glob(f"*/{TASK_FILE}"))
+    """The task folders under `root` (itself, when it holds a task.yaml), sorted; a task folder
+    linked to a place outside `root` is refused (tasks/kit/taskfiles.py)."""
+    from orchard_cli.tasks.kit.taskfiles import task_folders as folders
+
+    return folders(root, TASK_FILE)
 
 
 def as_record(task: TaskFile) -> dict[str, Any]:

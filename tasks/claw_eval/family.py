@@ -118,6 +118,12 @@ class ClawEvalFamily(LeasedFamily):
         checkout = self.checkout(str(Path(source).expanduser().resolve()))
         self.network = selection.network
         found = checkout.helper("load")
+        if found.get("refused"):  # the guard on task files (tasks/kit): the run stops here, whole
+            from orchard_cli.tasks.kit.taskfiles import HINT, TaskDataError
+
+            first = found["refused"][0]
+            more = f" (and {len(found['refused']) - 1} more)" if len(found["refused"]) > 1 else ""
+            raise TaskDataError(f"task {first['folder']}: {first['path']}: {first['why']}{more}", hint=HINT)
         rows, by_id = [], {}
         for item in found["tasks"]:
             definition = item["definition"]
@@ -205,12 +211,16 @@ class ClawEvalFamily(LeasedFamily):
                                            "env": {"PATH": f"{SHIM_DIR}:{SANDBOX_PATH}"}})
 
     def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
-        folder = Path(task.record["root"]) / "tasks" / task.record["folder"]
+        """The task's files (or folders) at the same names in the workspace, read through the
+        guarded loader (tasks/kit: inside the task folder; a missing one is left out)."""
+        from orchard_cli.tasks.kit.taskfiles import TaskFiles
+
+        files = TaskFiles(task.task_id, Path(task.record["root"]) / "tasks" / task.record["folder"])
         for rel in paths:
-            source = folder / rel
-            files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
-            for path in files:
-                sandbox.write_file(f"{sandbox.workdir}/{path.relative_to(folder)}", path.read_bytes())
+            if not files.exists(rel):
+                continue
+            for name, _ in files.files(rel):
+                sandbox.write_file(f"{sandbox.workdir}/{name}", files.read_bytes(name))
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         _, services = self.live(sandbox)

@@ -1,6 +1,7 @@
 """Run inside a Claw-Eval checkout's own environment (never imported by orchard).
 
-    python helper.py load  ROOT            -> stdout: {"tasks": [...], "problems": [...]}
+    python helper.py load  ROOT            -> stdout: {"tasks": [...], "problems": [...], "refused": [...]}
+                                              (refused: {folder, path, why}, a path the guard refuses)
     python helper.py grade ROOT < JSON     -> stdout: {"scores": {...}, "task_score": float, ...}
     python helper.py serve ROOT            -> one grade per stdin line ({"op": "grade", "payload": ...}),
                                               one answer line each (`@@ORCHARD@@` + JSON, `{"error": ...}`
@@ -8,8 +9,9 @@
                                               imported once: a warm grade takes milliseconds, not the
                                               ~0.4 s of its imports. What graders print goes to stderr.
 
-Only the standard library and the checkout's own modules are imported here; orchard talks to this
-script over JSON, so nothing of the checkout ever enters orchard's process. The checkout modules
+Only the standard library and the checkout's own modules are imported here (and orchard's own
+guard on task files, tasks/kit/paths.py, loaded by its path: standard library alone); orchard
+talks to this script over JSON, so nothing of the checkout ever enters orchard's process. The checkout modules
 used (a checkout missing one gets exit 3 and its name on stderr):
 
     claw_eval.models.task       TaskDefinition (task.yaml)
@@ -34,6 +36,21 @@ _JUDGE_USE = re.compile(r"\bjudge\s*\.\s*[A-Za-z_]\w*")
 _PEER = re.compile(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']")
 _GRADER_MODULE = re.compile(r"(?:from\s+claw_eval\.graders\.(\w+)\s+import|from\s+claw_eval\.graders\s+import\s+(\w+))")
 _PATHLIKE = re.compile(r"^[\w./-]+\.\w{1,5}$")
+
+
+def _guard():
+    """tasks/kit/paths.py, the rules orchard reads task files by (a path inside the task folder
+    or the checkout, no special files, sizes capped), loaded by its path beside this file."""
+    import importlib.util
+
+    found = sys.modules.get("orchard_task_paths")
+    if found is None:
+        where = Path(__file__).resolve().parent.parent / "kit" / "paths.py"
+        spec = importlib.util.spec_from_file_location("orchard_task_paths", where)
+        found = importlib.util.module_from_spec(spec)
+        sys.modules["orchard_task_paths"] = found
+        spec.loader.exec_module(found)
+    return found
 
 
 def _modules(root: Path) -> dict:
@@ -70,40 +87,60 @@ def _uses_judge(root: Path, grader: Path) -> bool:
     return False
 
 
-def _missing(root: Path, folder: Path, task) -> list[str]:
-    """Files the task names that are not in the checkout (fixtures kept out of git, say)."""
+def _files(root: Path, folder: Path, task) -> tuple[list[str], dict | None]:
+    """(files the task names that are not in the checkout (fixtures kept out of git, say), the
+    first refusal of the guard: {path, why}, or None). Workspace files are looked up in the task
+    folder; a service's settings that name a path and its script in the checkout root (its
+    working folder), then in the task folder."""
+    guard = _guard()
     wanted = [*task.sandbox_files, *task.sandbox_grader_files, *task.local_grader_files,
               *task.prompt.attachments, *task.environment.fixtures]
-    gone = [p for p in wanted if not (folder / p).exists()]
+    named = [(p, (folder,)) for p in wanted]
     for svc in task.services:
         for value in (svc.env or {}).values():
-            if _PATHLIKE.match(value) and "/" in value and not ((root / value).exists() or (folder / value).exists()):
-                gone.append(value)
+            if _PATHLIKE.match(value) and "/" in value:
+                named.append((value, (root, folder)))
         script = next((w for w in svc.command.split() if w.endswith(".py")), None)
-        if script and not (root / script).exists():
-            gone.append(script)
+        if script:
+            named.append((script, (root,)))
+    gone = []
+    for name, roots in named:
+        try:
+            gone += guard.check_all([name], roots)
+        except guard.Refused as exc:
+            return gone, {"path": exc.path, "why": exc.why}
     if not (folder / "grader.py").is_file():
         gone.append("grader.py")
-    return gone
+    return gone, None
 
 
 def load(root: Path) -> dict:
     mods = _modules(root)
+    guard = _guard()
     model = mods["claw_eval.models.task"].TaskDefinition
-    tasks, problems = [], []
+    tasks, problems, refused = [], [], []
     for folder in sorted((root / "tasks").iterdir()):
         path = folder / "task.yaml"
         if not path.is_file():
+            continue
+        try:  # the task folder and its task.yaml inside the checkout's tasks/, a regular file
+            guard.check_file(guard.locate("task.yaml", [guard.locate(folder.name, [root / "tasks"])]), "task.yaml")
+        except guard.Refused as exc:
+            refused.append({"folder": folder.name, "path": f"{folder.name}/{exc.path}" if exc.path == "task.yaml"
+                            else exc.path, "why": exc.why})
             continue
         try:
             task = model.from_yaml(path)
         except Exception as exc:  # noqa: BLE001 - reported, the other tasks load
             problems.append({"folder": folder.name, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"})
             continue
+        missing, refusal = _files(root, folder, task)
+        if refusal:
+            refused.append({"folder": folder.name, **refusal})
+            continue
         tasks.append({"folder": folder.name, "definition": task.model_dump(mode="json", exclude={"task_file"}),
-                      "uses_judge": _uses_judge(root, folder / "grader.py"),
-                      "missing": _missing(root, folder, task)})
-    return {"tasks": tasks, "problems": problems}
+                      "uses_judge": _uses_judge(root, folder / "grader.py"), "missing": missing})
+    return {"tasks": tasks, "problems": problems, "refused": refused}
 
 
 def _judge(config: dict | None):
@@ -123,10 +160,11 @@ def grade(root: Path, request: dict) -> dict:
     messages = [trace.TraceMessage.model_validate({"trace_id": trace_id, "message": m}) for m in request["messages"]]
     dispatches = [trace.ToolDispatch.model_validate({"trace_id": trace_id, **d}) for d in request["dispatches"]]
     snapshot = dict(request.get("env_snapshot") or {})
+    guard = _guard()
     for rel in task.local_grader_files:
-        local = folder / rel
-        snapshot[f"local_file:{rel}"] = ({"encoding": "base64", "content": base64.b64encode(local.read_bytes()).decode()}
-                                         if local.exists() else {"error": f"not found: {local}"})
+        local = guard.locate(rel, [folder])  # a path that leaves the task folder raises: refused at load too
+        snapshot[f"local_file:{rel}"] = ({"encoding": "base64", "content": base64.b64encode(guard.read(local, rel)).decode()}
+                                         if local.exists() else {"error": f"not found: {folder / rel}"})
     grader = mods["claw_eval.graders.registry"].get_grader(task.task_id, tasks_dir=root / "tasks", task_dir=folder)
     judge = _judge(request.get("judge"))
     params = inspect.signature(grader.grade).parameters

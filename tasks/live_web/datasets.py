@@ -54,10 +54,9 @@ class LiveTask(BaseModel):
 
 def read_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(where, row) for each object of a JSON array or a JSONL file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from exc
+    from orchard_cli.tasks.kit.taskfiles import read_data_file
+
+    text = read_data_file(path)  # the guarded loader: a regular file, capped, no link out of its folder
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:

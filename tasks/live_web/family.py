@@ -75,7 +75,7 @@ class LiveWebFamily(BrowserFamily):
             raise UsageError(f"{suite.name} needs your copy of its tasks: --dataset FILE",
                              hint=f"the file is published at {WHERE[suite.name]}")
         path = Path(selection.dataset).expanduser()
-        if not path.is_file():
+        if not path.is_file() and not path.is_fifo() and not path.is_char_device():
             raise UsageError(f"--dataset {selection.dataset}: no such file")
         self.network = selection.network
         if self.network == "full":  # episodes will run: say now, once, what the browser lacks

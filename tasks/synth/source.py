@@ -137,19 +137,13 @@ def fetch_sdist(name: str, version: str, sha256: str | None = None) -> Path:
 
 def unpack(archive: Path, dest: Path) -> None:
     """Unpack into `dest` (which must be empty), dropping the single top-level folder."""
+    from orchard_cli.tasks.kit.taskfiles import unpack_archive
+
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".unpack-") as tmp:
         tmp_path = Path(tmp)
-        try:
-            if archive.name.endswith(".zip"):
-                with zipfile.ZipFile(archive) as zf:
-                    for member in zf.namelist():
-                        if member.startswith("/") or ".." in Path(member).parts:
-                            raise SourceError(f"{archive.name}: unsafe path {member!r}")
-                    zf.extractall(tmp_path)
-            else:
-                with tarfile.open(archive) as tf:
-                    tf.extractall(tmp_path, filter="data")
+        try:  # the guarded loader's (tasks/kit): every entry checked before any is written
+            unpack_archive(archive, tmp_path)
         except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
             raise SourceError(f"{archive.name} is not a readable archive: {exc}") from exc
         entries = list(tmp_path.iterdir())

@@ -222,9 +222,10 @@ def folder_sha256(folders: list[Path]) -> str:
     """One digest of a suite's task files (their relative paths and bytes), for the scorecard."""
     import hashlib
 
+    from orchard_cli.tasks.web.taskfile import read_task_file
+
     digest = hashlib.sha256()
     for folder in folders:
-        path = folder / "task.yaml"
         digest.update(f"{folder.name}/task.yaml\0".encode())
-        digest.update(path.read_bytes())
+        digest.update(read_task_file(folder))
     return digest.hexdigest()

@@ -22,12 +22,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchard_cli.errors import UsageError
-from orchard_cli.tasks.claw.taskfile import task_folders  # noqa: F401 - the same layout of task folders
 from orchard_cli.tasks.web.checks import Check
 
 SITES = ("shop", "wiki", "mail", "booking")
 TASK_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 TASK_FILE = "task.yaml"
+TASK_FILE_LIMIT = 4 << 20
+"""Bytes task.yaml may hold."""
 
 
 class Start(BaseModel):
@@ -105,13 +106,31 @@ class WebTask(BaseModel):
 
 
 
+def task_folders(root: Path) -> list[Path]:
+    """The task folders under `root` (itself, when it holds a task.yaml), sorted; a task folder
+    linked to a place outside `root` is refused (tasks/kit/taskfiles.py)."""
+    from orchard_cli.tasks.kit.taskfiles import task_folders as folders
+
+    return folders(root, TASK_FILE)
+
+
+def read_task_file(folder: Path) -> bytes:
+    """The bytes of `task.yaml`, through the guarded loader (nothing outside the folder)."""
+    from orchard_cli.tasks.kit.taskfiles import TaskFiles
+
+    files = TaskFiles(folder.name, folder)
+    if not files.exists(TASK_FILE):
+        raise UsageError(f"{folder / TASK_FILE}: cannot read: no such file")
+    return files.read_bytes(TASK_FILE, limit=TASK_FILE_LIMIT)
+
+
 def load_task_dir(folder: Path) -> WebTask:
     import yaml
 
     path = folder / TASK_FILE
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(read_task_file(folder).decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UsageError(f"{path}: cannot read: {exc}") from exc
     try:
         return WebTask.model_validate(data)
@@ -119,4 +138,3 @@ def load_task_dir(folder: Path) -> WebTask:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"{path}: {where + ': ' if where else ''}{first['msg']}") from exc
-

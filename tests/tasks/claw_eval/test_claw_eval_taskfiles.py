@@ -1,0 +1,147 @@
+"""A Claw-Eval checkout read through the guarded loader (tasks/kit): the files a task names (its
+sandbox files, and the paths its services' settings name, which resolve from the checkout root)
+stay inside the task folder or the checkout; a link out, a `..`, a FIFO or a 2 GB file refuses the
+checkout at load with one line naming the task and the path. The checker runs in the checkout's
+own environment (helper.py loads tasks/kit/paths.py by its path), the placing in orchard."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+import yaml
+
+from orchard_cli.env import connect
+from orchard_cli.main import main
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.tasks.base import Gold, GoldCall
+from orchard_cli.tasks.kit.taskfiles import TaskDataError
+from orchard_cli.tasks.registry import load_suite
+from orchard_cli.rollout.solvers import GoldSolver
+
+CANARY = "ORCHARD-CANARY-c1a3e"
+
+
+class Scripted(GoldSolver):
+    name = harness = model = "scripted"
+
+    def __init__(self, family, gold: Gold) -> None:
+        super().__init__(family)
+        self.gold = gold
+
+    def reference(self, task):
+        return self.gold
+
+
+@pytest.fixture
+def checkout(mini, tmp_path):
+    copy = tmp_path / "claw-eval"
+    shutil.copytree(mini, copy)
+    return copy
+
+
+@pytest.fixture
+def secret(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    path = outside / "secret.txt"
+    path.write_text(CANARY + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def _edit(checkout, task, **fields):
+    path = checkout / "tasks" / task / "task.yaml"
+    data = yaml.safe_load(path.read_text())
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _brief(checkout):
+    return checkout / "tasks" / "T02_add_note" / "fixtures" / "brief.txt"
+
+
+def _link_out(checkout, secret):
+    _brief(checkout).unlink()
+    _brief(checkout).symlink_to(secret)
+
+
+def _fifo(checkout, secret):
+    _brief(checkout).unlink()
+    os.mkfifo(_brief(checkout))
+
+
+def _sparse(checkout, secret):
+    with open(_brief(checkout), "wb") as handle:
+        handle.truncate(2 << 30)
+
+
+def _folder_out(checkout, secret):
+    fixtures = _brief(checkout).parent
+    shutil.rmtree(fixtures)
+    fixtures.symlink_to(secret.parent)
+    (secret.parent / "brief.txt").write_text(CANARY)
+
+
+def _dots(checkout, secret):
+    _edit(checkout, "T02_add_note", sandbox_files=["../../../outside/secret.txt"])
+
+
+def _service_setting(checkout, secret):
+    notes = checkout / "tasks" / "T01_find_code" / "fixtures" / "notes.json"
+    notes.unlink()
+    notes.symlink_to(secret)
+
+
+def _task_folder_out(checkout, secret):
+    moved = secret.parent / "T05_elsewhere"
+    shutil.copytree(checkout / "tasks" / "T01_find_code", moved)
+    (checkout / "tasks" / "T05_elsewhere").symlink_to(moved)
+
+
+@pytest.mark.parametrize("make, task, path, why", [
+    (_link_out, "T02_add_note", "fixtures/brief.txt", "symbolic link"),
+    (_folder_out, "T02_add_note", "fixtures/brief.txt", "symbolic link"),
+    (_dots, "T02_add_note", "../../../outside/secret.txt", "'..'"),
+    (_fifo, "T02_add_note", "fixtures/brief.txt", "FIFO"),
+    (_sparse, "T02_add_note", "fixtures/brief.txt", "2,048 MiB"),
+    (_service_setting, "T01_find_code", "tasks/T01_find_code/fixtures/notes.json", "symbolic link"),
+    (_task_folder_out, "T05_elsewhere", "T05_elsewhere", "symbolic link"),
+], ids=["file-link-out", "folder-link-out", "dots", "fifo", "sparse-2GB", "service-setting", "task-folder-out"])
+def test_a_checkout_that_reaches_out_is_refused_at_load(checkout, secret, capsys, monkeypatch, make, task, path, why):
+    make(checkout, secret)
+    started = time.monotonic()
+    with pytest.raises(TaskDataError) as caught:
+        load_suite("claw-eval", dataset=str(checkout))
+    assert time.monotonic() - started < 120
+    message = caught.value.message
+    assert message.startswith(f"task {task}: {path}: ") and why in message and "\n" not in message, message
+    assert CANARY not in message
+    if make is not _link_out:
+        return  # the command line once: the refusal is the same error whatever it found
+    monkeypatch.chdir(checkout.parent)
+    code = main(["eval", "claw-eval", "--dataset", str(checkout), "--predictions", "gold",
+                 "--out", str(checkout.parent / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"task {task}: {path}" in err and CANARY not in err, err
+    assert not (checkout.parent / "run").exists(), "never a partial run"
+
+
+def test_links_inside_the_task_folder_are_placed(checkout):
+    real = _brief(checkout).with_name("brief-v2.txt")
+    _brief(checkout).rename(real)
+    _brief(checkout).symlink_to(real.name)
+    family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T02_add_note"])
+    env = connect("local")
+    try:
+        gold = Gold(tool_calls=[GoldCall(tool="notes_add", arguments={
+            "title": "Plumber visit", "body": "Thursday 10:00, bring the spare key."})], answer="Added.")
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=Scripted(family, gold), episode_id="t02-1"),
+                             family=family, env=env, backend="local")
+        assert result.outcome.category == "resolved", result.outcome
+        assert "BRIEF_PRESENT" in str(result.evidence.state["env_snapshot"])
+    finally:
+        family.close()
+        env.close()
