@@ -9,6 +9,9 @@ built from the very same run, so both forms always agree). Tool calls use orchar
 Request fields honoured: messages, tools, tool_choice, max_tokens / max_completion_tokens,
 temperature, top_p, seed, stop, logprobs, top_logprobs, return_token_ids (vLLM's: `token_ids` per
 choice, `prompt_token_ids` at the top), stream, stream_options.include_usage. `n` must be 1.
+Once the model's weights have a version (`LocalModel.weight_version`: an RL run's synced copy), every
+chunk and completion names it at the top level (`weight_version`, as SGLang's `meta_info` does); the
+recording proxy keeps it on the call record.
 Image parts (`image_url` with a data URL) reach a vision-language model (`LocalModel.vision`); a
 text model reads them as '[image]'.
 
@@ -107,7 +110,11 @@ class ChatJob:
         self.end_id: int | None = None
 
     def _head(self) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model.name}
+        head = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model.name}
+        version = getattr(self.model, "weight_version", None)
+        if version is not None:  # which weights answered (an RL run's synced copy)
+            head["weight_version"] = version
+        return head
 
     def _entry(self, token_id: int, logprob: float, top: list[tuple[int, float]]) -> dict[str, Any]:
         token = self.model.decode([token_id])

@@ -127,6 +127,7 @@ class LocalModel:
         self._kv_ids: list[int] = []
         self.last_reused = 0
         self.prefix_cache = True  # False: every prompt is processed from scratch (and no cache is kept)
+        self.weight_version: str | None = None  # said on every answer once weights were synced or loaded
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -228,10 +229,11 @@ class LocalModel:
                 if 0 < held <= len(fed) and keep:  # not after a forward pass that failed half-way
                     self._kv, self._kv_ids = cache, fed[:held]
 
-    def load_weights_from(self, module: Any) -> float:
+    def load_weights_from(self, module: Any, version: str | None = None) -> float:
         """Copy `module`'s parameters (same architecture, any device or dtype) into this model in
         place, between generations, and drop the prefix cache; returns the seconds it took. The
-        weight sync of an RL learner: it trains its own copy (`load_weights`), this one serves."""
+        weight sync of an RL learner: it trains its own copy (`load_weights`), this one serves.
+        `version` (when given) becomes `weight_version`, which every answer then names."""
         torch = _import_torch()
         started = time.perf_counter()
         with self.lock, torch.no_grad():
@@ -245,6 +247,8 @@ class LocalModel:
             for key, param in ours.items():
                 param.copy_(theirs[key])
             self.forget()
+            if version is not None:
+                self.weight_version = str(version)
         return time.perf_counter() - started
 
     def save(self, folder: Path) -> Path:

@@ -86,6 +86,16 @@ def _tokens(obj: Any, dialect: str | None) -> tuple[list[int] | None, list[int] 
     return None, None, logprobs or None
 
 
+def _weight_version(obj: Any) -> str | None:
+    """The weight version a server put on its answer (top level, or SGLang's meta_info)."""
+    if not isinstance(obj, dict):
+        return None
+    found = obj.get("weight_version")
+    if found is None and isinstance(obj.get("meta_info"), dict):
+        found = obj["meta_info"].get("weight_version")
+    return None if found is None else str(found)
+
+
 def _response(call: Call) -> Any:
     if call.response is not None or not call.parts:
         return call.response
@@ -111,7 +121,8 @@ def build_record(call: Call, call_id: str, secret: bytes | None) -> tuple[CallRe
         model=request.get("model") if isinstance(request, dict) else None, status=call.status,
         request=request, response=response, upstream_request=call.upstream_request,
         upstream_response=call.upstream_response, usage=usage, prompt_token_ids=prompt_ids,
-        completion_token_ids=completion_ids, logprobs=logprobs, attempts=call.attempts,
+        completion_token_ids=completion_ids, logprobs=logprobs, weight_version=_weight_version(wire),
+        attempts=call.attempts,
         timing=CallTiming(started_at=call.started_at,
                           first_byte_ms=None if call.first_byte is None else (call.first_byte - t0) * 1e3,
                           ended_ms=(call.ended - t0) * 1e3),

@@ -21,7 +21,8 @@ from orchard_cli.errors import UsageError
 from orchard_cli.images import ImageStore, images_dir, might_hold_images
 from orchard_cli.records import cut_torn_tail
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # of a call record; 2 adds `weight_version` (schema 1 records read as before)
+SUMMARY_SCHEMA_VERSION = 1
 REDACTED = "[REDACTED]"
 
 ErrorType = Literal["infra", "upstream", "capped", "client", "translation"]
@@ -64,11 +65,13 @@ class CallRecord(BaseModel):
     Streamed responses are assembled into the shape of the non-streamed answer. In a file (the
     proxy's `--out`, a trajectories file), an image content part's data URL is replaced by
     `orchard-image:<sha256>.<ext>`, a file in `<stem>.images/` beside it (orchard_cli.images;
-    `internalize` gives the data URLs back); in memory it is the data URL as sent."""
+    `internalize` gives the data URLs back); in memory it is the data URL as sent.
+
+    Schema 2 adds `weight_version`; schema 1 records read as before (no version)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     id: str = Field(description="Unique call id.")
     episode: str = Field(description="Episode id (never its token).")
     seq: int = Field(description="0-based order of the call within its episode.")
@@ -86,6 +89,9 @@ class CallRecord(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = Field(None, description="Per completion token, when returned.")
+    weight_version: str | None = Field(
+        None, description="The version of the weights that answered, when the server says (orchard serve's "
+                          "`weight_version`; SGLang's `meta_info.weight_version`).")
     attempts: int = Field(0, description="Upstream attempts (retries on 429/5xx included).")
     timing: CallTiming
     error: CallError | None = None
@@ -94,7 +100,7 @@ class CallRecord(BaseModel):
 class EpisodeSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = SUMMARY_SCHEMA_VERSION
     episode: str
     calls: int
     input_tokens: int

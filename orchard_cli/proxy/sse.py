@@ -101,6 +101,8 @@ class ChatAssembler:
     def feed(self, chunk: dict[str, Any]) -> None:
         if not self.head:
             self.head = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
+        if chunk.get("weight_version") is not None:  # the last one said wins (the weights that finished)
+            self.head["weight_version"] = chunk["weight_version"]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         if chunk.get("prompt_token_ids") is not None:

@@ -264,6 +264,8 @@ class ResponsesStream:
         out: list[bytes] = []
         if chunk.get("usage"):
             self._usage = chunk["usage"]
+        if chunk.get("weight_version") is not None:  # the server's weights (orchard serve, SGLang)
+            self.response["weight_version"] = chunk["weight_version"]
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue
@@ -365,8 +367,11 @@ def completion_as_chunk(completion: dict[str, Any]) -> dict[str, Any]:
     message = choice.get("message") or {}
     delta = {k: message.get(k) for k in ("content", "reasoning_content", "reasoning") if message.get(k)}
     delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message.get("tool_calls") or ())]
-    return {"choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}],
-            "usage": completion.get("usage")}
+    chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}],
+             "usage": completion.get("usage")}
+    if completion.get("weight_version") is not None:
+        chunk["weight_version"] = completion["weight_version"]
+    return chunk
 
 
 def chat_completion_to_response(completion: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:

@@ -244,7 +244,7 @@ class RLRun:
         if needs_serving:  # the policy's own copy, in the server (the learner's copy is synced into it)
             name = "smollm2" if cfg.model == "smollm2" else Path(source).name
             served = LocalModel(name, Path(source), tokenizer, load_weights(cfg.model)[0].eval())
-            served.load_weights_from(learner_model)
+            served.load_weights_from(learner_model, version=str(start))  # the weights after `start` steps
             endpoint = LocalEndpoint(cfg.model, model=served, default_temperature=cfg.sampling.temperature)
             info = endpoint.start()
         env = policy = None
@@ -288,7 +288,7 @@ class RLRun:
                 stats = learner.update(rollouts, temperature=cfg.sampling.temperature,
                                        max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
                 updating = False
-                sync_s = served.load_weights_from(learner_model) if served is not None else 0.0
+                sync_s = served.load_weights_from(learner_model, version=str(step)) if served is not None else 0.0
                 record = _step_record(step, names, rollouts, stats, rollout_s, sync_s)
                 steps_log.write(record)
                 history.append(record)

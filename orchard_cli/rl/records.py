@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.outcome import ERROR_CATEGORIES, Outcome
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 adds each call's `weight_version`; schema 1 rollouts read as before
 ADVANTAGE_EPS = 1e-4
 UNTRAINABLE = ERROR_CATEGORIES | {"timeout"}
 
@@ -45,6 +45,8 @@ class PolicyCall(BaseModel):
     logprobs: list[float]
     """One per completion id: the policy's log-probability of that token when it was sampled."""
     finish_reason: str | None = None
+    weight_version: str | None = None
+    """The weights that produced it, when the server says (`orchard serve` does)."""
 
 
 class Segment(BaseModel):
@@ -62,7 +64,7 @@ class Segment(BaseModel):
 class Rollout(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     episode_id: str
     uid: str
     """The group: attempts at one task in one step share it (verl's `uid`)."""
@@ -117,7 +119,7 @@ def calls_of(records: list[Any]) -> tuple[list[PolicyCall], int]:
             untracked += 1
             continue
         calls.append(PolicyCall(prompt_ids=list(record.prompt_token_ids), completion_ids=ids, logprobs=logprobs,
-                                finish_reason=_finish(record.response)))
+                                finish_reason=_finish(record.response), weight_version=record.weight_version))
     return calls, untracked
 
 

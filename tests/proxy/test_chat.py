@@ -20,7 +20,7 @@ def test_chat_non_stream_is_forwarded_and_recorded(scripted, proxy_for, tmp_path
     assert resp.status_code == 200
     assert resp.json()["choices"][0]["message"]["content"] == "hello there friend"
     [record] = episode.records
-    assert record.schema_version == 1
+    assert record.schema_version == 2 and record.weight_version is None  # the upstream named no weights
     assert (record.episode, record.seq, record.endpoint, record.upstream_endpoint) == ("task-1", 0, "chat", "chat")
     assert record.stream is False and record.status == 200 and record.error is None
     assert record.request == CHAT
@@ -145,3 +145,18 @@ def test_a_torn_last_line_is_skipped_and_a_bad_middle_line_is_an_error(scripted,
     out.write_bytes(b'{"schema_version": 1}\n' + good)
     with pytest.raises(UsageError, match=":1: not a call record"):
         read_records(out)
+
+
+def test_a_schema_1_call_record_still_reads(scripted, proxy_for, tmp_path):
+    """Files written before `weight_version` (schema 1) read as they are: the field is None."""
+    upstream = scripted(["old times"], dialects=("chat",))
+    proxy = proxy_for(upstream)
+    episode = proxy.open_episode()
+    client(episode).post("/chat/completions", json=CHAT)
+    [record] = episode.records
+    old = record.model_dump(mode="json", exclude={"weight_version"})
+    old["schema_version"] = 1
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    [read] = read_records(path)
+    assert read.schema_version == 1 and read.weight_version is None and read.response == record.response

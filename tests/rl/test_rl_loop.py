@@ -95,7 +95,10 @@ def test_rl_two_steps_then_resume_and_train_from_a_file(rollouts, smollm2_home, 
     # are the learner's own (the gap is the difference over every trained token).
     assert steps[1]["logprob_gap"] is not None and steps[1]["logprob_gap"] < 1e-3
     assert (out / "model" / "config.json").is_file() and (out / "reward_curve.png").stat().st_size > 1000
-    assert len(open(out / "rollouts.jsonl").readlines()) == 32
+    lines = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    assert len(lines) == 32
+    # Every call says which weights sampled it: the start's (version 0) in step 1, step 1's after the sync.
+    assert {(r["step"], c["weight_version"]) for r in lines for c in r["calls"]} == {(1, "0"), (2, "1")}
     assert main(args) == 2  # the folder holds this run: --resume or another folder
     assert main(args + ["--resume"]) == 0  # finished: nothing to do, the folder stays whole
     assert len(open(out / "steps.jsonl").readlines()) == 2

@@ -95,3 +95,20 @@ def test_timeouts_and_untracked_calls_are_not_trained_on() -> None:
     assert not rollout_of(result("timeout", [record(0, [5, 6])]), uid="t", policy="p").trainable
     mixed = rollout_of(result("unresolved", [record(0, [5, 6]), record(1, None)]), uid="t", policy="p")
     assert mixed.untracked_calls == 1 and not mixed.trainable
+
+
+def test_a_schema_1_rollout_still_reads(tmp_path) -> None:
+    """Rollouts written before `weight_version` (schema 1) read as they are."""
+    import json
+
+    from orchard_cli.rl.rollouts import read_rollouts
+
+    rollout = Rollout(episode_id="e", uid="t", suite="s", task_id="t", attempt=1, policy="p", harness="chat",
+                      category="resolved", resolved=True, reward=1.0, reward_kind="resolved", calls=[call([1], [2])])
+    row = rollout.model_dump(mode="json")
+    assert row["schema_version"] == 2 and row["calls"][0]["weight_version"] is None
+    row["schema_version"] = 1
+    del row["calls"][0]["weight_version"]
+    (tmp_path / "old.jsonl").write_text(json.dumps(row) + "\n")
+    [read] = read_rollouts(tmp_path / "old.jsonl")
+    assert read.schema_version == 1 and read.calls[0].weight_version is None
