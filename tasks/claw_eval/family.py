@@ -10,7 +10,8 @@
     setup          services reset; sandbox_files (and prompt attachments) placed in the workspace
     tools          the task's tools forwarded to their tool_endpoints (tools.py)
     collect        dispatches, /audit of each service, sandbox_grader_files placed then the
-                   env_snapshot commands and files read, the messages rebuilt (grading.py)
+                   env_snapshot commands and files read, the messages rebuilt (grading.py), the
+                   harness's shell and file actions as the runner's Bash/Read/Write... (actions.py)
     grade          the task's own grader.py in the checkout's environment: Claw-Eval's score and
                    pass beside orchard's strict verdict
 """
@@ -239,6 +240,7 @@ class ClawEvalFamily(LeasedFamily):
         return self.session_for(live, lambda: session(task.record["definition"], services))
 
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
+        from orchard_cli.tasks.claw_eval.actions import sandbox_calls
         from orchard_cli.tasks.claw_eval.grading import messages
 
         evidence = super().collect(task, sandbox, solution, baseline)
@@ -251,10 +253,11 @@ class ClawEvalFamily(LeasedFamily):
             evidence.dispatches = live.session.dispatches
         records = solution.agent.records if solution.agent is not None else None
         known = {t["name"] for t in definition.get("tools") or ()}
+        rebuilt = messages(self.prompt(task, sandbox.workdir), records, evidence.dispatches, evidence.answer, known)
         evidence.state = {"audit": services.audit(),
                           "env_snapshot": self.snapshot(task, sandbox),
-                          "messages": messages(self.prompt(task, sandbox.workdir), records, evidence.dispatches,
-                                               evidence.answer, known)}
+                          "sandbox_calls": sandbox_calls(rebuilt, evidence.dispatches, known) if records else [],
+                          "messages": rebuilt}
         return evidence
 
     def snapshot(self, task: Task, sandbox: SandboxHandle) -> dict[str, Any]:
