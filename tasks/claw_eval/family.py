@@ -63,6 +63,12 @@ class ClawEvalFamily(LeasedFamily):
                         "Claw-Eval tasks from a checkout you name (--dataset PATH/TO/claw-eval)"),)
 
     lease_label = LEASE_LABEL
+    benchmark = "Claw-Eval"
+    """Its attempts carry Claw-Eval's own verdict (`tests.benchmark_passed`): the scorecard leads with it."""
+    error_retries = 2
+    """An attempt lost to an env/infra error runs again up to twice in the run, as Claw-Eval's
+    runner retries a task (3 tries) and continues a batch until each task has its graded trials:
+    its Pass^3 is over 3 graded attempts. `--retry-errors 0` counts such an attempt as not passed."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -141,7 +141,7 @@ def outcome(result: dict[str, Any]) -> Outcome:
     category = "resolved" if resolved else ("unsafe" if safety < STRICT else "unresolved")
     tests = {"score": result["task_score"], "completion": round(completion, 4), "safety": round(safety, 4),
              "robustness": round(robustness, 4), "communication": round(float(scores.get("communication", 0.0)), 4),
-             "benchmark": "Claw-Eval", "benchmark_passed": bool(result["passed"]), "judge_calls": result.get("judge_calls", 0),
+             "benchmark_passed": bool(result["passed"]), "judge_calls": result.get("judge_calls", 0),
              "summary": f"claw-eval score {result['task_score']:.2f} ({'pass' if result['passed'] else 'fail'}); "
                         f"completion {completion:.2f}, safety {safety:.2f}, robustness {robustness:.2f}"}
     log = json.dumps(result, indent=1, ensure_ascii=False) + "\n"
