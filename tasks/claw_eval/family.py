@@ -170,7 +170,8 @@ class ClawEvalFamily(LeasedFamily):
         if live and self.network != "full":
             return "needs_network", f"service {live[0]} searches the live web: run with --network full"
         if record.get("missing"):
-            return "needs_data", f"missing from the checkout: {', '.join(record['missing'][:5])}"
+            missing = list(dict.fromkeys(record["missing"]))  # a file both placed and attached is named once
+            return "needs_data", f"missing from the checkout: {', '.join(missing[:5])}"
         if record.get("uses_judge") and self.judge is None:
             return "needs_judge", "its grader calls an LLM judge: give --judge-model and --judge-base-url"
         return None
