@@ -7,7 +7,9 @@
                    multi-turn task without --user-model); else the task's
                    services are leased (services.py: started from their command lines, ready by
                    their health checks); the sandbox gets no port forward (tools only)
-    setup          services reset; sandbox_files (and prompt attachments) placed in the workspace
+    setup          services reset; sandbox_files (and prompt attachments) placed in the workspace,
+                   found where Claw-Eval's runner finds them (fixtures.py: the task folder, then
+                   the checkout root)
     tools          the task's tools forwarded to their tool_endpoints (tools.py)
     collect        dispatches, /audit of each service, sandbox_grader_files placed then the
                    env_snapshot commands and files read, the messages rebuilt (grading.py), the
@@ -29,6 +31,7 @@ from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.tasks.base import SimulatedUser, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.claw_eval.fixtures import ATTACHMENT, GRADER_WORKSPACE, WORKSPACE, named
 from orchard_cli.tasks.claw_eval.services import ServiceStartError
 from orchard_cli.tasks.leased import LeasedFamily
 
@@ -200,7 +203,7 @@ class ClawEvalFamily(LeasedFamily):
     # ---- the episode -------------------------------------------------------------------------
     def prompt(self, task: Task, workdir: str) -> str:
         definition = task.record["definition"]
-        files = [*(definition.get("sandbox_files") or ()), *(definition["prompt"].get("attachments") or ())]
+        files = [rel for rel, kind in named(definition) if kind in (WORKSPACE, ATTACHMENT)]
         lines = [definition["prompt"]["text"].strip(), ""]
         if files:
             lines.append(f"Files for this task are in {workdir}: {', '.join(files)}.")
@@ -218,13 +221,21 @@ class ClawEvalFamily(LeasedFamily):
         return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900, "labels": self.labels(lease),
                                            "env": {"PATH": f"{SHIM_DIR}:{SANDBOX_PATH}"}})
 
-    def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
-        """The task's files (or folders) at the same names in the workspace, read through the
-        guarded loader (tasks/kit: inside the task folder; a missing one is left out)."""
+    def _place(self, task: Task, sandbox: SandboxHandle, kinds: tuple[str, ...]) -> None:
+        """The task's files (or folders) of `kinds` in the workspace at the paths the task names
+        them by, found where Claw-Eval's runner finds them (fixtures.py: the task folder, then
+        the checkout root) and read through the guarded loader (tasks/kit); a missing one is
+        left out, as the runner leaves it."""
+        from orchard_cli.tasks.claw_eval.fixtures import named, roots
         from orchard_cli.tasks.kit.taskfiles import TaskFiles
 
-        files = TaskFiles(task.task_id, Path(task.record["root"]) / "tasks" / task.record["folder"])
-        for rel in paths:
+        root = Path(task.record["root"])
+        folder = root / "tasks" / task.record["folder"]
+        for rel, kind in named(task.record["definition"]):
+            if kind not in kinds:
+                continue
+            first, *also = roots(kind, folder, root)
+            files = TaskFiles(task.task_id, first, also=also)
             if not files.exists(rel):
                 continue
             for name, _ in files.files(rel):
@@ -236,9 +247,7 @@ class ClawEvalFamily(LeasedFamily):
         made = sandbox.exec(PYTHON_SHIM, timeout=60)
         if not made.ok:
             raise RuntimeError(f"could not give the sandbox a `python`: {(made.stderr or made.stdout).strip()[-300:]}")
-        definition = task.record["definition"]
-        self._place(task, sandbox, [*(definition.get("sandbox_files") or ()),
-                                    *(definition["prompt"].get("attachments") or ())])
+        self._place(task, sandbox, (WORKSPACE, ATTACHMENT))
 
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
         from orchard_cli.tasks.claw_eval.tools import session
@@ -273,7 +282,7 @@ class ClawEvalFamily(LeasedFamily):
         import base64
 
         definition = task.record["definition"]
-        self._place(task, sandbox, list(definition.get("sandbox_grader_files") or ()))
+        self._place(task, sandbox, (GRADER_WORKSPACE,))
         timeout = float((definition.get("environment") or {}).get("env_snapshot_timeout") or 10)
         found: dict[str, Any] = {}
         for command in definition.get("env_snapshot_commands") or ():
