@@ -15,7 +15,9 @@ tools here: the system prompt lists them and says how to call one from the shell
 `task-tool` (task_tool.sh beside task_tool.py; ORCHARD_TOOLS_URL and ORCHARD_TOOLS_TOKEN in the
 environment reach the episode's tool gateway). For the run, this program serves task_tool.py's
 `Helper` from a thread (ORCHARD_TASK_TOOL_PORT in its commands' environment), so a call from a
-command starts no Python process: task_tool.sh talks to the helper over bash's /dev/tcp.
+command starts no Python process: task_tool.sh talks to the helper over bash's /dev/tcp; and
+`task-tool` is also an exported bash function (sourcing task_tool.sh in a subshell), so a call from
+a command's own bash starts no program at all.
 
 Continuing a conversation: with `--session-file`, the message history is saved there (JSON,
 `{"schema_version": 1, "messages": [...]}`, replaced whole) when the run ends; with `--resume` too,
@@ -99,6 +101,9 @@ def start_tool_helper(path):
         log(f"task-tool helper not started ({type(exc).__name__}: {exc}); task-tool runs task_tool.py")
         return None
     os.environ[module.PORT_ENV] = str(helper.port)
+    script = os.path.join(os.path.dirname(path), TASK_COMMAND)
+    if os.path.isfile(script):  # `task-tool` as a function of every bash the commands start: no exec
+        os.environ[f"BASH_FUNC_{TASK_COMMAND}%%"] = f'() ( . {script} "$@" )'
     return helper
 
 
