@@ -189,7 +189,8 @@ class Runner:
             else:
                 self.log.write(line)
         self.log.flush()
-        raise RuntimeError(f"Claw-Eval's runner ended early (rc={self.proc.wait()}); its output: {self.log.name}")
+        tail = " | ".join(line.strip() for line in Path(self.log.name).read_text(errors="replace").splitlines()[-4:])
+        raise RuntimeError(f"Claw-Eval's runner ended early (rc={self.proc.wait()}): {tail[-600:]}")
 
     def trial(self) -> tuple[float, dict[str, Any]]:
         assert self.proc.stdin is not None

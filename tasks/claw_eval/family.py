@@ -45,10 +45,12 @@ USER_MARK = "[user_agent]\n"
 
 SHIM_DIR = "/tmp/orchard-claw-eval/bin"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-PYTHON_SHIM = (f'mkdir -p {SHIM_DIR} && if ! command -v python >/dev/null; then '
-               f'ln -sf "$(command -v python3)" {SHIM_DIR}/python; fi')
+PYTHON_SHIM = ('#!/bin/sh\n# `python` for Claw-Eval\'s commands: the image\'s own, else its python3\n'
+               'for p in /usr/local/bin/python /usr/bin/python; do [ -x "$p" ] && exec "$p" "$@"; done\n'
+               'exec python3 "$@"\n')
 """Claw-Eval's own sandbox image has a `python`, and its tasks' snapshot commands call it by that
-name: made in the sandbox at setup (first on the sandbox's PATH), on every backend."""
+name: written into the sandbox at setup (first on the sandbox's PATH; a file, so no command runs
+for it), on every backend."""
 
 
 class ClawEvalFamily(LeasedFamily):
@@ -244,9 +246,7 @@ class ClawEvalFamily(LeasedFamily):
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         _, services = self.live(sandbox)
         services.reset()
-        made = sandbox.exec(PYTHON_SHIM, timeout=60)
-        if not made.ok:
-            raise RuntimeError(f"could not give the sandbox a `python`: {(made.stderr or made.stdout).strip()[-300:]}")
+        sandbox.write_file(f"{SHIM_DIR}/python", PYTHON_SHIM, mode=0o755)
         self._place(task, sandbox, (WORKSPACE, ATTACHMENT))
 
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
