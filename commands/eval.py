@@ -96,6 +96,7 @@ def run(
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out; finished attempts are kept.")] = False,
     fail_under: Annotated[Optional[str], typer.Option("--fail-under", help="Exit 1 when the resolved rate is below this (0.5 or 50%).")] = None,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
+    retry_errors: Annotated[Optional[int], typer.Option("--retry-errors", min=0, help="Run an attempt lost to an env/infra error again, up to N times (claw-eval default 2, as its runner; else 0: counted as not passed).")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Agent runs: the harness's turn limit (default 50).")] = None,
     agent_timeout: Annotated[Optional[float], typer.Option("--agent-timeout", min=1, help="Agent runs: seconds one harness run may take (default 1800).")] = None,
@@ -119,6 +120,7 @@ def run(
     config = config_of(
         EvalConfig, **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
+        retry_errors=retry_errors,
         judge_model=judge_model, judge_base_url=judge_base_url, judge_key_env=judge_key_env,
         user_model=user_model, user_base_url=user_base_url, user_key_env=user_key_env,
         out=str(Path(out or _default_out(suite)).resolve()))
@@ -199,11 +201,15 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
     """The scorecard for people (a table by the family's main grouping) or for scripts (JSON)."""
     from rich.table import Table
 
-    from orchard_cli.scoring.report import main_grouping, pct
+    from orchard_cli.scoring.report import benchmark_lead, main_grouping, pct, strict_beside
 
     if fmt == OutputFormat.json:
         emit_json(card.model_dump(mode="json"))
         return
+    lead = benchmark_lead(card)
+    if lead:  # the benchmark's leaderboard metric first (Claw-Eval: Pass^3), orchard's verdict beside it
+        console.print(f"[bold]{lead}[/]", soft_wrap=True, highlight=False)
+        console.print(strict_beside(card), soft_wrap=True, highlight=False)
     title, groups = main_grouping(card)
     table = Table(title=f"{card.suite} · {card.source}", title_justify="left")
     for column in (title, "resolved", "total", "errors", "rate"):
@@ -222,13 +228,12 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
     if card.mean_score is not None:
         console.print(f"checks passed (mean share per attempt): {pct(card.mean_score)}; "
                       f"graded only {pct(card.mean_score_graded)}")
-    if card.benchmark is not None:
+    if card.benchmark is not None and card.benchmark.pass_at_k and len(card.benchmark.pass_at_k) > 1:
         bench = card.benchmark
-        line = f"the benchmark's own verdict: passed {bench.passed}/{card.total} ({pct(bench.rate)})"
-        if bench.pass_at_k:
-            line += (" | pass@k: " + ", ".join(f"k={k} {pct(v)}" for k, v in bench.pass_at_k.items())
-                     + " | pass^k: " + ", ".join(f"k={k} {pct(v)}" for k, v in (bench.pass_hat_k or {}).items()))
-        console.print(line)
+        console.print(f"{bench.name or 'the benchmark'}'s own verdict, every k: pass@k "
+                      + ", ".join(f"k={k} {pct(v)}" for k, v in bench.pass_at_k.items())
+                      + " | pass^k " + ", ".join(f"k={k} {pct(v)}" for k, v in (bench.pass_hat_k or {}).items()),
+                      highlight=False)
     if card.judged:
         console.print(f"judge ({card.judged} attempts, beside the verdicts): mean score {card.judge_mean:.2f}, "
                       f"agrees with the checks on {pct(card.judge_agreement)}")
@@ -237,10 +242,12 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
 
 
 def _summary_line(card) -> str:  # type: ignore[no-untyped-def]
-    from orchard_cli.scoring.report import cost_text, duration, incomplete_note, pct
+    from orchard_cli.scoring.report import benchmark_lead, cost_text, duration, incomplete_note, pct
 
     note = incomplete_note(card)
+    lead = benchmark_lead(card)
     return ((f"{card.suite}: INCOMPLETE ({note}); " if note else f"{card.suite}: ")
+            + (f"{lead}; orchard strict: " if lead else "")
             + f"resolved {card.resolved}/{card.total} ({pct(card.resolved_rate)}); "
             f"graded only {pct(card.resolved_rate_graded)}; errors {card.errors} "
             f"(env {card.by_category['env_error']}, infra {card.by_category['infra_error']}); "

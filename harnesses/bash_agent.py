@@ -22,7 +22,9 @@ from orchard_cli.tools.spec import HOST_TOOLS_DIR
 
 AGENT_DIR = "/tmp/orchard-bash-agent"
 TASK_TOOL_COPY = f"{AGENT_DIR}/bin/task_tool.py"
-"""task_tool.py, written into the sandbox for a task with tools (`task-tool` runs it)."""
+"""task_tool.py, written into the sandbox for a task with tools (the agent serves its Helper)."""
+TASK_TOOL_COMMAND = f"{AGENT_DIR}/bin/{TASK_COMMAND}"
+"""task_tool.sh as `task-tool` on the commands' PATH: a call to the agent's helper, no process."""
 SCRIPT = Path(__file__).with_name("bash_agent_main.py")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
@@ -67,8 +69,7 @@ class BashAgent:
             if context.tools is not None:
                 sandbox.write_file(f"{AGENT_DIR}/tools.json", json.dumps(context.tools.specs))
                 sandbox.write_file(TASK_TOOL_COPY, (HOST_TOOLS_DIR / "task_tool.py").read_bytes())
-                sandbox.write_file(f"{AGENT_DIR}/bin/{TASK_COMMAND}",
-                                   f'#!/bin/sh\nexec python3 {TASK_TOOL_COPY} "$@"\n', mode=0o755)
+                sandbox.write_file(TASK_TOOL_COMMAND, (HOST_TOOLS_DIR / "task_tool.sh").read_bytes(), mode=0o755)
         except Exception as exc:  # noqa: BLE001 - a harness failure is returned, never raised
             return HarnessRun(exit_code=None, error=f"could not set up the agent in the sandbox: {exc}")
         env = {"ORCHARD_API_KEY": context.api_key, "HOME": AGENT_DIR}

@@ -12,8 +12,12 @@ The last stdout line is a JSON summary.
 
 A task's own tools (`--tools-file`, a JSON list of name, description, input_schema) are not native
 tools here: the system prompt lists them and says how to call one from the shell, with orchard's
-`task_tool.py` (bound into the sandbox; ORCHARD_TOOLS_URL and ORCHARD_TOOLS_TOKEN in the
-environment reach the episode's tool gateway).
+`task-tool` (task_tool.sh beside task_tool.py; ORCHARD_TOOLS_URL and ORCHARD_TOOLS_TOKEN in the
+environment reach the episode's tool gateway). For the run, this program serves task_tool.py's
+`Helper` from a thread (ORCHARD_TASK_TOOL_PORT in its commands' environment), so a call from a
+command starts no Python process: task_tool.sh talks to the helper over bash's /dev/tcp; and
+`task-tool` is also an exported bash function (sourcing task_tool.sh in a subshell), so a call from
+a command's own bash starts no program at all.
 
 Continuing a conversation: with `--session-file`, the message history is saved there (JSON,
 `{"schema_version": 1, "messages": [...]}`, replaced whole) when the run ends; with `--resume` too,
@@ -80,6 +84,27 @@ def tools_section(tools, task_tool=TASK_TOOL):
         lines.append(f"\n### {tool['name']}\n{(tool.get('description') or '').strip()}\n"
                      f"Arguments (JSON schema): {schema}")
     return "\n".join(lines)
+
+
+def start_tool_helper(path):
+    """task_tool.py's Helper, loaded from `path` and serving from a thread; its port goes into the
+    environment every command inherits. None (commands run task_tool.py instead) when it cannot
+    start: a sandbox without loopback, say."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location("orchard_task_tool", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        helper = module.Helper().start()
+    except Exception as exc:  # noqa: BLE001 - the slow path still works
+        log(f"task-tool helper not started ({type(exc).__name__}: {exc}); task-tool runs task_tool.py")
+        return None
+    os.environ[module.PORT_ENV] = str(helper.port)
+    script = os.path.join(os.path.dirname(path), TASK_COMMAND)
+    if os.path.isfile(script):  # `task-tool` as a function of every bash the commands start: no exec
+        os.environ[f"BASH_FUNC_{TASK_COMMAND}%%"] = f'() ( . {script} "$@" )'
+    return helper
 
 
 def log(message):
@@ -183,6 +208,7 @@ def main(argv=None):
     parser.add_argument("--request-timeout", type=float, default=600.0)
     parser.add_argument("--output-limit", type=int, default=10000)
     parser.add_argument("--tools-file", help="the task's tools (JSON list), called through task_tool.py")
+    parser.add_argument("--task-tool", default=TASK_TOOL, help="task_tool.py (its Helper serves the commands' calls)")
     parser.add_argument("--session-file", help="save the conversation here when the run ends")
     parser.add_argument("--resume", action="store_true", help="continue the conversation in --session-file")
     args = parser.parse_args(argv)
@@ -193,6 +219,7 @@ def main(argv=None):
     if args.tools_file:
         with open(args.tools_file, encoding="utf-8") as fh:
             system = SYSTEM_TOOLS.format(workdir=args.workdir) + tools_section(json.load(fh))
+        start_tool_helper(args.task_tool)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     summary = {"turns": 0, "tool_calls": 0, "fenced_blocks": 0, "format_errors": 0, "finish": "max_turns"}
     code = 0

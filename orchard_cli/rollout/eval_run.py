@@ -49,7 +49,7 @@ TASKS_FILE = "tasks.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 # Fields that may differ between a run and its --resume: they do not change any result.
 NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out",
-                                    "judge_model", "judge_base_url", "judge_key_env"})
+                                    "judge_model", "judge_base_url", "judge_key_env", "retry_errors"})
 
 
 class EvalConfig(BaseModel):
@@ -85,6 +85,10 @@ class EvalConfig(BaseModel):
     agent_timeout: float | None = Field(None, gt=0)
     """Agent runs: seconds one harness run may take (default: the episode default, 1800)."""
     workers: int = Field(1, ge=1)
+    retry_errors: int | None = Field(None, ge=0)
+    """An attempt lost to an env/infra error runs again, up to this many times, in the run (what a
+    benchmark's own runner does to have every task's attempts graded: Claw-Eval's); one still lost
+    counts as not passed. 0: none runs again. None: the family's `error_retries` (0 unless it says)."""
     fail_under: float | None = None
     max_errors: int = Field(0, ge=0)
     user_model: str | None = None
@@ -196,13 +200,22 @@ class EvalRun:
         sink = _ScorecardSink(self)
         pool = Pool(env, self.family, backend=self.config.backend, workers=self.config.workers)
 
+        lost: list[tuple[Task, int]] = []
+
         def finished(result: EpisodeResult) -> None:
             row = sink.write(result)
+            if row.is_error:
+                lost.append((result.task, result.attempt))
             if on_result:
                 on_result(row)
 
         try:
             pool.run([self.episode(t, k) for t, k in self.pending], finished)
+            for _ in range(self.error_retries()):  # the lost attempts again; the latest result counts
+                again, lost[:] = list(lost), []
+                if not again:
+                    break
+                pool.run([self.episode(t, k) for t, k in again], finished)
         except BaseException:
             try:  # never mask the interrupt or the original error
                 sink.close(env)
@@ -213,6 +226,12 @@ class EvalRun:
         sink.close(env)
         return self.write_scorecard(started)
 
+    def error_retries(self) -> int:
+        """How often an attempt lost to an env/infra error runs again (--retry-errors, else the family's)."""
+        if self.config.retry_errors is not None:
+            return self.config.retry_errors
+        return int(getattr(self.family, "error_retries", 0) or 0)
+
     def write_scorecard(self, started: float) -> Scorecard:
         rows, _ = read_jsonl(self.out / "results.jsonl")
         selected = {t.task_id for t in self.tasks}
@@ -221,7 +240,7 @@ class EvalRun:
             results, suite=self.tasks[0].suite if self.tasks else self.config.suite, source=self.config.source,
             expected=len(self.tasks) * self.config.attempts, started_at=started,
             model_ran=self.solver.model_ran, family=self.family.name,
-            categories=family_categories(self.family),
+            categories=family_categories(self.family), benchmark=getattr(self.family, "benchmark", None),
             reproducibility=Reproducibility(
                 orchard_version=__version__, harness=self.config.harness,
                 harness_version=self.solver.version, dataset_sha256=self.config.dataset_sha256,
@@ -395,7 +414,8 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     config = original.model_copy(update={
         "source": solver.name, "workers": workers, "backend": backend or original.backend,
         "out": str(Path(out).resolve() if out else run / "regrade"), "predictions": None, "model": None,
-        "harness": None, "base_url": None, "predictions_sha256": None})
+        "harness": None, "base_url": None, "predictions_sha256": None,
+        "retry_errors": 0})  # the stored evidence grades the same way each time
     ran = {task_id for task_id, _ in results}
     regrade = EvalRun(config, family, [t for t in tasks if t.task_id in ran], solver, Path(config.out), resume)
     regrade.pending = [(t, k) for t, k in regrade.pending if (t.task_id, k) in results]

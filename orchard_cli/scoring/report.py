@@ -72,6 +72,28 @@ def incomplete_note(card: Scorecard) -> str | None:
             f"never ran; the rate below is over the finished ones only (finish it with --resume)")
 
 
+def benchmark_lead(card: Scorecard) -> str | None:
+    """The benchmark's own headline as its leaderboard reports it (Claw-Eval: Pass^3 with three
+    attempts, then pass@3 and its mean score); None when the family reports no verdict of its own."""
+    bench = card.benchmark
+    if bench is None:
+        return None
+    name, k = bench.name or "the benchmark", bench.lead_k
+    if k > 1:
+        line = (f"{name} Pass^{k} {pct(bench.lead)} (tasks passing all {k} attempts) | "
+                f"pass@{k} {pct((bench.pass_at_k or {}).get(k))}")
+    else:
+        line = f"{name} pass rate {pct(bench.lead)} ({bench.passed}/{card.total} attempts)"
+    if bench.mean_score is not None:
+        line += f" | mean score {bench.mean_score:.3f}"
+    return line
+
+
+def strict_beside(card: Scorecard) -> str:
+    """orchard's strict verdict, said beside a benchmark's own headline."""
+    return f"orchard's strict verdict: resolved {card.resolved}/{card.total} ({pct(card.resolved_rate)})"
+
+
 # ---- Markdown ----------------------------------------------------------------------------------
 
 def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
@@ -83,6 +105,10 @@ def render_markdown(card: Scorecard, results: list[AttemptResult] | None = None)
         headline = (f"**Run incomplete: {card.missing} of {card.total + card.missing} selected attempt(s) never "
                     f"ran.** Resolved so far: {card.resolved} / {card.total} finished = "
                     f"{pct(card.resolved_rate)} (not a score of the suite; finish it with --resume)")
+    lead = benchmark_lead(card)
+    if lead:  # the benchmark's leaderboard metric first, orchard's strict verdict beside it
+        headline = (f"**{lead}** (its own verdict; attempts lost to env/infra errors count as not passed)\n\n"
+                    f"{headline.replace('**Resolved:', '**Orchard strict, resolved:', 1)}")
     lines = [
         f"# orchard eval: {card.suite}",
         "",
@@ -275,11 +301,21 @@ def _html_table(table: Table, *, folded: bool = False) -> str:
 def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
     r = card.reproducibility
     errors_cls = "bad" if card.errors else ""
+    bench = card.benchmark
+    lead_tiles = [] if bench is None else [
+        _tile(f"{bench.name or 'benchmark'} Pass^{bench.lead_k}" if bench.lead_k > 1 else f"{bench.name or 'benchmark'} pass rate",
+              pct(bench.lead), f"its leaderboard's metric; {bench.passed} of {card.total} attempts passed",
+              ident="benchmark-lead", data=f"{bench.lead:.6f}", cls="head"),
+        *([_tile(f"pass@{bench.lead_k}", pct((bench.pass_at_k or {}).get(bench.lead_k)), "any attempt passes",
+                 ident="benchmark-pass-at-k")] if bench.lead_k > 1 else []),
+        *([_tile("Mean score", f"{bench.mean_score:.3f}", f"{escape(bench.name or 'the benchmark')}'s own score",
+                 ident="benchmark-mean-score")] if bench.mean_score is not None else [])]
     tiles = "".join([
-        _tile("Resolved", pct(card.resolved_rate),
+        *lead_tiles,
+        _tile("Resolved" if bench is None else "Orchard strict", pct(card.resolved_rate),
               f'<span id="resolved" data-value="{card.resolved}">{card.resolved}</span> of '
               f'<span id="total" data-value="{card.total}">{card.total}</span> resolved',
-              ident="resolved-rate", data=f"{card.resolved_rate:.6f}", cls="head"),
+              ident="resolved-rate", data=f"{card.resolved_rate:.6f}", cls="head" if bench is None else ""),
         _tile("Graded only", pct(card.resolved_rate_graded), f"{card.graded} graded",
               ident="resolved-rate-graded"),
         *([_tile("Check score", pct(card.mean_score), f"share of checks passed; graded only {pct(card.mean_score_graded)}", ident="mean-score", data=f"{card.mean_score:.6f}")]

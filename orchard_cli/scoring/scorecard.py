@@ -130,12 +130,23 @@ class RepoScore(_Model):
 
 class BenchmarkScore(_Model):
     """The benchmark's own verdict (`benchmark_passed` in an attempt's tests), counted as its
-    authors count it: the rate over all attempts (errors as not passed), pass@k and pass^k."""
+    authors count it: the rate over all attempts (errors as not passed), pass@k and pass^k, its
+    own score's mean. Its leaderboard's headline is pass^k at k = the attempts of each task
+    (Claw-Eval's Pass^3: every one of 3 attempts passes): `lead` and `lead_k`."""
 
+    name: str | None = None
+    """The benchmark, as its family names it ('Claw-Eval')."""
     passed: int = 0
     rate: float = 0.0
     pass_at_k: dict[int, float] | None = None
     pass_hat_k: dict[int, float] | None = None
+    mean_score: float | None = None
+    """The benchmark's own score of an attempt (`tests.score`), averaged over all attempts (errors
+    count 0); None when its attempts report none."""
+    lead_k: int = 1
+    """The k its leaderboard leads with: every task's number of attempts (1 with one attempt)."""
+    lead: float = 0.0
+    """pass^lead_k: the share of tasks that passed every one of lead_k attempts (the rate with one)."""
 
 
 class Tokens(_Model):
@@ -259,19 +270,26 @@ def pass_rates(counts: dict[str, tuple[int, int]], ks: list[int]) -> tuple[dict[
             {k: sum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts) for k in ks})
 
 
-def benchmark_score(rows: list[AttemptResult], ks: list[int]) -> BenchmarkScore | None:
-    """The benchmark's own pass rate and pass@k / pass^k, when the family reports its verdict."""
-    if not any("benchmark_passed" in r.tests for r in rows):
+def benchmark_score(rows: list[AttemptResult], ks: list[int], name: str | None = None) -> BenchmarkScore | None:
+    """The benchmark's own pass rate and pass@k / pass^k, when the family reports its verdict
+    (`name`: the benchmark it declares; else any attempt's `tests.benchmark_passed` says so)."""
+    if not rows or (name is None and not any("benchmark_passed" in r.tests for r in rows)):
         return None
     flags = {id(r): bool(r.tests.get("benchmark_passed")) and not r.is_error for r in rows}
     passed = sum(flags.values())
-    score = BenchmarkScore(passed=passed, rate=passed / len(rows))
+    scored = [r for r in rows if isinstance(r.tests.get("score"), (int, float))]
+    score = BenchmarkScore(name=name, passed=passed, rate=passed / len(rows),
+                           lead=passed / len(rows),
+                           mean_score=(sum(0.0 if r.is_error else float(r.tests.get("score") or 0.0) for r in rows)
+                                       / len(rows)) if scored or name else None)
     if ks:
         counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for r in rows:
             counts[r.instance_id][0] += 1
             counts[r.instance_id][1] += int(flags[id(r)])
         score.pass_at_k, score.pass_hat_k = pass_rates({k: (v[0], v[1]) for k, v in counts.items()}, ks)
+        score.lead_k = max(ks)
+        score.lead = score.pass_hat_k[score.lead_k]
     return score
 
 
@@ -310,9 +328,10 @@ def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suit
                       reproducibility: Reproducibility, expected: int | None = None,
                       started_at: float = 0.0, finished_at: float | None = None,
                       model_ran: bool = False, family: str | None = None,
-                      categories: dict[str, CategoryInfo] | None = None) -> Scorecard:
+                      categories: dict[str, CategoryInfo] | None = None, benchmark: str | None = None) -> Scorecard:
     """The scorecard of a run's results. `expected`: instance attempts selected (for `missing`);
-    `categories`: the family's own (the core ones are always there)."""
+    `categories`: the family's own (the core ones are always there); `benchmark`: the benchmark
+    whose own verdict the family reports (its attempts' `tests.benchmark_passed`)."""
     rows = latest_results(results)
     finished_at = finished_at if finished_at is not None else time.time()
     total = len(rows)
@@ -362,7 +381,7 @@ def compute_scorecard(results: Iterable[AttemptResult | dict[str, Any]], *, suit
                   for name, values in sorted(groups.items())},
         pass_at_k=pak, pass_hat_k=phk,
         mean_score=mean_score(rows), mean_score_graded=mean_score(graded_rows) if graded_rows else None,
-        by_check=by_check, by_check_kind=by_check_kind, benchmark=benchmark_score(rows, ks), **judge_summary(rows),
+        by_check=by_check, by_check_kind=by_check_kind, benchmark=benchmark_score(rows, ks, benchmark), **judge_summary(rows),
         tokens=tokens, cost_usd=cost, cost_known=cost_known, missing=missing, complete=missing == 0,
         wall_seconds=max(0.0, finished_at - started_at) if started_at else 0.0,
         started_at=started_at, finished_at=finished_at, reproducibility=reproducibility)

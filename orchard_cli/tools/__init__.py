@@ -8,7 +8,9 @@ model calls land in the same episode); inside the sandbox the harness reaches it
 
 - MCP over stdio: `node /opt/orchard/tools/mcp_server.mjs` (the MCP TypeScript SDK), loaded by
   OpenClaw, Codex and ZeroClaw from their own config;
-- a command: `python3 /opt/orchard/tools/task_tool.py NAME JSON` (orchard's bash agent, a shell).
+- a command: `python3 /opt/orchard/tools/task_tool.py NAME JSON` (a shell); orchard's bash agent
+  gives its commands `task-tool NAME JSON` (task_tool.sh), answered without a process per call by
+  task_tool.py's `Helper`, which the agent serves from a thread for its run.
 
 Wire protocol of the gateway (`tools_url` = the episode's base URL without `/v1`, plus `/tools`):
 

@@ -7,10 +7,13 @@
                    multi-turn task without --user-model); else the task's
                    services are leased (services.py: started from their command lines, ready by
                    their health checks); the sandbox gets no port forward (tools only)
-    setup          services reset; sandbox_files (and prompt attachments) placed in the workspace
+    setup          services reset; sandbox_files (and prompt attachments) placed in the workspace,
+                   found where Claw-Eval's runner finds them (fixtures.py: the task folder, then
+                   the checkout root)
     tools          the task's tools forwarded to their tool_endpoints (tools.py)
     collect        dispatches, /audit of each service, sandbox_grader_files placed then the
-                   env_snapshot commands and files read, the messages rebuilt (grading.py)
+                   env_snapshot commands and files read, the messages rebuilt (grading.py), the
+                   harness's shell and file actions as the runner's Bash/Read/Write... (actions.py)
     grade          the task's own grader.py in the checkout's environment: Claw-Eval's score and
                    pass beside orchard's strict verdict
 """
@@ -28,6 +31,7 @@ from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.tasks.base import SimulatedUser, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.claw_eval.fixtures import ATTACHMENT, GRADER_WORKSPACE, WORKSPACE, named
 from orchard_cli.tasks.claw_eval.services import ServiceStartError
 from orchard_cli.tasks.leased import LeasedFamily
 
@@ -41,10 +45,12 @@ USER_MARK = "[user_agent]\n"
 
 SHIM_DIR = "/tmp/orchard-claw-eval/bin"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-PYTHON_SHIM = (f'mkdir -p {SHIM_DIR} && if ! command -v python >/dev/null; then '
-               f'ln -sf "$(command -v python3)" {SHIM_DIR}/python; fi')
+PYTHON_SHIM = ('#!/bin/sh\n# `python` for Claw-Eval\'s commands: the image\'s own, else its python3\n'
+               'for p in /usr/local/bin/python /usr/bin/python; do [ -x "$p" ] && exec "$p" "$@"; done\n'
+               'exec python3 "$@"\n')
 """Claw-Eval's own sandbox image has a `python`, and its tasks' snapshot commands call it by that
-name: made in the sandbox at setup (first on the sandbox's PATH), on every backend."""
+name: written into the sandbox at setup (first on the sandbox's PATH; a file, so no command runs
+for it), on every backend."""
 
 
 class ClawEvalFamily(LeasedFamily):
@@ -62,6 +68,12 @@ class ClawEvalFamily(LeasedFamily):
                         "Claw-Eval tasks from a checkout you name (--dataset PATH/TO/claw-eval)"),)
 
     lease_label = LEASE_LABEL
+    benchmark = "Claw-Eval"
+    """Its attempts carry Claw-Eval's own verdict (`tests.benchmark_passed`): the scorecard leads with it."""
+    error_retries = 2
+    """An attempt lost to an env/infra error runs again up to twice in the run, as Claw-Eval's
+    runner retries a task (3 tries) and continues a batch until each task has its graded trials:
+    its Pass^3 is over 3 graded attempts. `--retry-errors 0` counts such an attempt as not passed."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -163,7 +175,8 @@ class ClawEvalFamily(LeasedFamily):
         if live and self.network != "full":
             return "needs_network", f"service {live[0]} searches the live web: run with --network full"
         if record.get("missing"):
-            return "needs_data", f"missing from the checkout: {', '.join(record['missing'][:5])}"
+            missing = list(dict.fromkeys(record["missing"]))  # a file both placed and attached is named once
+            return "needs_data", f"missing from the checkout: {', '.join(missing[:5])}"
         if record.get("uses_judge") and self.judge is None:
             return "needs_judge", "its grader calls an LLM judge: give --judge-model and --judge-base-url"
         return None
@@ -192,7 +205,7 @@ class ClawEvalFamily(LeasedFamily):
     # ---- the episode -------------------------------------------------------------------------
     def prompt(self, task: Task, workdir: str) -> str:
         definition = task.record["definition"]
-        files = [*(definition.get("sandbox_files") or ()), *(definition["prompt"].get("attachments") or ())]
+        files = [rel for rel, kind in named(definition) if kind in (WORKSPACE, ATTACHMENT)]
         lines = [definition["prompt"]["text"].strip(), ""]
         if files:
             lines.append(f"Files for this task are in {workdir}: {', '.join(files)}.")
@@ -210,13 +223,21 @@ class ClawEvalFamily(LeasedFamily):
         return SandboxSpec.model_validate({"memory": "2Gi", "timeout": timeout + 900, "labels": self.labels(lease),
                                            "env": {"PATH": f"{SHIM_DIR}:{SANDBOX_PATH}"}})
 
-    def _place(self, task: Task, sandbox: SandboxHandle, paths: list[str]) -> None:
-        """The task's files (or folders) at the same names in the workspace, read through the
-        guarded loader (tasks/kit: inside the task folder; a missing one is left out)."""
+    def _place(self, task: Task, sandbox: SandboxHandle, kinds: tuple[str, ...]) -> None:
+        """The task's files (or folders) of `kinds` in the workspace at the paths the task names
+        them by, found where Claw-Eval's runner finds them (fixtures.py: the task folder, then
+        the checkout root) and read through the guarded loader (tasks/kit); a missing one is
+        left out, as the runner leaves it."""
+        from orchard_cli.tasks.claw_eval.fixtures import named, roots
         from orchard_cli.tasks.kit.taskfiles import TaskFiles
 
-        files = TaskFiles(task.task_id, Path(task.record["root"]) / "tasks" / task.record["folder"])
-        for rel in paths:
+        root = Path(task.record["root"])
+        folder = root / "tasks" / task.record["folder"]
+        for rel, kind in named(task.record["definition"]):
+            if kind not in kinds:
+                continue
+            first, *also = roots(kind, folder, root)
+            files = TaskFiles(task.task_id, first, also=also)
             if not files.exists(rel):
                 continue
             for name, _ in files.files(rel):
@@ -225,12 +246,8 @@ class ClawEvalFamily(LeasedFamily):
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         _, services = self.live(sandbox)
         services.reset()
-        made = sandbox.exec(PYTHON_SHIM, timeout=60)
-        if not made.ok:
-            raise RuntimeError(f"could not give the sandbox a `python`: {(made.stderr or made.stdout).strip()[-300:]}")
-        definition = task.record["definition"]
-        self._place(task, sandbox, [*(definition.get("sandbox_files") or ()),
-                                    *(definition["prompt"].get("attachments") or ())])
+        sandbox.write_file(f"{SHIM_DIR}/python", PYTHON_SHIM, mode=0o755)
+        self._place(task, sandbox, (WORKSPACE, ATTACHMENT))
 
     def tools(self, task: Task, sandbox: SandboxHandle) -> Any:
         from orchard_cli.tasks.claw_eval.tools import session
@@ -239,6 +256,7 @@ class ClawEvalFamily(LeasedFamily):
         return self.session_for(live, lambda: session(task.record["definition"], services))
 
     def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
+        from orchard_cli.tasks.claw_eval.actions import sandbox_calls
         from orchard_cli.tasks.claw_eval.grading import messages
 
         evidence = super().collect(task, sandbox, solution, baseline)
@@ -251,10 +269,11 @@ class ClawEvalFamily(LeasedFamily):
             evidence.dispatches = live.session.dispatches
         records = solution.agent.records if solution.agent is not None else None
         known = {t["name"] for t in definition.get("tools") or ()}
+        rebuilt = messages(self.prompt(task, sandbox.workdir), records, evidence.dispatches, evidence.answer, known)
         evidence.state = {"audit": services.audit(),
                           "env_snapshot": self.snapshot(task, sandbox),
-                          "messages": messages(self.prompt(task, sandbox.workdir), records, evidence.dispatches,
-                                               evidence.answer, known)}
+                          "sandbox_calls": sandbox_calls(rebuilt, evidence.dispatches, known) if records else [],
+                          "messages": rebuilt}
         return evidence
 
     def snapshot(self, task: Task, sandbox: SandboxHandle) -> dict[str, Any]:
@@ -263,7 +282,7 @@ class ClawEvalFamily(LeasedFamily):
         import base64
 
         definition = task.record["definition"]
-        self._place(task, sandbox, list(definition.get("sandbox_grader_files") or ()))
+        self._place(task, sandbox, (GRADER_WORKSPACE,))
         timeout = float((definition.get("environment") or {}).get("env_snapshot_timeout") or 10)
         found: dict[str, Any] = {}
         for command in definition.get("env_snapshot_commands") or ():

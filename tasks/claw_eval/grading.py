@@ -6,7 +6,9 @@
   `[Wed 2026-12-02 09:16 UTC] ` before each user message; Claw-Eval's graders look for user
   messages that start with `[user_agent]`). A solver without model calls (a scripted call
   list, a null run) gets the prompt, one tool_use/tool_result pair per dispatch, its answer.
-- dispatches: `ToolDispatch` (tool_name, endpoint_url, request_body, response_status, response_body).
+- dispatches: `ToolDispatch` (tool_name, endpoint_url, request_body, response_status, response_body),
+  the harness's own shell and file actions among them as the runner's `Bash`, `Read`, ... calls
+  (actions.py; `state.sandbox_calls` in the evidence).
 - audit_data: each service's /audit by service name; env_snapshot: `cmd:<command>` ->
   {exit_code, stdout, stderr}, `file:<path>` -> {content, encoding}, as Claw-Eval's runner builds.
 
@@ -23,6 +25,7 @@ from typing import Any
 
 from orchard_cli.evidence import Dispatch, Evidence
 from orchard_cli.outcome import Outcome
+from orchard_cli.tasks.claw_eval.actions import interleave
 
 STRICT = 1.0 - 1e-9
 ENVELOPE = re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})? [A-Za-z+0-9:-]{1,8}\] ")
@@ -125,8 +128,8 @@ def trace_dispatches(dispatches: list[Dispatch], definition: dict[str, Any]) -> 
 
 def request(record: dict[str, Any], evidence: Evidence, judge: dict[str, Any] | None) -> dict[str, Any]:
     state = evidence.state
-    return {"folder": record["folder"], "messages": state.get("messages") or [],
-            "dispatches": trace_dispatches(evidence.dispatches, record["definition"]),
+    dispatches = interleave(trace_dispatches(evidence.dispatches, record["definition"]), state.get("sandbox_calls") or [])
+    return {"folder": record["folder"], "messages": state.get("messages") or [], "dispatches": dispatches,
             "audit": state.get("audit") or {}, "env_snapshot": state.get("env_snapshot") or {}, "judge": judge}
 
 

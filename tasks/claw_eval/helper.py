@@ -38,19 +38,29 @@ _GRADER_MODULE = re.compile(r"(?:from\s+claw_eval\.graders\.(\w+)\s+import|from\
 _PATHLIKE = re.compile(r"^[\w./-]+\.\w{1,5}$")
 
 
+def _by_path(name: str, where: Path):
+    """One of orchard's standard-library modules, loaded by its path (orchard is not importable here)."""
+    import importlib.util
+
+    found = sys.modules.get(name)
+    if found is None:
+        spec = importlib.util.spec_from_file_location(name, where)
+        found = importlib.util.module_from_spec(spec)
+        sys.modules[name] = found
+        spec.loader.exec_module(found)
+    return found
+
+
 def _guard():
     """tasks/kit/paths.py, the rules orchard reads task files by (a path inside the task folder
     or the checkout, no special files, sizes capped), loaded by its path beside this file."""
-    import importlib.util
+    return _by_path("orchard_task_paths", Path(__file__).resolve().parent.parent / "kit" / "paths.py")
 
-    found = sys.modules.get("orchard_task_paths")
-    if found is None:
-        where = Path(__file__).resolve().parent.parent / "kit" / "paths.py"
-        spec = importlib.util.spec_from_file_location("orchard_task_paths", where)
-        found = importlib.util.module_from_spec(spec)
-        sys.modules["orchard_task_paths"] = found
-        spec.loader.exec_module(found)
-    return found
+
+def _fixtures():
+    """fixtures.py beside this file: where Claw-Eval's runner finds each file a task names (the
+    task folder, then the checkout root, for the workspace's files), as orchard places them."""
+    return _by_path("orchard_claw_eval_fixtures", Path(__file__).resolve().with_name("fixtures.py"))
 
 
 def _modules(root: Path) -> dict:
@@ -89,13 +99,12 @@ def _uses_judge(root: Path, grader: Path) -> bool:
 
 def _files(root: Path, folder: Path, task) -> tuple[list[str], dict | None]:
     """(files the task names that are not in the checkout (fixtures kept out of git, say), the
-    first refusal of the guard: {path, why}, or None). Workspace files are looked up in the task
-    folder; a service's settings that name a path and its script in the checkout root (its
-    working folder), then in the task folder."""
-    guard = _guard()
-    wanted = [*task.sandbox_files, *task.sandbox_grader_files, *task.local_grader_files,
-              *task.prompt.attachments, *task.environment.fixtures]
-    named = [(p, (folder,)) for p in wanted]
+    first refusal of the guard: {path, why}, or None). The files the runner reads are looked up
+    where it looks (fixtures.py: workspace files in the task folder, then the checkout root); a
+    service's settings that name a path and its script in the checkout root (its working folder),
+    then in the task folder."""
+    guard, rules = _guard(), _fixtures()
+    named = [(p, rules.roots(kind, folder, root)) for p, kind in rules.named(task.model_dump(mode="json"))]
     for svc in task.services:
         for value in (svc.env or {}).values():
             if _PATHLIKE.match(value) and "/" in value:
@@ -160,9 +169,9 @@ def grade(root: Path, request: dict) -> dict:
     messages = [trace.TraceMessage.model_validate({"trace_id": trace_id, "message": m}) for m in request["messages"]]
     dispatches = [trace.ToolDispatch.model_validate({"trace_id": trace_id, **d}) for d in request["dispatches"]]
     snapshot = dict(request.get("env_snapshot") or {})
-    guard = _guard()
-    for rel in task.local_grader_files:
-        local = guard.locate(rel, [folder])  # a path that leaves the task folder raises: refused at load too
+    guard, rules = _guard(), _fixtures()
+    for rel in task.local_grader_files:  # a path that leaves its roots raises: refused at load too
+        local = guard.locate(rel, rules.roots(rules.LOCAL_GRADER, folder, root))
         snapshot[f"local_file:{rel}"] = ({"encoding": "base64", "content": base64.b64encode(guard.read(local, rel)).decode()}
                                          if local.exists() else {"error": f"not found: {folder / rel}"})
     grader = mods["claw_eval.graders.registry"].get_grader(task.task_id, tasks_dir=root / "tasks", task_dir=folder)

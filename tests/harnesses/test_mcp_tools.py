@@ -11,6 +11,7 @@ import ast
 import http.server
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -188,6 +189,71 @@ def test_task_tool_lists_and_calls_through_the_gateway(gateway):
     assert stranger.returncode == 1 and "HTTP 401" in stranger.stderr
 
 
+# -- task-tool without a process per call: task_tool.sh to the Helper a long-lived program serves ---
+CALLS = [("--list",), ("add_note", json.dumps(NOTE)), ("add_note", "-"), ("add_note", '{"title": "x"}'),
+         ("send_mail", "{}"), ("add_note", "{not json"), ("add_note", "[1]"), ("list_notes",),
+         ("add_note", "-"), ("add_note", "a", "b"), ("--help",)]
+STDIN = {2: '{"title": "café", "body": "crème \\u00e9 ü"}\n', 8: ""}
+
+
+@pytest.fixture()
+def helper(gateway, monkeypatch, tmp_path):
+    """task_tool.py's Helper for the gateway's episode (as the bash agent serves it), and an env
+    for task_tool.sh whose `python3` fails: an answer can only have come from the helper."""
+    import importlib.util
+
+    session, env = gateway
+    for key in ("ORCHARD_TOOLS_URL", "ORCHARD_TOOLS_TOKEN"):
+        monkeypatch.setenv(key, env[key])
+    spec = importlib.util.spec_from_file_location("task_tool_under_test", HOST_TOOLS_DIR / "task_tool.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    server = module.Helper().start()
+    no_python = tmp_path / "no-python"
+    no_python.mkdir()
+    (no_python / "python3").write_text("#!/bin/sh\necho 'a python3 ran' >&2\nexit 97\n")
+    (no_python / "python3").chmod(0o755)
+    try:
+        yield session, env, {**env, module.PORT_ENV: str(server.port), "PATH": f"{no_python}:/usr/bin:/bin"}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _shell_tool(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(HOST_TOOLS_DIR / "task_tool.sh"), *args], input=stdin, capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+def test_task_tool_sh_answers_as_task_tool_py_through_the_helper_without_python(helper):
+    session, env, fast = helper
+    slow = [_task_tool(env, *args, stdin=STDIN.get(i, "")) for i, args in enumerate(CALLS)]
+    slow_dispatches = [(d.tool, d.arguments, d.status, d.result) for d in session.dispatches]
+    start = len(session.dispatches)
+    session.backend.notes.clear()  # the same state for the same calls
+    quick = [_shell_tool(fast, *args, stdin=STDIN.get(i, "")) for i, args in enumerate(CALLS)]
+    usage = {len(CALLS) - 2, len(CALLS) - 1}  # not helper calls: task_tool.py prints the usage (no python3 here)
+    for i, (a, b) in enumerate(zip(slow, quick)):
+        if i in usage:
+            assert b.returncode == 97 and "a python3 ran" in b.stderr
+            continue
+        assert (b.returncode, b.stdout, b.stderr) == (a.returncode, a.stdout, a.stderr), CALLS[i]
+    assert [a.returncode for a in slow] == [0, 0, 0, 1, 1, 2, 2, 0, 2, 2, 0]
+    assert json.loads(quick[7].stdout) == ["café", "groceries"]  # stdin, non-ASCII, byte lengths
+    assert [(d.tool, d.arguments, d.status, d.result) for d in session.dispatches[start:]] == slow_dispatches
+
+
+def test_task_tool_sh_without_its_helper_runs_task_tool_py(gateway, tmp_path):
+    session, env = gateway
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    for extra in ({}, {"ORCHARD_TASK_TOOL_PORT": str(port)}):
+        done = _shell_tool({**env, **extra}, "add_note", "-", stdin=json.dumps(NOTE))
+        assert done.returncode == 0 and json.loads(done.stdout)["saved"] == "groceries", done.stderr
+    assert len(session.dispatches) == 2
+
+
 # -- the real harnesses in a sandbox ----------------------------------------------------------------
 def _open_episode(rig, session: ToolSession, replies: list[Any] | None = None, *, upstream: str | None = None):
     """The rig's proxy and upstream, and an episode that serves `session`'s tools."""
@@ -210,7 +276,9 @@ def _dispatched(session: ToolSession) -> list[tuple[str, dict[str, Any], int | N
 @pytest.mark.bwrap
 def test_bash_agent_calls_a_task_tool_from_the_shell(rig):
     session = ToolSession(SPECS, Notes())
-    command = f"task-tool add_note '{json.dumps(NOTE)}'"  # the agent's own command, on its PATH
+    no_python = "mkdir -p /tmp/np && printf '#!/bin/sh\\nexit 97\\n' >/tmp/np/python3 && chmod +x /tmp/np/python3"
+    # the agent's own command, on its PATH; answered by the agent's helper (a python3 would fail)
+    command = f"{no_python} && PATH=/tmp/np:$PATH task-tool add_note '{json.dumps(NOTE)}'"
     _open_episode(rig, session, [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, "Saved."])
     harness = load_harness("bash")
     sandbox = rig.sandbox(harness)

@@ -258,6 +258,15 @@ def test_a_benchmarks_own_verdict_is_counted_beside_orchards():
     # pass^2 = mean(C(2,2)/C(3,2), C(1,2)/C(3,2)) = (1/3 + 0) / 2
     assert bench.pass_hat_k[2] == pytest.approx(1 / 6)
     assert card.resolved == 1, "orchard's own verdict is apart"
+    # its leaderboard's headline: pass^3 with 3 attempts (no task passed all three); its mean score
+    # over all attempts, the errored one counting 0 whatever it reported
+    assert (bench.lead_k, bench.lead, bench.name) == (3, 0.0, None)
+    assert bench.mean_score == pytest.approx((0.8 + 0.8 + 0.2 + 0.8 + 0.2 + 0.0) / 6)
+    named = compute_scorecard(rows, suite="s", source="x", reproducibility=Reproducibility(orchard_version="t"),
+                              benchmark="Claw-Eval")
+    from orchard_cli.scoring.report import benchmark_lead
+
+    assert benchmark_lead(named) == "Claw-Eval Pass^3 0.0% (tasks passing all 3 attempts) | pass@3 100.0% | mean score 0.467"
     plain = compute_scorecard([AttemptResult(instance_id="a", attempt=1, category="resolved", resolved=True)],
                               suite="s", source="x", reproducibility=Reproducibility(orchard_version="t"))
     assert plain.benchmark is None

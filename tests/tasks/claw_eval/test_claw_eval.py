@@ -54,10 +54,11 @@ def _run(family, task, solver, env, attempt=1):
 def test_load_reads_every_task_through_the_checkouts_model(mini):
     family, tasks = load_suite("claw-eval", dataset=str(mini))
     by_id = {t.task_id: t for t in tasks}
-    assert sorted(by_id) == ["C01_needs_user", "T01_find_code", "T02_add_note", "T03_judged_summary", "T04_live_search"]
+    assert sorted(by_id) == ["C01_needs_user", "T01_find_code", "T02_add_note", "T03_judged_summary", "T04_live_search",
+                             "T05_shell_effort"]
     blocked = {k: (family.blocker(t) or ("runs",))[0] for k, t in by_id.items()}
     assert blocked == {"C01_needs_user": "runs", "T01_find_code": "runs", "T02_add_note": "runs",
-                       "T03_judged_summary": "needs_judge", "T04_live_search": "needs_network"}
+                       "T03_judged_summary": "needs_judge", "T04_live_search": "needs_network", "T05_shell_effort": "runs"}
     user = family.simulated_user(by_id["C01_needs_user"])
     assert user.max_rounds == 2 and user.mark == "[user_agent]\n" and "Lisbon" in user.persona
     assert family.simulated_user(by_id["T01_find_code"]) is None
@@ -163,7 +164,7 @@ def test_cli_eval_counts_each_reason(mini, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     card = json.loads((out / "scorecard.json").read_text())
-    assert card["total"] == 5 and card["resolved"] == 0
+    assert card["total"] == len(list((mini / "tasks").glob("*/task.yaml"))) and card["resolved"] == 0
     text = json.dumps(card)
     for reason in ("needs_user", "needs_network", "needs_judge"):
         assert reason in text, reason

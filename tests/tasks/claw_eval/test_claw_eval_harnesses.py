@@ -54,6 +54,51 @@ def test_a_real_harness_passes_with_the_right_calls_and_fails_with_wrong_ones(ha
         family.close()
 
 
+SHELL = {"codex": ("exec_command", "cmd"), "openclaw": ("exec", "command")}
+ASK = {"bash": [("bash", {"command": "cat fixtures/gym.txt"}), ("bash", {"command": "task-tool notes_list"}),
+                ("bash", {"command": "ls && task-tool notes_get '{\"note_id\": \"n2\"}'"})],
+       "codex": [(SHELL["codex"][0], {"cmd": "cat fixtures/gym.txt"}), ("mcp__task__notes_list", {}),
+                 (SHELL["codex"][0], {"cmd": "ls"}), ("mcp__task__notes_get", {"note_id": "n2"})]}
+SEEN = {"bash": ["Bash", "notes_list", "notes_get", "Bash"], "codex": ["Bash", "notes_list", "Bash", "notes_get"]}
+USED = {"bash": ["Bash", "notes_list", "Bash"], "codex": SEEN["codex"]}
+"""The tool_use blocks of the messages: the call made inside a longer command has none (nor in the runner)."""
+
+
+@pytest.mark.harness
+@pytest.mark.bwrap
+@pytest.mark.parametrize("harness", ["bash", "codex"])
+def test_shell_commands_are_the_runners_bash_calls_for_the_grader(harness, installed_harnesses, mini):
+    """Claw-Eval's runner records its shell as `Bash` tool calls among the task's own: a grader that
+    counts them (T05's, as Claw-Eval's T068zh does) sees the harness's shell commands so, in order;
+    a command that is only a `task-tool` call is that tool's dispatch, not a `Bash` call."""
+    from orchard_cli.tasks.claw_eval.grading import request
+
+    family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T05_shell_effort"])
+    turns = [{"tool_calls": [{"name": name, "arguments": args}]} for name, args in ASK[harness]]
+    endpoint = ScriptedEndpoint([*turns, {"content": "Riverside Fitness; your locker code is 4417."}], dialects=("chat",))
+    solver = AgentSolver(harness, model="teacher", base_url=endpoint.start().base_url,
+                         options=EpisodeOptions(timeout_seconds=240, max_calls=8),
+                         proxy_options={"upstream_dialects": ["chat"]})
+    env = connect("local")
+    try:
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id=f"{harness}-shell"),
+                             family=family, env=env, backend="local")
+    finally:
+        solver.close()
+        endpoint.stop()
+        env.close()
+        family.close()
+    assert result.outcome.category == "resolved", (result.outcome, result.solution.agent.run)
+    seen = request(tasks[0].record, result.evidence, None)["dispatches"]
+    assert [d["tool_name"] for d in seen] == SEEN[harness]
+    shells = [d for d in seen if d["tool_name"] == "Bash"]
+    assert shells[0]["request_body"] == {"command": "cat fixtures/gym.txt"} and "Riverside" in shells[0]["response_body"]["stdout"]
+    assert all(d["response_status"] == 200 and d["endpoint_url"] == "local://sandbox/Bash" for d in shells)
+    used = [b["name"] for m in result.evidence.state["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert used == USED[harness]  # the messages name them as the runner does too
+    assert [d.tool for d in result.evidence.dispatches] == ["notes_list", "notes_get"]
+
+
 @pytest.mark.harness
 @pytest.mark.bwrap
 @pytest.mark.parametrize("harness", ["openclaw", "codex", "bash"])

@@ -145,3 +145,58 @@ def test_links_inside_the_task_folder_are_placed(checkout):
     finally:
         family.close()
         env.close()
+
+
+# -- files named from the checkout's root, as Claw-Eval's runner finds them ----------------------
+SHARED = "tasks/T02_add_note/fixtures/brief.txt"
+SHARED_GRADER = """
+from claw_eval.graders.base import AbstractGrader
+from claw_eval.models.trace import DimensionScores
+
+
+class SharedFixtureGrader(AbstractGrader):
+    def grade(self, messages, dispatches, task, audit_data=None, judge=None, media_events=None, env_snapshot=None):
+        placed = (env_snapshot or {}).get("cmd:cat /workspace/SHARED", {}).get("stdout", "")
+        after = (env_snapshot or {}).get("file:/workspace/tasks/T01_find_code/fixtures/notes.json", {})
+        local = (env_snapshot or {}).get("local_file:fixtures/key.txt", {})
+        checks = ["Thursday" in placed, "n2" in after.get("content", ""), "content" in local]
+        return DimensionScores(completion=sum(checks) / len(checks), robustness=1.0)
+""".replace("SHARED", SHARED)
+
+
+def _shared_fixture_task(checkout, **extra):
+    """T06: its workspace file and its after-the-agent file are other tasks' fixtures, named from
+    the checkout's root (as Claw-Eval's T087-T092 name T021zh's and T027zh's)."""
+    folder = checkout / "tasks" / "T06_shared_fixture"
+    (folder / "fixtures").mkdir(parents=True)
+    (folder / "fixtures" / "key.txt").write_text("a key only the grader reads\n")
+    (folder / "grader.py").write_text(SHARED_GRADER)
+    definition = {"task_id": "T06_shared_fixture", "task_name": "A fixture another task keeps",
+                  "prompt": {"text": "Read the brief in your workspace."},
+                  "sandbox_files": [SHARED], "sandbox_grader_files": ["tasks/T01_find_code/fixtures/notes.json"],
+                  "local_grader_files": ["fixtures/key.txt"],
+                  "env_snapshot_commands": [f"cat /workspace/{SHARED}"],
+                  "env_snapshot_files": ["/workspace/tasks/T01_find_code/fixtures/notes.json"], **extra}
+    (folder / "task.yaml").write_text(yaml.safe_dump(definition, sort_keys=False))
+
+
+def test_a_file_named_from_the_checkout_root_is_placed_where_the_runner_places_it(checkout):
+    """Claw-Eval's runner looks for a task's workspace files in its folder, then in the checkout's
+    root, and puts them at the path as named (/workspace/tasks/...): the task runs, and its
+    grader sees them there; local grader files stay in the task folder only, as the runner reads them."""
+    _shared_fixture_task(checkout)
+    family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T06_shared_fixture"])
+    env = connect("local")
+    try:
+        assert family.blocker(tasks[0]) is None
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=Scripted(family, Gold(answer="Read.")),
+                                     episode_id="shared-fixture"), family=family, env=env, backend="local")
+        assert result.outcome.category == "resolved", result.outcome
+        assert "Files for this task are in /workspace: " + SHARED in family.prompt(tasks[0], "/workspace")
+    finally:
+        family.close()
+        env.close()
+    _edit(checkout, "T06_shared_fixture", local_grader_files=["tasks/T01_find_code/fixtures/notes.json"])
+    family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T06_shared_fixture"])
+    assert family.blocker(tasks[0]) == ("needs_data", "missing from the checkout: tasks/T01_find_code/fixtures/notes.json")
+    family.close()
