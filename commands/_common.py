@@ -24,15 +24,21 @@ def emit_json(data: Any) -> None:
 
 
 def stderr_console(quiet: bool = False):
+    """Talk for people. Lines are never wrapped mid-word when stderr is a pipe or a file (CI
+    logs, `| tee`): soft wrap, the reader's terminal folds them."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, quiet=quiet)
+    return Console(stderr=True, highlight=False, quiet=quiet, soft_wrap=True)
 
 
 def stdout_console():
     from rich.console import Console
 
     return Console(highlight=False)
+
+
+NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Do not ask each model endpoint once before the run (for a server that answers neither GET /models nor a 1-token chat call).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (errors and the result only).")]
 
 
 # ---- the task selection, declared once (eval, distill) -----------------------------------------

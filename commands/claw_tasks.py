@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
+from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, QuietOpt, emit_json, stderr_console
 
 
 def validate_command(
@@ -16,6 +16,7 @@ def validate_command(
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated task ids.")] = None,
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Episodes at once.")] = 1,
     backend: BackendOpt = "local",
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Check tasks three ways: the gold solution passes, a null run fails, a near miss fails.
@@ -38,11 +39,17 @@ def validate_command(
         raise UsageError(f"{path}: `tasks validate` checks tasks with near misses (claw, web); "
                          f"the {family.name} family has none",
                          hint="SWE suites: orchard eval SUITE --predictions gold")
-    console = stderr_console()
-    say = (lambda v: console.print(f"{'valid' if v.valid else 'INVALID':>8}  {v.task_id}"
-                                   + ("" if v.valid else f"  {v.reason()}"), markup=False))
-    results = validate_tasks(family, tasks, backend=backend, workers=workers,
-                             on_task=None if fmt == OutputFormat.json else say)
+    from orchard_cli.commands._progress import RunProgress
+
+    console = stderr_console(quiet)
+    with RunProgress("validate", len(tasks), console=console, quiet=quiet, unit="task", good="valid") as progress:
+
+        def say(v) -> None:  # type: ignore[no-untyped-def]
+            progress.tick(resolved=v.valid)
+            if fmt != OutputFormat.json:
+                progress.say(f"{'valid' if v.valid else 'INVALID':>8}  {v.task_id}" + ("" if v.valid else f"  {v.reason()}"))
+
+        results = validate_tasks(family, tasks, backend=backend, workers=workers, on_task=say)
     bad = [r for r in results if not r.valid]
     if fmt == OutputFormat.json:
         emit_json({"tasks": len(results), "valid": len(results) - len(bad),
@@ -70,7 +77,11 @@ def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: Ou
             task = TaskFile.model_validate(synthesize(kind, task_seed))
             dump_task(task, staging / task.id)
         family, tasks = load_suite(str(staging), family="claw")
-        results = validate_tasks(family, tasks, backend=backend, workers=workers)
+        from orchard_cli.commands._progress import RunProgress
+
+        with RunProgress("synth", len(tasks), console=console, unit="task", good="valid") as progress:
+            results = validate_tasks(family, tasks, backend=backend, workers=workers,
+                                     on_task=lambda v: progress.tick(resolved=v.valid))
         out.mkdir(parents=True, exist_ok=True)
         kept = []
         for result in results:

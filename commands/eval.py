@@ -23,7 +23,9 @@ from orchard_cli.commands._common import (
     FormatOpt,
     InstancesOpt,
     LimitOpt,
+    NoPreflightOpt,
     OutputFormat,
+    QuietOpt,
     NetworkOpt,
     UserBaseUrlOpt,
     UserKeyEnvOpt,
@@ -103,9 +105,12 @@ def run(
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint (…/v1).")] = None,
     judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Environment variable holding the judge's key (default OPENAI_API_KEY when set).")] = None,
     rerank: Annotated[Optional[Path], typer.Option("--rerank", file_okay=False, help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
+    no_preflight: NoPreflightOpt = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
+    from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rollout.eval_run import EvalConfig, plan_eval, verdict
 
     if resume and not out:
@@ -126,14 +131,20 @@ def run(
         from orchard_cli.value.model import ValueModel
 
         ValueModel.load(rerank)
+    checked = check_endpoints([  # every model endpoint the run uses answers, before anything runs
+        Endpoint("--base-url", base_url or "", model),
+        Endpoint("--judge-base-url", judge_base_url or "", judge_model, judge_key_env),
+        Endpoint("--user-base-url", user_base_url or "", user_model, user_key_env)], enabled=not no_preflight)
     plan = plan_eval(config, resume=resume)
-    console = stderr_console()
+    console = stderr_console(quiet)
     skipped = len(plan.tasks) * attempts - len(plan.pending)
     console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "
                   f"source {plan.solver.name}, backend {backend}, {workers} worker(s)"
                   + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}",
                   soft_wrap=True)
-    card = _execute(plan, console)
+    for line in checked:
+        console.print(f"  endpoint {line}", markup=False, soft_wrap=True)
+    card = _execute(plan, console, quiet)
     if rerank is None:
         _render(card, plan, console, fmt)
     else:  # the value model picks one attempt per instance: RUN/rerank/ holds its scorecard
@@ -155,31 +166,21 @@ def run(
         raise BelowBarError(reason or "below --fail-under")
 
 
-def _execute(plan, console):  # type: ignore[no-untyped-def]
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+def _execute(plan, console, quiet: bool = False):  # type: ignore[no-untyped-def]
+    from orchard_cli.commands._progress import RunProgress
 
-    counts = {"resolved": 0, "errors": 0}
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("[green]{task.fields[resolved]} resolved[/] [red]{task.fields[errors]} errors[/]"),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("eval", total=len(plan.pending), resolved=0, errors=0)
+    try:
+        with RunProgress("eval", len(plan.pending), console=console, quiet=quiet) as progress:
 
-        def on_result(result) -> None:  # type: ignore[no-untyped-def]
-            counts["resolved"] += int(result.resolved)
-            counts["errors"] += int(result.is_error)
-            progress.update(bar, advance=1, **counts)
-            if result.is_error:
-                progress.console.print(f"[red]{result.category}[/] {escape(result.instance_id)}: "
-                                       f"{escape(result.error or '')}",
-                                       soft_wrap=True, markup=True, highlight=False)
+            def on_result(result) -> None:  # type: ignore[no-untyped-def]
+                spent = (result.tokens_in or 0) + (result.tokens_out or 0)
+                progress.done(result.instance_id, result.attempt, result.category, resolved=result.resolved,
+                              seconds=result.duration_seconds, tokens_used=spent, error=result.error)
 
-        try:
             return plan.execute(on_result)
-        except KeyboardInterrupt:  # the partial scorecard is on disk: say what it holds, then stop
-            _say_interrupted(plan, progress.console)
-            raise
+    except KeyboardInterrupt:  # the partial scorecard is on disk: say what it holds, then stop
+        _say_interrupted(plan, console)
+        raise
 
 
 def _say_interrupted(plan, console) -> None:  # type: ignore[no-untyped-def]
@@ -294,6 +295,7 @@ def regrade(
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes graded in parallel.")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a regrade in --out.")] = False,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Grade a run's stored evidence again, without the agent: a new scorecard, and every verdict
@@ -304,10 +306,10 @@ def regrade(
     from orchard_cli.scoring.scorecard import latest_results
 
     plan = plan_regrade(run_dir, out=out, workers=workers, backend=backend, resume=resume)
-    console = stderr_console()
+    console = stderr_console(quiet)
     console.print(f"[bold]orchard eval regrade[/] {run_dir}: {len(plan.pending)} episode(s), "
                   f"{workers} worker(s)\n  run folder: {plan.out}", soft_wrap=True)
-    card = _execute(plan, console)
+    card = _execute(plan, console, quiet)
     before = {(r.instance_id, r.attempt): r for r in latest_results(read_jsonl(run_dir / "results.jsonl")[0])}
     after = latest_results(read_jsonl(plan.out / "results.jsonl")[0])
     changed = [(r.instance_id, r.attempt, before[(r.instance_id, r.attempt)].category, r.category)

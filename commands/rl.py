@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, InstancesOpt, LimitOpt,
-                                          OutputFormat, SliceOpt, config_of, emit_json, selection_fields,
-                                          stderr_console)
+                                          NoPreflightOpt, OutputFormat, QuietOpt, SliceOpt, config_of, emit_json,
+                                          selection_fields, stderr_console)
 
 HarnessOpt = Annotated[str, typer.Option("--harness", help="Agent harness: chat (one call, no tools), bash, codex, openclaw, zeroclaw.")]
 GroupOpt = Annotated[int, typer.Option("--group-size", "-G", min=1, help="Attempts per task (the GRPO group).")]
@@ -39,6 +39,8 @@ def rollout(
     backend: BackendOpt = "local",
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 600.0,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 20,
+    no_preflight: NoPreflightOpt = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Roll out G attempts per task: token ids, log-probabilities, rewards, advantages for RL.
@@ -47,6 +49,8 @@ def rollout(
     episode the exact token ids the policy saw and produced, their log-probabilities, the loss mask,
     the reward and the group-normalized advantage go to --out (JSONL), and with --parquet to a file
     with verl's column names. Exit 3 when no episode can be trained on."""
+    from orchard_cli.commands._progress import RunProgress
+    from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
     from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.tasks.base import TaskSelection
@@ -59,16 +63,24 @@ def rollout(
                        workers=workers, backend=backend, out=str(out.resolve()),
                        parquet=str(parquet.resolve()) if parquet else None,
                        options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
-    console = stderr_console()
+    console = stderr_console(quiet)
+    for line in check_endpoints([Endpoint("--policy-url", url, model, api_key_env) for url in policy_url or []],
+                                enabled=not no_preflight):
+        console.print(f"  endpoint {line}", markup=False)
     done = [0, 0.0]
+    with RunProgress("rollout", None, console=console, quiet=quiet) as progress:
 
-    def on_group(group) -> None:  # type: ignore[no-untyped-def]
-        done[0] += len(group)
-        done[1] += sum(r.reward for r in group)
-        console.print(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
-                      f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})", highlight=False, markup=False)
+        def on_group(group) -> None:  # type: ignore[no-untyped-def]
+            done[0] += len(group)
+            done[1] += sum(r.reward for r in group)
+            progress.tick(count=len(group), resolved=False, error=False)
+            progress.say(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
+                         f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})")
 
-    summary = run_rollout(config, on_group)
+        def on_planned(total: int) -> None:
+            progress.total = total
+
+        summary = run_rollout(config, on_group, on_planned)
     if fmt == OutputFormat.json:
         emit_json(summary.model_dump(mode="json"))
         return
@@ -113,6 +125,7 @@ def rl(
     shuffle_rewards: Annotated[bool, typer.Option("--shuffle-rewards", help="Control run: rewards shuffled across each step's episodes.")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Torch threads of the learner.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """On-policy RL (GRPO): roll out, update, sync the served weights, repeat.
@@ -145,22 +158,29 @@ def rl(
     run = plan_rl(config)
     import os
 
-    console = stderr_console(quiet=os.environ.get("RANK", "0") != "0")  # under torchrun, rank 0 speaks
+    from orchard_cli.commands._progress import RunProgress
+
+    follower = os.environ.get("RANK", "0") != "0"
+    console = stderr_console(quiet=quiet or follower)  # under torchrun, rank 0 speaks
     source = f"{len(run.tasks)} task(s) of {suite}" if suite else f"{sum(map(len, run.offline))} rollouts from {rollouts}"
     console.print(f"[bold]orchard rl[/] {source}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
                   f"harness {harness}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
                   soft_wrap=True, highlight=False)
 
-    def on_step(record) -> None:  # type: ignore[no-untyped-def]
-        console.print(f"  step {record.step}: mean reward {record.mean_reward}, loss {record.loss:+.4f}, "
-                      f"grad {record.grad_norm:.3f}, rollout {record.rollout_seconds:.1f} s, update "
-                      f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms", highlight=False)
+    with RunProgress("rl", steps - (run.state.step if run.state else 0), console=console,
+                     quiet=quiet or follower, unit="step", good="steps with reward") as progress:
 
-    def on_eval(row) -> None:  # type: ignore[no-untyped-def]
-        console.print(f"  eval at step {row['step']}: held-out mean reward {row['mean_reward']:.3f} "
-                      f"({row['episodes']} episodes)", highlight=False)
+        def on_step(record) -> None:  # type: ignore[no-untyped-def]
+            progress.tick(resolved=bool(record.mean_reward))
+            progress.say(f"  step {record.step}: mean reward {record.mean_reward}, loss {record.loss:+.4f}, "
+                         f"grad {record.grad_norm:.3f}, rollout {record.rollout_seconds:.1f} s, update "
+                         f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms")
 
-    summary = run.execute(on_step, on_eval)
+        def on_eval(row) -> None:  # type: ignore[no-untyped-def]
+            progress.say(f"  eval at step {row['step']}: held-out mean reward {row['mean_reward']:.3f} "
+                         f"({row['episodes']} episodes)")
+
+        summary = run.execute(on_step, on_eval)
     if not summary:  # another process of a torchrun: rank 0 reports
         return
     if fmt == OutputFormat.json:

@@ -66,9 +66,11 @@ def synth_command(
 
         if out_dir is None:
             raise UsageError("--family web writes a folder of task folders: give --out-dir DIR")
+        from orchard_cli.commands._progress import RunProgress
+
         console = stderr_console()
-        report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1,
-                                 say=lambda line: console.print(line, markup=False))
+        with RunProgress("synth", None, console=console, unit="task") as progress:
+            report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1, say=progress.say)
         if fmt == OutputFormat.json:
             emit_json(report)
         else:
@@ -84,8 +86,10 @@ def synth_command(
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,
                          base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
-    console = stderr_console()
-    tasks, report = synthesize(config, say=lambda line: console.print(line, markup=False))
+    from orchard_cli.commands._progress import RunProgress
+
+    with RunProgress("synth", None, console=stderr_console(), unit="package") as progress:
+        tasks, report = synthesize(config, say=progress.say)
     write_suite(tasks, out)
     report.out = str(out)
     if fmt == OutputFormat.json:
