@@ -110,3 +110,13 @@ def test_the_copied_folder_keeps_its_screenshots(site, browser, tmp_path):
     page.wait_for_function("[...document.querySelectorAll('img.thumb')].every(i => i.complete)")
     assert _loaded_images(page, "img.thumb") == 4
     assert not errors, errors
+
+
+def test_the_scorecard_page_copied_alone_keeps_its_thumbnails(site, browser, tmp_path):
+    alone = tmp_path / "scorecard.html"
+    shutil.copy(site / "agent" / "scorecard.html", alone)  # without the run folder beside it
+    page = browser.new_page()
+    page.goto(alone.as_uri())
+    page.wait_for_function("[...document.querySelectorAll('#screenshots img')].every(i => i.complete)")
+    assert _loaded_images(page, "#screenshots img") == 1  # the unresolved attempt's last page
+    assert page.locator("td.id a[href='logs/booking-availability-7019/attempt-1/']").count() == 1

@@ -229,7 +229,7 @@ class EvalRun:
         card.wall_seconds += self.prior_wall
         write_json(self.out / "scorecard.json", card)
         write_text(self.out / "scorecard.md", render_markdown(card, results))
-        write_text(self.out / "scorecard.html", render_html(card, results))
+        write_text(self.out / "scorecard.html", render_html(card, results, self.out))
         return card
 
 
