@@ -33,6 +33,9 @@ def validate_command(
         from orchard_cli.errors import UsageError
 
         raise UsageError(f"{path}: no task matches the selection")
+    from orchard_cli.prereqs import require_host
+
+    require_host(backend=backend, family=family.name, what=f"validating {path} on the {backend} backend")
     if family.near_miss(tasks[0]) is None:
         from orchard_cli.errors import UsageError
 

@@ -33,6 +33,9 @@ class Check(BaseModel):
     """The command that installs or repairs it (empty when ok)."""
     required: bool = False
     """Needed by the embedded default (local backend + bubblewrap)."""
+    needed_by: list[str] = []
+    """What needs it: 'backend:local', 'family:web', 'harness:codex' (`orchard_cli.prereqs`)."""
+    purpose: str = ""
 
 
 class DoctorReport(BaseModel):
@@ -248,11 +251,12 @@ def check_git() -> Check:
 
 
 def run_doctor() -> DoctorReport:
-    checks = [check_bubblewrap(), check_local_backend(), check_cgroups(), *check_docker(),
-              check_node(), check_harness_node(),
-              *(check_harness_adapter(name) for name in ("codex", "openclaw", "zeroclaw")),
-              check_embedded_model(),
-              check_python_package("torch", "torch", INSTALL_HINTS["torch"]),
-              check_python_package("transformers", "transformers", INSTALL_HINTS["transformers"]),
-              check_git()]
+    """Every entry of the host prerequisites table (`orchard_cli.prereqs`), checked."""
+    from orchard_cli.prereqs import PREREQS, run_check
+
+    checks = []
+    for entry in PREREQS:
+        for check in run_check(entry):
+            checks.append(check.model_copy(update={"required": entry.required, "needed_by": list(entry.needed_by),
+                                                   "purpose": entry.purpose}))
     return DoctorReport(ready=all(c.ok for c in checks if c.required), checks=checks)

@@ -199,6 +199,10 @@ def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None]
     if not tasks:
         raise UsageError(f"no tasks selected from {config.selection.suite}",
                          hint="check --instances / --repo / --limit / --slice")
+    from orchard_cli.prereqs import require_host
+
+    require_host(backend=config.backend, family=family.name, harness=config.harness,
+                 what=f"{Path(config.selection.suite).name} on the {config.backend} backend")
     found = policies(config.policy_urls, config.model, config.api_key_env, harness, config.sampling, config.options)
     if on_planned is not None:
         on_planned(len(tasks) * config.group_size)

@@ -32,6 +32,7 @@ from orchard_cli import __version__
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import EVIDENCE_FILE, Evidence
 from orchard_cli.predictions import PredictionsLog
+from orchard_cli.prereqs import require_host
 from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl, sha256_file, write_json, write_text
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
@@ -299,6 +300,8 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
+    require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
+                 what=f"{Path(config.suite).name} on the {config.backend} backend")
     solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
                          base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
                          max_turns=config.max_turns, agent_timeout=config.agent_timeout,
@@ -383,6 +386,8 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     except ValidationError as exc:
         raise UsageError(f"{run}/config.json is not an eval configuration ({exc.errors()[0]['msg']})") from None
     family, tasks = load_suite(original.selection)
+    require_host(backend=backend or original.backend, family=family.name, network=original.network,
+                 what=f"regrading {run}")
     sha = family.provenance().get("dataset_sha256")
     if original.dataset_sha256 and sha and sha != original.dataset_sha256:
         raise UsageError(f"the data of {original.suite} changed since {run} was made (sha256 differs)",
