@@ -15,7 +15,7 @@ class OutputFormat(str, Enum):
 
 
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="text for people, json for scripts.")]
-BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="Sandbox backend: local, docker or kubernetes.")]
+BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="Sandbox backend: {backends}.")]
 
 
 def emit_json(data: Any) -> None:
@@ -44,10 +44,10 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on st
 # ---- the task selection, declared once (eval, distill) -----------------------------------------
 
 DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", "--source", help="A data file (or hub id) instead of the suite's own; for claw-eval, the benchmark's checkout (--source PATH).")]
-FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family of a data-file suite (default: SWE-bench format).")]
+FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family whose format a data-file suite is in: {families} (default: swe, SWE-bench's format).")]
 InstancesOpt = Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")]
 RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances: the first N of the suite (one family's suite is often ordered by category).")]
 SliceOpt = Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")]
 UserModelOpt = Annotated[Optional[str], typer.Option("--user-model", help="The model that plays a multi-turn task's user (Claw-Eval's C* tasks); needs --user-base-url and a multi-turn harness.")]
 UserBaseUrlOpt = Annotated[Optional[str], typer.Option("--user-base-url", help="The user model's OpenAI-compatible endpoint (…/v1).")]
@@ -87,9 +87,10 @@ def default_command_group(default: str, usage: str):  # type: ignore[no-untyped-
 
     class DefaultGroup(TyperGroup):
         def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-            if not args or (args[0] not in ("--help", "-h") and args[0] not in self.commands):
-                if args or not self.no_args_is_help:
-                    args = [default, *args]
+            if (not args and self.no_args_is_help) or (len(args) == 1 and args[0] in ("--help", "-h")):
+                args = [default, "--help"]  # the help people need: the default command's options
+            elif not args or args[0] not in self.commands:
+                args = [default, *args]
             return super().parse_args(ctx, args)
 
         def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]

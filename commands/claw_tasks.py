@@ -12,7 +12,7 @@ from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, Qu
 
 
 def validate_command(
-    path: Annotated[str, typer.Argument(help="A task folder, a folder of task folders, or a suite name (claw-mini, web-mini).")],
+    path: Annotated[str, typer.Argument(metavar="PATH", help="A task folder, a folder of task folders, or a suite with near misses (claw-mini, web-mini; suites: {suites}).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated task ids.")] = None,
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Episodes at once.")] = 1,
     backend: BackendOpt = "local",
@@ -21,7 +21,12 @@ def validate_command(
 ) -> None:
     """Check tasks three ways: the gold solution passes, a null run fails, a near miss fails.
 
-    Exit 0 when every task is valid, 1 when one is not (each named with why)."""
+    Exit 0 when every task is valid, 1 when one is not (each named with why).
+
+    \b
+    Example:
+      orchard tasks validate claw-mini --workers 2
+    """
     from orchard_cli.errors import EXIT_BELOW_BAR
     from orchard_cli.tasks.validate import validate_tasks
     from orchard_cli.tasks.registry import folder_family, load_suite

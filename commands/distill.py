@@ -39,7 +39,8 @@ from orchard_cli.commands._common import (
 app = typer.Typer(
     cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf --out DIR"),
     help="Record a teacher model driving a real harness on every task: one graded trajectory per "
-         "episode, appended to --out as it finishes. Export them with `orchard distill export`.")
+         "episode, appended to --out as it finishes. Export them with `orchard distill export`.",
+    no_args_is_help=True)
 
 
 def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
@@ -59,13 +60,20 @@ def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
     return prices
 
 
-@app.command("run", help="Distill trajectories (also spelled `orchard distill --teacher ...`).")
+@app.command("run", help=(
+    "Record a teacher model driving a real harness on every task of --suite: one graded trajectory per "
+    "episode, appended to --out as it finishes (resumable; its run folder X.run/ beside it). Also: "
+    "`orchard distill export FILE --format hf --out DIR`.\n\n"
+    "Exit codes: 0 completed; 2 bad usage or input; 3 more episodes ended in env/infra errors than --max-errors."
+    "\n\n\b\nExamples:\n"
+    "  orchard distill --suite claw-mini --teacher smollm2 --limit 2 --out runs/claw.jsonl\n"
+    "  orchard distill --suite swe-mini --teacher M --base-url https://host/v1 --harness codex --attempts 2"))
 def run(
-    suite: Annotated[Optional[str], typer.Option("--suite", help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")] = None,
+    suite: Annotated[Optional[str], typer.Option("--suite", help="A registered suite ({suites}) or a data file.")] = None,
     teacher: Annotated[Optional[list[str]], typer.Option("--teacher", help="Teacher model name sent upstream (repeat for several).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint URL, or an in-package endpoint (smollm2, scripted). Default: the embedded smollm2.")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoint's key (default OPENAI_API_KEY when set).")] = None,
-    harness: Annotated[str, typer.Option("--harness", help="Agent harness: bash, codex, openclaw, zeroclaw.")] = "bash",
+    harness: Annotated[str, typer.Option("--harness", help="The agent harness the teacher drives: {harnesses}.")] = "bash",
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes run in parallel.")] = 1,
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
@@ -183,7 +191,12 @@ def export(
     keep: Annotated[str, typer.Option("--keep", help="all, or resolved: only resolved episodes.")] = "all",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Write trajectories as a Hugging Face dataset (Parquet: tools, messages, metadata)."""
+    """Write trajectories as a Hugging Face dataset (Parquet: tools, messages, metadata).
+
+    \b
+    Example:
+      orchard distill export runs/claw.jsonl --format hf --out datasets/claw
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.export import export_hf
 

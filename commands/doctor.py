@@ -28,7 +28,10 @@ def doctor(fmt: FormatOpt = OutputFormat.text) -> None:
     MiniWoB++, the claw services, Node, the harnesses, the embedded model), say what needs each
     and the exact line that installs what is missing. The same table every run checks first.
 
-    Example: orchard doctor --format json | jq '.checks[] | select(.ok | not)'"""
+    \b
+    Example:
+      orchard doctor --format json | jq '.checks[] | select(.ok | not)'
+    """
     from orchard_cli.doctor import run_doctor
 
     report = run_doctor()

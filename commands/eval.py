@@ -44,13 +44,20 @@ EXIT_CODES = ("Exit codes: 0 completed (and met --fail-under); 1 below --fail-un
               "could be graded never passes in CI).")
 
 
+RUN_HELP = (
+    "Evaluate on SUITE and write a scorecard (also spelled `orchard eval run SUITE`): an agent (a harness "
+    "driving a model), or gold, empty or a predictions file.\n\nSUITE: {suites}; or a data file "
+    "(.jsonl, .json, .parquet; --family says whose format).\n\nAlso: `orchard eval compare RUN_A RUN_B` "
+    "(per-task flips, a paired interval), `orchard eval regrade RUN` (grade a run's stored evidence again).\n\n"
+    + EXIT_CODES + "\n\n\b\nExamples:\n"
+    "  orchard eval claw-mini --predictions gold                        # every task resolves, no model\n"
+    "  orchard eval claw-mini --harness bash --model smollm2 --limit 2  # the embedded model as an agent\n"
+    "  orchard eval swe-mini --harness codex --model M --base-url https://host/v1 --attempts 4")
+
 app = typer.Typer(
     cls=default_command_group("run", "SUITE [OPTIONS]  |  compare RUN_A RUN_B  |  regrade RUN"),
     no_args_is_help=True,
-    help="Evaluate on a suite and write a scorecard: `orchard eval SUITE [OPTIONS]` "
-         "(SUITE: swe-verified, swe-lite, swe-mini, calc, a registered suite, or a data file). "
-         "Compare two runs: `orchard eval compare RUN_A RUN_B`. Grade a run's stored evidence "
-         "again: `orchard eval regrade RUN`.\n\n" + EXIT_CODES)
+    help=RUN_HELP)
 
 
 def _parse_rate(value: str | None) -> float | None:
@@ -73,13 +80,13 @@ def _default_out(suite: str) -> str:
     return str(Path("runs") / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', stem)}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-@app.command("run", help="Evaluate SUITE (also spelled `orchard eval SUITE`).\n\n" + EXIT_CODES)
+@app.command("run", help=RUN_HELP)
 def run(
-    suite: Annotated[str, typer.Argument(metavar="SUITE", help="swe-verified, swe-lite, swe-mini, calc, a registered suite, or a data file.")],
-    predictions: Annotated[Optional[str], typer.Option("--predictions", help="gold, empty, or a SWE-bench predictions file (JSONL / JSON).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model name, for an agent run.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model.")] = None,
-    harness: Annotated[Optional[str], typer.Option("--harness", help="Agent harness that drives --model.")] = None,
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A registered suite ({suites}) or a data file.")],
+    predictions: Annotated[Optional[str], typer.Option("--predictions", help="No agent: gold (the family's reference solution), empty (nothing, the floor), or a predictions file (SWE-bench's JSONL/JSON: instance_id, model_patch) for families graded on a patch.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="The model an agent run drives: the name its endpoint serves (smollm2: the embedded model, no --base-url needed).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="The OpenAI-compatible endpoint of --model (…/v1; its key from OPENAI_API_KEY), asked once before the run; default: the embedded smollm2.")] = None,
+    harness: Annotated[Optional[str], typer.Option("--harness", help="The agent harness that drives --model: {harnesses}.")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
@@ -257,7 +264,12 @@ def compare(
     """Per-instance flips between two runs, and the paired difference in resolved rate (B - A).
 
     The 95% interval is a paired normal interval on per-instance differences (McNemar-style Wald);
-    McNemar's exact p-value is shown with it."""
+    McNemar's exact p-value is shown with it.
+
+    \b
+    Example:
+      orchard eval compare runs/baseline runs/student
+    """
     from orchard_cli.scoring.compare import compare_runs, group_lines
     from orchard_cli.scoring.report import pct
 
@@ -291,7 +303,7 @@ def compare(
 def regrade(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", file_okay=False, help="The folder of a finished `orchard eval` run.")],
     out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where the regraded run goes (default: RUN/regrade).")] = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend (default: the run's).")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend: {backends} (default: the run's).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes graded in parallel.")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a regrade in --out.")] = False,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
@@ -299,7 +311,12 @@ def regrade(
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Grade a run's stored evidence again, without the agent: a new scorecard, and every verdict
-    that changed.\n\nExit codes: as `orchard eval` (3 past --max-errors)."""
+    that changed.\n\nExit codes: as `orchard eval` (3 past --max-errors).
+
+    \b
+    Example:
+      orchard eval regrade runs/claw-mini-20261204-101500
+    """
     from orchard_cli.errors import InfraError
     from orchard_cli.records import read_jsonl
     from orchard_cli.rollout.eval_run import plan_regrade, verdict

@@ -30,7 +30,12 @@ def run(
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Judge every graded attempt of RUN; the judge model, the prompts' hash and per-task reasons go
-    in RUN/judge-METHOD/scorecard.json."""
+    in RUN/judge-METHOD/scorecard.json.
+
+    \b
+    Example:
+      orchard judge runs/wv --judge-model M --judge-base-url https://host/v1
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.judge import JudgeConfig
     from orchard_cli.preflight import Endpoint, check_endpoints
@@ -82,7 +87,12 @@ def export(
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="New folder: one folder per attempt (result.json, trajectory/).")],
 ) -> None:
     """Write RUN in Online-Mind2Web's trajectory layout (result.json + trajectory/ screenshots), which
-    their own auto-eval scripts read."""
+    their own auto-eval scripts read.
+
+    \b
+    Example:
+      orchard judge export runs/om2w --out om2w-layout
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.webjudge.mind2web import export_mind2web
 

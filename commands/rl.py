@@ -12,7 +12,7 @@ from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, For
                                           NoPreflightOpt, OutputFormat, QuietOpt, SliceOpt, config_of, emit_json,
                                           selection_fields, stderr_console)
 
-HarnessOpt = Annotated[str, typer.Option("--harness", help="Agent harness: chat (one call, no tools), bash, codex, openclaw, zeroclaw.")]
+HarnessOpt = Annotated[str, typer.Option("--harness", help="The agent harness the policy drives: {harnesses} (chat: one call, no tools).")]
 GroupOpt = Annotated[int, typer.Option("--group-size", "-G", min=1, help="Attempts per task (the GRPO group).")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature of the policy.")]
 NewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on each model call's completion (default: the harness's own).")]
@@ -20,7 +20,7 @@ WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Episodes run 
 
 
 def rollout(
-    suite: Annotated[str, typer.Argument(help="A registered suite (capitals, calc, claw-mini, ...) or a data file.")],
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A registered suite ({suites}) or a data file.")],
     policy_url: Annotated[Optional[list[str]], typer.Option("--policy-url", help="OpenAI-compatible endpoint that returns token ids and log-probabilities (orchard serve; vLLM). Repeat to spread attempts over several. Default: the embedded smollm2.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model name the endpoint serves (needed with a URL).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoints' key.")] = None,
@@ -48,7 +48,12 @@ def rollout(
     Every attempt runs through the rollout core (sandbox, harness, recording proxy, grader); per
     episode the exact token ids the policy saw and produced, their log-probabilities, the loss mask,
     the reward and the group-normalized advantage go to --out (JSONL), and with --parquet to a file
-    with verl's column names. Exit 3 when no episode can be trained on."""
+    with verl's column names. Exit 3 when no episode can be trained on.
+
+    \b
+    Example:
+      orchard rollout capitals -G 8 --max-new-tokens 8 --out r.jsonl --parquet r.parquet
+    """
     from orchard_cli.commands._progress import RunProgress
     from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
@@ -96,7 +101,7 @@ def rollout(
 
 
 def rl(
-    suite: Annotated[Optional[str], typer.Argument(help="Tasks to train on (capitals, or a data file); omit with --rollouts.")] = None,
+    suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="Tasks to train on: a registered suite ({suites}) or a data file; omit with --rollouts.")] = None,
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Run folder: checkpoints, logs, the reward curve, the final model.")] = Path("rl-run"),
     model: Annotated[str, typer.Option("--model", help="The policy to start from: smollm2 or a checkpoint folder.")] = "smollm2",
     rollouts: Annotated[Optional[Path], typer.Option("--rollouts", dir_okay=False, help="Train on this rollouts file alone (from orchard rollout).")] = None,
@@ -111,7 +116,7 @@ def rl(
     epsilon: Annotated[float, typer.Option("--epsilon", min=0.0, max=0.99, help="Clip range of the ratio.")] = 0.2,
     loss_type: Annotated[str, typer.Option("--loss-type", help="dapo (TRL's default), grpo, bnpo or dr_grpo.")] = "dapo",
     updates: Annotated[int, typer.Option("--updates", min=1, help="Passes over each step's rollouts.")] = 1,
-    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Held-out tasks evaluated every --eval-every steps (capitals-heldout).")] = None,
+    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Held-out tasks evaluated every --eval-every steps: a suite ({suites}).")] = None,
     eval_every: Annotated[int, typer.Option("--eval-every", min=0, help="Steps between evaluations (0: only at the end when --eval-suite).")] = 0,
     eval_attempts: Annotated[int, typer.Option("--eval-attempts", min=1, help="Sampled attempts per held-out task.")] = 4,
     save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 5,
@@ -132,7 +137,12 @@ def rl(
 
     Each step samples tasks, rolls out G attempts of each against the policy served in this process,
     updates with the clipped policy-gradient loss (TRL's GRPO loss), and copies the new weights into
-    the served copy; checkpoints, --resume, held-out evaluations with scorecards, a reward curve."""
+    the served copy; checkpoints, --resume, held-out evaluations with scorecards, a reward curve.
+
+    \b
+    Example:
+      orchard rl capitals --steps 20 -G 4 --max-new-tokens 8 --eval-suite capitals-heldout --out rl-run
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.rl.learner import LearnerConfig
     from orchard_cli.rl.loop import RLConfig, plan_rl

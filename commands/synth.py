@@ -53,6 +53,10 @@ def synth_command(
     code and keeps those that make 1..--max-failing tests fail. Every
     task is checked before it is written: its gold patch resolves it,
     the bug alone does not.
+
+    \b
+    Example:
+      orchard tasks synth --family claw --n 40 --seed 7 --out-dir my-claw
     """
     if family == "claw":
         from orchard_cli.commands.claw_tasks import synth_claw

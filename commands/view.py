@@ -26,7 +26,10 @@ def view(
     The site is a folder you can copy or serve anywhere (its screenshots are in it); it loads an
     episode only when you open it, so a 10,000-episode run stays fast.
 
-    Example: orchard view runs/web-mini-20261204-101500 --compare runs/web-mini-20261205-090000"""
+    \b
+    Example:
+      orchard view runs/web-mini-20261204-101500 --compare runs/web-mini-20261205-090000
+    """
     from orchard_cli.errors import UsageError
 
     if episode is not None or (out is not None and out.suffix == ".html"):
