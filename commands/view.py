@@ -14,9 +14,9 @@ EXAMPLE = "orchard view runs/claw-mini-20261204-101500      # then open runs/...
 
 
 def view(
-    run: Annotated[Path, typer.Argument(metavar="RUN", help="An `orchard eval` run folder, a distill run folder (X.run), or a trajectories file (.jsonl).")],
-    compare: Annotated[Optional[Path], typer.Option("--compare", metavar="RUN_B", help="A second run: its episodes too, and a table lining the two up per task.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Where the site goes (default: RUN/view/, or X.view/ beside a trajectories file); a name ending in .html writes one self-contained page of a trajectories file instead.")] = None,
+    run_arg: Annotated[str, typer.Argument(metavar="RUN", help="An `orchard eval` run folder, a distill run folder (X.run), or a trajectories file (.jsonl).")],
+    compare_arg: Annotated[Optional[str], typer.Option("--compare", metavar="RUN_B", help="A second run: its episodes too, and a table lining the two up per task.")] = None,
+    out_arg: Annotated[Optional[str], typer.Option("--out", metavar="PATH", help="Where the site goes (default: RUN/view/, or X.view/ beside a trajectories file); a name ending in .html writes one self-contained page of a trajectories file instead.")] = None,
     episode: Annotated[Optional[str], typer.Option("--episode", help="One episode of a trajectories file, as one self-contained page (its id, or a unique prefix).")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
@@ -32,6 +32,10 @@ def view(
     """
     from orchard_cli.errors import UsageError
 
+    # RUN and --out are a folder or a file (a run folder or a trajectories file; a site or a page):
+    # plain strings, told apart here
+    run, compare = Path(run_arg), Path(compare_arg) if compare_arg else None
+    out = Path(out_arg) if out_arg else None
     if episode is not None or (out is not None and out.suffix == ".html"):
         if run.is_dir() or compare is not None:
             raise UsageError("--episode and an --out page.html take a trajectories file, not a run folder",

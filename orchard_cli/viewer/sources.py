@@ -186,6 +186,16 @@ class TrajectoriesSource:
         self.path = path
         self.run_dir = path.with_name(path.stem + ".run")
         self.title = path.name
+        with path.open("rb") as fh:  # a file of something else is one line now, not an empty site
+            head = fh.readline(1 << 20)
+        try:
+            first = json.loads(head) if head.strip() else None
+        except ValueError:
+            first = None
+        if not isinstance(first, dict) or "episode_id" not in first:
+            raise UsageError(f"{path} holds no trajectories (its first line is not a trajectory record)",
+                             hint="pass a file written by `orchard distill` or an eval run's trajectories.jsonl, "
+                                  "or the eval run folder itself")
 
     @staticmethod
     def detect(path: Path) -> bool:
