@@ -69,6 +69,9 @@ def selection_fields(suite: str, *, family: str | None, dataset: str | None, ins
         raise UsageError(f"--network {network!r}: use none or full")
     if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
         raise UsageError(f"--slice {slice_!r} is not A:B (for example 0:50)")
+    if repo_mirror and not Path(repo_mirror).is_dir():  # now, not after the run folder exists
+        raise UsageError(f"--repo-mirror {repo_mirror}: no such folder",
+                         hint="a folder of git clones or bare mirrors named owner/name(.git)")
     path = Path(suite)
     return {
         "suite": str(path.resolve()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,

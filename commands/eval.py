@@ -118,7 +118,7 @@ def run(
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
     from orchard_cli.preflight import Endpoint, check_endpoints
-    from orchard_cli.rollout.eval_run import EvalConfig, plan_eval, verdict
+    from orchard_cli.rollout.eval_run import EvalConfig, narrow_limit, plan_eval, verdict
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
@@ -151,6 +151,9 @@ def run(
                   soft_wrap=True)
     for line in checked:
         console.print(f"  endpoint {line}", markup=False, soft_wrap=True)
+    note = narrow_limit(plan)
+    if note:
+        console.print(f"  {note}", markup=False)
     card = _execute(plan, console, quiet)
     if rerank is None:
         _render(card, plan, console, fmt)
@@ -283,8 +286,9 @@ def compare(
     typer.echo(f"A {result.run_a}: {pct(result.rate_a)}  B {result.run_b}: {pct(result.rate_b)}  "
                f"({result.common} instances in common)")
     p = "n/a" if result.mcnemar_p is None else f"{result.mcnemar_p:.3g}"
-    typer.echo(f"B - A: {100 * result.diff:+.1f} points, 95% CI [{100 * low:+.1f}, {100 * high:+.1f}] "
-               f"(paired, McNemar-style); McNemar exact p = {p}")
+    interval = (f"95% CI not shown ({result.ci_note})" if result.ci_note else
+                f"95% CI [{100 * low:+.1f}, {100 * high:+.1f}] (paired, McNemar-style)")
+    typer.echo(f"B - A: {100 * result.diff:+.1f} points, {interval}; McNemar exact p = {p}")
     typer.echo(f"better in A ({len(result.a_only)}): {', '.join(result.a_only) or '-'}")
     typer.echo(f"better in B ({len(result.b_only)}): {', '.join(result.b_only) or '-'}")
     if result.errors_a or result.errors_b:
@@ -302,7 +306,7 @@ def compare(
 @app.command("regrade")
 def regrade(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", file_okay=False, help="The folder of a finished `orchard eval` run.")],
-    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where the regraded run goes (default: RUN/regrade).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where the regraded run goes (default: RUN/regrade, or RUN/regrade-2, -3 ... when that is taken).")] = None,
     backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend: {backends} (default: the run's).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes graded in parallel.")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a regrade in --out.")] = False,

@@ -145,7 +145,7 @@ def apply(
 
 
 def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore[no-untyped-def]
-    from orchard_cli.value.apply import LABELS
+    from orchard_cli.value.apply import dropped_note, labels
 
     if fmt == OutputFormat.json:
         emit_json(report.model_dump(mode="json", exclude={"per_task"}))
@@ -159,8 +159,10 @@ def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore
     for column in ("strategy", "resolved", "rate"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for strategy, rate in report.strategies.items():
-        table.add_row(LABELS[strategy], f"{report.resolved[strategy]:g}", _pct(rate))
+        table.add_row(labels(report)[strategy], f"{report.resolved[strategy]:g}", _pct(rate))
     stdout_console().print(table)
+    if report.filtered_out:  # a rate read without this misleads (random 100% of what was left)
+        typer.echo(dropped_note(report))
     typer.echo(f"value model: {_pct(report.strategies['value'])} vs first {_pct(report.strategies['first'])}, "
                f"random {_pct(report.strategies['random'])}, oracle {_pct(report.strategies['oracle'])}; "
                f"{report.candidates_per_second:g} candidates/s")

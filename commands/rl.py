@@ -100,6 +100,23 @@ def rollout(
                    "ignores return_token_ids); they are not in the rollouts", err=True)
 
 
+def plan_text(suite: str | None, tasks: int, offline: list[list], rollouts: Path | None, *, steps: int,
+              tasks_per_step: int, group_size: int, harness: str) -> str:
+    """What `orchard rl` is about to do, in the words of its source: a suite's tasks, or a
+    rollouts file's own groups and group sizes (its options -G and --harness do not apply) and
+    that the same rollouts come again every step."""
+    if suite:
+        return (f"{tasks} task(s) of {suite}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
+                f"harness {harness}")
+    sizes = sorted({len(g) for g in offline})
+    per_step = min(tasks_per_step, len(offline))
+    again = steps * per_step > len(offline)
+    return (f"{sum(map(len, offline))} rollouts from {rollouts} ({len(offline)} group(s), G={'/'.join(map(str, sizes))}): "
+            f"{steps} step(s) x {per_step} group(s)"
+            + (f"; the file holds {len(offline)} group(s), so each is trained on about "
+               f"{steps * per_step / len(offline):.0f} times (offline GRPO: no new rollouts)" if again else ""))
+
+
 def rl(
     suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="Tasks to train on: a registered suite ({suites}) or a data file; omit with --rollouts.")] = None,
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Run folder: checkpoints, logs, the reward curve, the final model.")] = Path("rl-run"),
@@ -172,9 +189,9 @@ def rl(
 
     follower = os.environ.get("RANK", "0") != "0"
     console = stderr_console(quiet=quiet or follower)  # under torchrun, rank 0 speaks
-    source = f"{len(run.tasks)} task(s) of {suite}" if suite else f"{sum(map(len, run.offline))} rollouts from {rollouts}"
-    console.print(f"[bold]orchard rl[/] {source}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
-                  f"harness {harness}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
+    plan = plan_text(suite, len(run.tasks), run.offline, rollouts, steps=steps, tasks_per_step=tasks_per_step,
+                     group_size=group_size, harness=harness)
+    console.print(f"[bold]orchard rl[/] {plan}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
                   soft_wrap=True, highlight=False)
 
     with RunProgress("rl", steps - (run.state.step if run.state else 0), console=console,

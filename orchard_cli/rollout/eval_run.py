@@ -306,7 +306,8 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
                          base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
                          max_turns=config.max_turns, agent_timeout=config.agent_timeout,
                          user=user_config(config.user_model, config.user_base_url, config.user_key_env),
-                         suite_ids=lambda: _suite_ids(config.selection))
+                         suite_ids=lambda: _suite_ids(config.selection),
+                         suite_tasks=lambda: _suite_tasks(config.selection))
     updates: dict[str, Any] = {"source": solver.name}
     if config.predictions and config.predictions not in ("gold", "empty"):
         updates["predictions_sha256"] = sha256_file(config.predictions)
@@ -326,12 +327,36 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     return run
 
 
-def _suite_ids(selection: TaskSelection) -> set[str]:
-    """Every task id of the selection's suite, its filters aside."""
+def _suite_tasks(selection: TaskSelection) -> list[Task]:
+    """Every task of the selection's suite, its filters aside."""
     from orchard_cli.tasks.registry import load_suite
 
     unfiltered = selection.model_copy(update={"instances": None, "repo": None, "limit": None, "slice": None})
-    return {t.task_id for t in load_suite(unfiltered)[1]}
+    return load_suite(unfiltered)[1]
+
+
+def narrow_limit(run: EvalRun) -> str | None:
+    """A note when `--limit N` (the suite's first N tasks) picked tasks of one group only while
+    the suite spans several: a sample of one category reads as the suite's."""
+    selection = run.config.selection
+    if not selection.limit or selection.instances or selection.slice or len(run.tasks) < 2:
+        return None
+    for name, value in run.family.groups(run.tasks[0]).items():
+        if any(run.family.groups(t).get(name) != value for t in run.tasks):
+            continue
+        try:
+            values = {run.family.groups(t).get(name) for t in _suite_tasks(selection)}
+        except Exception:  # a note is not worth failing a run for
+            return None
+        if len(values) > 1:
+            return (f"note: --limit {selection.limit} takes the suite's first {len(run.tasks)} tasks, all of {name} "
+                    f"{value} (the suite spans {len(values)}); --instances or --slice choose others")
+    return None
+
+
+def _suite_ids(selection: TaskSelection) -> set[str]:
+    """Every task id of the selection's suite, its filters aside."""
+    return {t.task_id for t in _suite_tasks(selection)}
 
 
 def verdict(card: Scorecard, *, fail_under: float | None, max_errors: int) -> tuple[int, str | None]:
@@ -371,6 +396,16 @@ class RecordedSolver(SolverBase):
                         recorded=True)
 
 
+def _free(run: Path, name: str, resume: bool) -> Path:
+    """RUN/regrade, or (when an earlier regrade holds it) RUN/regrade-2, -3 ...: a second regrade
+    needs no invented --out. With --resume: the latest one."""
+    folders = [run / name] + [run / f"{name}-{k}" for k in range(2, 1000)]
+    taken = [f for f in folders if f.exists() and any(f.iterdir())]
+    if resume:
+        return taken[-1] if taken else folders[0]
+    return next(f for f in folders if f not in taken)
+
+
 def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int = 1,
                  backend: str | None = None, resume: bool = False) -> EvalRun:
     """An eval of a finished run's stored evidence: the suite loaded as the run loaded it, the
@@ -399,7 +434,7 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     solver = RecordedSolver(run, original.source, results)
     config = original.model_copy(update={
         "source": solver.name, "workers": workers, "backend": backend or original.backend,
-        "out": str(Path(out).resolve() if out else run / "regrade"), "predictions": None, "model": None,
+        "out": str(Path(out).resolve() if out else _free(run, "regrade", resume)), "predictions": None, "model": None,
         "harness": None, "base_url": None, "predictions_sha256": None})
     ran = {task_id for task_id, _ in results}
     regrade = EvalRun(config, family, [t for t in tasks if t.task_id in ran], solver, Path(config.out), resume)

@@ -22,10 +22,13 @@ def label(card: Scorecard, category: str) -> str:
 
 
 def main_grouping(card: Scorecard) -> tuple[str, dict[str, RepoScore]]:
-    """(title, scores) of the grouping shown first: the family's first, else by repository."""
+    """(title, scores) of the grouping shown first: the family's first, else by repository; a
+    family without groupings (quiz: capitals) is shown as its suite, not as 'repository (none)'."""
     if card.by_group:
         name = "repo" if "repo" in card.by_group else next(iter(card.by_group))
         return GROUP_TITLES.get(name, name), card.by_group[name]
+    if set(card.by_repo) == {"(none)"}:
+        return "suite", {card.suite: card.by_repo["(none)"]}
     return "repository", card.by_repo
 
 
