@@ -106,6 +106,9 @@ class RunProgress:
             self._live = None
         if self._beat is not None:
             self._beat.join(timeout=2)
+            if self.finished:  # the log's last progress line: the counts, as the bar ended
+                counts = f"{self.resolved} {self.good}, {self.errors} error{'s' * (self.errors != 1)}"
+                self.say(f"{self._count()} {counts} in {clock(time.monotonic() - self.started)}")
         self._watch.__exit__(None, None, None)
 
     # -- what the command reports ---------------------------------------------------------------

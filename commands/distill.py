@@ -120,10 +120,10 @@ def run(
         out=str(out.resolve()), prices=_prices(price),
         options=EpisodeOptions(timeout_seconds=timeout, max_calls=max_calls, max_tokens=max_tokens,
                                max_turns=max_turns))
-    checked = check_endpoints(  # every model endpoint the run uses answers, before anything runs
+    plan = plan_distill(config, resume=resume)  # every local check first (nothing is written yet)
+    checked = check_endpoints(  # then every model endpoint the run uses answers, before anything runs
         [Endpoint("--base-url", base_url or "", t, api_key_env) for t in (teacher or [None])]  # type: ignore[list-item]
         + [Endpoint("--user-base-url", user_base_url or "", user_model, user_key_env)], enabled=not no_preflight)
-    plan = plan_distill(config, resume=resume)
     console = stderr_console(quiet)
     console.print(f"[bold]orchard distill[/] {suite}: {len(plan.tasks)} task(s) x {attempts} attempt(s) x "
                   f"{len(plan.teachers)} teacher(s) ({', '.join(plan.teachers)}), harness {harness}, "

@@ -138,11 +138,11 @@ def run(
         from orchard_cli.value.model import ValueModel
 
         ValueModel.load(rerank)
-    checked = check_endpoints([  # every model endpoint the run uses answers, before anything runs
+    plan = plan_eval(config, resume=resume)  # every local check first (nothing is written yet)
+    checked = check_endpoints([  # then every model endpoint the run uses answers, before anything runs
         Endpoint("--base-url", base_url or "", model),
         Endpoint("--judge-base-url", judge_base_url or "", judge_model, judge_key_env),
         Endpoint("--user-base-url", user_base_url or "", user_model, user_key_env)], enabled=not no_preflight)
-    plan = plan_eval(config, resume=resume)
     console = stderr_console(quiet)
     skipped = len(plan.tasks) * attempts - len(plan.pending)
     console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "

@@ -86,6 +86,9 @@ def synth_command(
     if not package or out is None:
         raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
     from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
+    from orchard_cli.preflight import Endpoint, check_endpoints
+
+    check_endpoints([Endpoint("--base-url", base_url or "", writer_model)])  # the writer answers, before any build
 
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,

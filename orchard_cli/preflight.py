@@ -142,8 +142,8 @@ def probe(endpoint: Endpoint, *, timeout: float = PROBE_TIMEOUT_SECONDS) -> str:
         if endpoint.model is None:  # nothing to call with: a server without /models but reachable
             return "reachable"
         body = {"model": endpoint.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-        try:
-            called = client.post(f"{base}/chat/completions", json=body)
+        try:  # the header lets orchard's scripted endpoint (a test fake) tell a ping from a turn
+            called = client.post(f"{base}/chat/completions", json=body, headers={"X-Orchard-Preflight": "1"})
         except httpx.HTTPError as exc:
             raise _fail(endpoint, _transport_cause(exc)) from None
     if called.status_code == 200:
