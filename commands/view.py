@@ -64,12 +64,8 @@ def view(
 
 
 def _families(*sources) -> set[str]:  # type: ignore[no-untyped-def]
-    names: set[str] = set()
-    for source in sources:
-        card = source.scorecard() if source is not None else None
-        if card and card.get("family"):
-            names.add(str(card["family"]))
-    return names
+    """The families of the runs (their categories' labels and colours are the families' own)."""
+    return {str(s.family) for s in sources if s is not None and getattr(s, "family", None)}
 
 
 def _categories(names: set[str]):  # type: ignore[no-untyped-def]

@@ -113,6 +113,10 @@ def _read_json(path: Path) -> Any:
 class EvalRunSource:
     """An `orchard eval` run folder."""
 
+    @property
+    def family(self) -> str | None:
+        return (self._card or {}).get("family")
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path).resolve()
         config = _read_json(self.path / "config.json") or {}
@@ -192,6 +196,7 @@ class TrajectoriesSource:
             first = json.loads(head) if head.strip() else None
         except ValueError:
             first = None
+        self.family = str(first.get("family") or "swe") if isinstance(first, dict) else None
         if not isinstance(first, dict) or "episode_id" not in first:
             raise UsageError(f"{path} holds no trajectories (its first line is not a trajectory record)",
                              hint="pass a file written by `orchard distill` or an eval run's trajectories.jsonl, "
