@@ -32,9 +32,9 @@ def doctor(fmt: FormatOpt = OutputFormat.text) -> None:
     Example:
       orchard doctor --format json | jq '.checks[] | select(.ok | not)'
     """
-    from orchard_cli.doctor import run_doctor
+    from orchard_cli.prereqs import doctor_report
 
-    report = run_doctor()
+    report = doctor_report()
     if fmt == OutputFormat.json:
         emit_json(report.model_dump())
     else:

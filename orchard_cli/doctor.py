@@ -248,15 +248,3 @@ def check_git() -> Check:
                      fix="apt-get install -y git")
     _, out = _run([path, "--version"])
     return Check(name="git", ok=True, version=out.split()[-1] if out else "", detail=path)
-
-
-def run_doctor() -> DoctorReport:
-    """Every entry of the host prerequisites table (`orchard_cli.prereqs`), checked."""
-    from orchard_cli.prereqs import PREREQS, run_check
-
-    checks = []
-    for entry in PREREQS:
-        for check in run_check(entry):
-            checks.append(check.model_copy(update={"required": entry.required, "needed_by": list(entry.needed_by),
-                                                   "purpose": entry.purpose}))
-    return DoctorReport(ready=all(c.ok for c in checks if c.required), checks=checks)

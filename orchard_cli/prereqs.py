@@ -136,6 +136,18 @@ def require_host(*, backend: str | None = None, family: str | None = None, harne
     require(needed(backend=backend, family=family, harness=harness, network=network), what)
 
 
+def doctor_report() -> Any:
+    """`orchard doctor`: every entry of the table, checked (`doctor.DoctorReport`)."""
+    from orchard_cli.doctor import DoctorReport
+
+    checks = []
+    for entry in PREREQS:
+        for check in run_check(entry):
+            checks.append(check.model_copy(update={"required": entry.required, "needed_by": list(entry.needed_by),
+                                                   "purpose": entry.purpose}))
+    return DoctorReport(ready=all(c.ok for c in checks if c.required), checks=checks)
+
+
 # ---- the checks that live here -------------------------------------------------------------------
 
 def _check(**fields: Any) -> Any:
@@ -238,4 +250,4 @@ def check_transformers() -> Any:
     return check_python_package("transformers", "transformers", INSTALL_HINTS["transformers"])
 
 
-__all__ = ["PREREQS", "Prereq", "find_chromium", "missing", "needed", "prereq", "require", "require_host", "run_check"]
+__all__ = ["PREREQS", "Prereq", "doctor_report", "find_chromium", "missing", "needed", "prereq", "require", "require_host", "run_check"]

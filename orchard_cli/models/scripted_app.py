@@ -146,9 +146,11 @@ def build_app(endpoint: ScriptedEndpoint) -> web.Application:
         if request.headers.get(PREFLIGHT_HEADER):  # orchard's pre-flight ping: answered, never a scripted turn
             if not auth_ok:
                 return _error(401, "invalid API key", "authentication_error")
-            from orchard_cli.models.scripted import ScriptedReply
-
-            return web.json_response(Turn(ScriptedReply(content="ok"), body, body.get("model") or endpoint.model).completion())
+            return web.json_response({
+                "id": "chatcmpl-preflight", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model") or endpoint.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
         log = {"path": request.path, "body": body, "auth_ok": auth_ok, "done_at": None}
         endpoint.requests.append(log)
         if not auth_ok:
