@@ -15,7 +15,7 @@ class OutputFormat(str, Enum):
 
 
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="text for people, json for scripts.")]
-BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="Sandbox backend: local, docker or kubernetes.")]
+BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="Sandbox backend: {backends}.")]
 
 
 def emit_json(data: Any) -> None:
@@ -24,9 +24,11 @@ def emit_json(data: Any) -> None:
 
 
 def stderr_console(quiet: bool = False):
+    """Talk for people. Lines are never wrapped mid-word when stderr is a pipe or a file (CI
+    logs, `| tee`): soft wrap, the reader's terminal folds them."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, quiet=quiet)
+    return Console(stderr=True, highlight=False, quiet=quiet, soft_wrap=True)
 
 
 def stdout_console():
@@ -35,13 +37,17 @@ def stdout_console():
     return Console(highlight=False)
 
 
+NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Do not ask each model endpoint once before the run (for a server that answers neither GET /models nor a 1-token chat call).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (errors and the result only).")]
+
+
 # ---- the task selection, declared once (eval, distill) -----------------------------------------
 
 DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", "--source", help="A data file (or hub id) instead of the suite's own; for claw-eval, the benchmark's checkout (--source PATH).")]
-FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family of a data-file suite (default: SWE-bench format).")]
+FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family whose format a data-file suite is in: {families} (default: swe, SWE-bench's format).")]
 InstancesOpt = Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")]
 RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances: the first N of the suite (one family's suite is often ordered by category).")]
 SliceOpt = Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")]
 UserModelOpt = Annotated[Optional[str], typer.Option("--user-model", help="The model that plays a multi-turn task's user (Claw-Eval's C* tasks); needs --user-base-url and a multi-turn harness.")]
 UserBaseUrlOpt = Annotated[Optional[str], typer.Option("--user-base-url", help="The user model's OpenAI-compatible endpoint (…/v1).")]
@@ -63,6 +69,9 @@ def selection_fields(suite: str, *, family: str | None, dataset: str | None, ins
         raise UsageError(f"--network {network!r}: use none or full")
     if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
         raise UsageError(f"--slice {slice_!r} is not A:B (for example 0:50)")
+    if repo_mirror and not Path(repo_mirror).is_dir():  # now, not after the run folder exists
+        raise UsageError(f"--repo-mirror {repo_mirror}: no such folder",
+                         hint="a folder of git clones or bare mirrors named owner/name(.git)")
     path = Path(suite)
     return {
         "suite": str(path.resolve()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,
@@ -81,9 +90,10 @@ def default_command_group(default: str, usage: str):  # type: ignore[no-untyped-
 
     class DefaultGroup(TyperGroup):
         def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-            if not args or (args[0] not in ("--help", "-h") and args[0] not in self.commands):
-                if args or not self.no_args_is_help:
-                    args = [default, *args]
+            if (not args and self.no_args_is_help) or (len(args) == 1 and args[0] in ("--help", "-h")):
+                args = [default, "--help"]  # the help people need: the default command's options
+            elif not args or args[0] not in self.commands:
+                args = [default, *args]
             return super().parse_args(ctx, args)
 
         def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]

@@ -8,19 +8,25 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, emit_json, stderr_console
+from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, QuietOpt, emit_json, stderr_console
 
 
 def validate_command(
-    path: Annotated[str, typer.Argument(help="A task folder, a folder of task folders, or a suite name (claw-mini, web-mini).")],
+    path: Annotated[str, typer.Argument(metavar="PATH", help="A task folder, a folder of task folders, or a suite with near misses (claw-mini, web-mini; suites: {suites}).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated task ids.")] = None,
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Episodes at once.")] = 1,
     backend: BackendOpt = "local",
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Check tasks three ways: the gold solution passes, a null run fails, a near miss fails.
 
-    Exit 0 when every task is valid, 1 when one is not (each named with why)."""
+    Exit 0 when every task is valid, 1 when one is not (each named with why).
+
+    \b
+    Example:
+      orchard tasks validate claw-mini --workers 2
+    """
     from orchard_cli.errors import EXIT_BELOW_BAR
     from orchard_cli.tasks.validate import validate_tasks
     from orchard_cli.tasks.registry import folder_family, load_suite
@@ -32,17 +38,26 @@ def validate_command(
         from orchard_cli.errors import UsageError
 
         raise UsageError(f"{path}: no task matches the selection")
+    from orchard_cli.prereqs import require_host
+
+    require_host(backend=backend, family=family.name, what=f"validating {path} on the {backend} backend")
     if family.near_miss(tasks[0]) is None:
         from orchard_cli.errors import UsageError
 
         raise UsageError(f"{path}: `tasks validate` checks tasks with near misses (claw, web); "
                          f"the {family.name} family has none",
                          hint="SWE suites: orchard eval SUITE --predictions gold")
-    console = stderr_console()
-    say = (lambda v: console.print(f"{'valid' if v.valid else 'INVALID':>8}  {v.task_id}"
-                                   + ("" if v.valid else f"  {v.reason()}"), markup=False))
-    results = validate_tasks(family, tasks, backend=backend, workers=workers,
-                             on_task=None if fmt == OutputFormat.json else say)
+    from orchard_cli.commands._progress import RunProgress
+
+    console = stderr_console(quiet)
+    with RunProgress("validate", len(tasks), console=console, quiet=quiet, unit="task", good="valid") as progress:
+
+        def say(v) -> None:  # type: ignore[no-untyped-def]
+            progress.tick(resolved=v.valid)
+            if fmt != OutputFormat.json:
+                progress.say(f"{'valid' if v.valid else 'INVALID':>8}  {v.task_id}" + ("" if v.valid else f"  {v.reason()}"))
+
+        results = validate_tasks(family, tasks, backend=backend, workers=workers, on_task=say)
     bad = [r for r in results if not r.valid]
     if fmt == OutputFormat.json:
         emit_json({"tasks": len(results), "valid": len(results) - len(bad),
@@ -70,7 +85,11 @@ def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: Ou
             task = TaskFile.model_validate(synthesize(kind, task_seed))
             dump_task(task, staging / task.id)
         family, tasks = load_suite(str(staging), family="claw")
-        results = validate_tasks(family, tasks, backend=backend, workers=workers)
+        from orchard_cli.commands._progress import RunProgress
+
+        with RunProgress("synth", len(tasks), console=console, unit="task", good="valid") as progress:
+            results = validate_tasks(family, tasks, backend=backend, workers=workers,
+                                     on_task=lambda v: progress.tick(resolved=v.valid))
         out.mkdir(parents=True, exist_ok=True)
         kept = []
         for result in results:

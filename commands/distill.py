@@ -20,7 +20,9 @@ from orchard_cli.commands._common import (
     FormatOpt,
     InstancesOpt,
     LimitOpt,
+    NoPreflightOpt,
     OutputFormat,
+    QuietOpt,
     NetworkOpt,
     UserBaseUrlOpt,
     UserKeyEnvOpt,
@@ -37,7 +39,8 @@ from orchard_cli.commands._common import (
 app = typer.Typer(
     cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf --out DIR"),
     help="Record a teacher model driving a real harness on every task: one graded trajectory per "
-         "episode, appended to --out as it finishes. Export them with `orchard distill export`.")
+         "episode, appended to --out as it finishes. Export them with `orchard distill export`.",
+    no_args_is_help=True)
 
 
 def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
@@ -57,13 +60,20 @@ def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
     return prices
 
 
-@app.command("run", help="Distill trajectories (also spelled `orchard distill --teacher ...`).")
+@app.command("run", help=(
+    "Record a teacher model driving a real harness on every task of --suite: one graded trajectory per "
+    "episode, appended to --out as it finishes (resumable; its run folder X.run/ beside it). Also: "
+    "`orchard distill export FILE --format hf --out DIR`.\n\n"
+    "Exit codes: 0 completed; 2 bad usage or input; 3 more episodes ended in env/infra errors than --max-errors."
+    "\n\n\b\nExamples:\n"
+    "  orchard distill --suite claw-mini --teacher smollm2 --limit 2 --out runs/claw.jsonl\n"
+    "  orchard distill --suite swe-mini --teacher M --base-url https://host/v1 --harness codex --attempts 2"))
 def run(
-    suite: Annotated[Optional[str], typer.Option("--suite", help="swe-verified, swe-lite, a registered suite, or a SWE-bench-format file.")] = None,
+    suite: Annotated[Optional[str], typer.Option("--suite", help="A registered suite ({suites}) or a data file.")] = None,
     teacher: Annotated[Optional[list[str]], typer.Option("--teacher", help="Teacher model name sent upstream (repeat for several).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint URL, or an in-package endpoint (smollm2, scripted). Default: the embedded smollm2.")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoint's key (default OPENAI_API_KEY when set).")] = None,
-    harness: Annotated[str, typer.Option("--harness", help="Agent harness: bash, codex, openclaw, zeroclaw.")] = "bash",
+    harness: Annotated[str, typer.Option("--harness", help="The agent harness the teacher drives: {harnesses}.")] = "bash",
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes run in parallel.")] = 1,
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
@@ -87,9 +97,12 @@ def run(
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 50,
     price: Annotated[Optional[list[str]], typer.Option("--price", help="MODEL=IN,OUT: USD per million tokens (otherwise cost is unknown).")] = None,
     max_errors: Annotated[Optional[int], typer.Option("--max-errors", min=0, help="Episodes with env/infra errors tolerated before exit 3 (default: all but one).")] = None,
+    no_preflight: NoPreflightOpt = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     from orchard_cli.errors import InfraError, UsageError
+    from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.rollout.distill_run import DistillConfig, plan_distill
 
@@ -107,14 +120,19 @@ def run(
         out=str(out.resolve()), prices=_prices(price),
         options=EpisodeOptions(timeout_seconds=timeout, max_calls=max_calls, max_tokens=max_tokens,
                                max_turns=max_turns))
-    plan = plan_distill(config, resume=resume)
-    console = stderr_console()
+    plan = plan_distill(config, resume=resume)  # every local check first (nothing is written yet)
+    checked = check_endpoints(  # then every model endpoint the run uses answers, before anything runs
+        [Endpoint("--base-url", base_url or "", t, api_key_env) for t in (teacher or [None])]  # type: ignore[list-item]
+        + [Endpoint("--user-base-url", user_base_url or "", user_model, user_key_env)], enabled=not no_preflight)
+    console = stderr_console(quiet)
     console.print(f"[bold]orchard distill[/] {suite}: {len(plan.tasks)} task(s) x {attempts} attempt(s) x "
                   f"{len(plan.teachers)} teacher(s) ({', '.join(plan.teachers)}), harness {harness}, "
                   f"{workers} worker(s)" + (f"; {len(plan.planned) - len(plan.pending)} already finished"
                                            if resume else "") + f"\n  trajectories: {plan.out}",
                   soft_wrap=True, markup=True, highlight=False)
-    summary = _execute(plan, console)
+    for line in checked:
+        console.print(f"  endpoint {line}", markup=False)
+    summary = _execute(plan, console, quiet)
     _render(summary, console, fmt)
     limit_errors = max_errors if max_errors is not None else max(summary.planned - 1, 0)
     if summary.errors > limit_errors:
@@ -122,26 +140,21 @@ def run(
                          hint=f"see {plan.run_dir}/episodes.jsonl and logs/; rerun them with --resume --out {plan.out}")
 
 
-def _execute(plan, console):  # type: ignore[no-untyped-def]
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+def _execute(plan, console, quiet: bool = False):  # type: ignore[no-untyped-def]
+    from orchard_cli.commands._progress import RunProgress
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("[green]{task.fields[resolved]}[/]"), TextColumn("{task.fields[tokens]}"),
-               TextColumn("{task.fields[cost]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("distill", total=len(plan.pending), resolved="0 resolved", tokens="0 tok",
-                                cost="$0")
+    with RunProgress("distill", len(plan.pending), console=console, quiet=quiet) as progress:
 
         def on_episode(record, totals) -> None:  # type: ignore[no-untyped-def]
-            cost = "cost ?" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
-            progress.update(bar, advance=1, cost=cost,
-                            resolved=f"{totals.resolved} resolved ({totals.resolved_rate:.0%})",
-                            tokens=f"{totals.tokens_in + totals.tokens_out:,} tok")
+            error = None
             if record.outcome.category in ("env_error", "infra_error", "timeout"):
-                why = record.outcome.details.get("error") or "; ".join(record.errors[:1])
-                progress.console.print(f"[red]{record.outcome.category}[/] {escape(record.task_id)} "
-                                       f"({escape(record.model)}): {escape(str(why))}", soft_wrap=True)
+                error = str(record.outcome.details.get("error") or "; ".join(record.errors[:1]))
+            cost = None if totals.cost_usd is None else f"${totals.cost_usd:.4f} so far"
+            who = f" ({record.model})" if len(plan.teachers) > 1 else ""
+            progress.done(record.task_id + who, record.attempt, record.outcome.category,
+                          resolved=record.outcome.resolved, seconds=record.duration_seconds,
+                          calls=len(record.calls), tokens_used=(record.tokens_in or 0) + (record.tokens_out or 0),
+                          detail=cost, error=error)
 
         return plan.execute(on_episode)
 
@@ -178,7 +191,12 @@ def export(
     keep: Annotated[str, typer.Option("--keep", help="all, or resolved: only resolved episodes.")] = "all",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Write trajectories as a Hugging Face dataset (Parquet: tools, messages, metadata)."""
+    """Write trajectories as a Hugging Face dataset (Parquet: tools, messages, metadata).
+
+    \b
+    Example:
+      orchard distill export runs/claw.jsonl --format hf --out datasets/claw
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.export import export_hf
 

@@ -20,7 +20,7 @@ app = typer.Typer(help="Orchard Env: sandboxes over local, docker and kubernetes
                   no_args_is_help=True)
 
 BackendChoice = Annotated[Optional[str], typer.Option(
-    "--backend", "-b", help="Sandbox backend: local (default), docker or kubernetes.")]
+    "--backend", "-b", help="Sandbox backend: {backends} (default local).")]
 
 
 def _check_backend(name: str) -> None:
@@ -77,6 +77,10 @@ def up(
     Stdout is shell code: `eval "$(orchard env up --detach)"` sets ORCHARD_ENV_URL. If a service
     already runs for this ORCHARD_HOME, `up` reports it and exits 0 (it is idempotent); asking
     for a different --backend than the running one is an error (exit 2): `orchard env down` first.
+
+    \b
+    Example:
+      orchard env up --detach        # then: export ORCHARD_ENV_URL=http://127.0.0.1:8765
     """
     from orchard_cli.env import daemon
     from orchard_cli.errors import UsageError
@@ -119,7 +123,12 @@ def up(
 
 @app.command()
 def status(fmt: FormatOpt = OutputFormat.text) -> None:
-    """Is a service up? Its URL, backend and sandbox count. Exit 3 when none is running."""
+    """Is a service up? Its URL, backend and sandbox count. Exit 3 when none is running.
+
+    \b
+    Example:
+      orchard env status --format json
+    """
     import os
 
     from orchard_cli.env import daemon
@@ -168,7 +177,12 @@ def _age(seconds: float) -> str:
 
 @app.command("ls")
 def ls(fmt: FormatOpt = OutputFormat.text) -> None:
-    """List the service's sandboxes."""
+    """List the service's sandboxes.
+
+    \b
+    Example:
+      orchard env ls --format json
+    """
     client = _client()
     try:
         sandboxes = client.list_sandboxes()
@@ -195,7 +209,12 @@ def down(
 ) -> None:
     """Stop the service (SIGTERM, then SIGKILL); its sandboxes are destroyed; then gc.
 
-    Exits 0 when no service was running (down is idempotent)."""
+    Exits 0 when no service was running (down is idempotent).
+
+    \b
+    Example:
+      orchard env down
+    """
     from orchard_cli.env import daemon
 
     state, how = daemon.stop(timeout)
@@ -232,6 +251,10 @@ def gc(backend: BackendChoice = None, fmt: FormatOpt = OutputFormat.text) -> Non
 
     Through the running service when there is one (for its backend); otherwise in-process for
     --backend (default: the backend of the last service, else local).
+
+    \b
+    Example:
+      orchard env gc
     """
     from orchard_cli.env import daemon
     from orchard_cli.env.client import EnvClient
@@ -271,6 +294,10 @@ def smoke(backend: BackendChoice = None, fmt: FormatOpt = OutputFormat.text) -> 
 
     Uses the service at ORCHARD_ENV_URL when set, otherwise an in-process manager over --backend.
     Exit 3 when a step fails.
+
+    \b
+    Example:
+      orchard env smoke --backend local
     """
     import os
 

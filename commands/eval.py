@@ -23,7 +23,9 @@ from orchard_cli.commands._common import (
     FormatOpt,
     InstancesOpt,
     LimitOpt,
+    NoPreflightOpt,
     OutputFormat,
+    QuietOpt,
     NetworkOpt,
     UserBaseUrlOpt,
     UserKeyEnvOpt,
@@ -42,13 +44,20 @@ EXIT_CODES = ("Exit codes: 0 completed (and met --fail-under); 1 below --fail-un
               "could be graded never passes in CI).")
 
 
+RUN_HELP = (
+    "Evaluate on SUITE and write a scorecard (also spelled `orchard eval run SUITE`): an agent (a harness "
+    "driving a model), or gold, empty or a predictions file.\n\nSUITE: {suites}; or a data file "
+    "(.jsonl, .json, .parquet; --family says whose format).\n\nAlso: `orchard eval compare RUN_A RUN_B` "
+    "(per-task flips, a paired interval), `orchard eval regrade RUN` (grade a run's stored evidence again).\n\n"
+    + EXIT_CODES + "\n\n\b\nExamples:\n"
+    "  orchard eval claw-mini --predictions gold                        # every task resolves, no model\n"
+    "  orchard eval claw-mini --harness bash --model smollm2 --limit 2  # the embedded model as an agent\n"
+    "  orchard eval swe-mini --harness codex --model M --base-url https://host/v1 --attempts 4")
+
 app = typer.Typer(
     cls=default_command_group("run", "SUITE [OPTIONS]  |  compare RUN_A RUN_B  |  regrade RUN"),
     no_args_is_help=True,
-    help="Evaluate on a suite and write a scorecard: `orchard eval SUITE [OPTIONS]` "
-         "(SUITE: swe-verified, swe-lite, swe-mini, calc, a registered suite, or a data file). "
-         "Compare two runs: `orchard eval compare RUN_A RUN_B`. Grade a run's stored evidence "
-         "again: `orchard eval regrade RUN`.\n\n" + EXIT_CODES)
+    help=RUN_HELP)
 
 
 def _parse_rate(value: str | None) -> float | None:
@@ -71,13 +80,13 @@ def _default_out(suite: str) -> str:
     return str(Path("runs") / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', stem)}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-@app.command("run", help="Evaluate SUITE (also spelled `orchard eval SUITE`).\n\n" + EXIT_CODES)
+@app.command("run", help=RUN_HELP)
 def run(
-    suite: Annotated[str, typer.Argument(metavar="SUITE", help="swe-verified, swe-lite, swe-mini, calc, a registered suite, or a data file.")],
-    predictions: Annotated[Optional[str], typer.Option("--predictions", help="gold, empty, or a SWE-bench predictions file (JSONL / JSON).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model name, for an agent run.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model.")] = None,
-    harness: Annotated[Optional[str], typer.Option("--harness", help="Agent harness that drives --model.")] = None,
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A registered suite ({suites}) or a data file.")],
+    predictions: Annotated[Optional[str], typer.Option("--predictions", help="No agent: gold (the family's reference solution), empty (nothing, the floor), or a predictions file (SWE-bench's JSONL/JSON: instance_id, model_patch) for families graded on a patch.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="The model an agent run drives: the name its endpoint serves (smollm2: the embedded model, no --base-url needed).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="The OpenAI-compatible endpoint of --model (…/v1; its key from OPENAI_API_KEY), asked once before the run; default: the embedded smollm2.")] = None,
+    harness: Annotated[Optional[str], typer.Option("--harness", help="The agent harness that drives --model: {harnesses}.")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
@@ -104,10 +113,13 @@ def run(
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint (…/v1).")] = None,
     judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Environment variable holding the judge's key (default OPENAI_API_KEY when set).")] = None,
     rerank: Annotated[Optional[Path], typer.Option("--rerank", file_okay=False, help="A value model folder: afterwards, pick the best of each instance's attempts (scorecard in RUN/rerank/).")] = None,
+    no_preflight: NoPreflightOpt = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
-    from orchard_cli.rollout.eval_run import EvalConfig, plan_eval, verdict
+    from orchard_cli.preflight import Endpoint, check_endpoints
+    from orchard_cli.rollout.eval_run import EvalConfig, narrow_limit, plan_eval, verdict
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
@@ -128,14 +140,23 @@ def run(
         from orchard_cli.value.model import ValueModel
 
         ValueModel.load(rerank)
-    plan = plan_eval(config, resume=resume)
-    console = stderr_console()
+    plan = plan_eval(config, resume=resume)  # every local check first (nothing is written yet)
+    checked = check_endpoints([  # then every model endpoint the run uses answers, before anything runs
+        Endpoint("--base-url", base_url or "", model),
+        Endpoint("--judge-base-url", judge_base_url or "", judge_model, judge_key_env),
+        Endpoint("--user-base-url", user_base_url or "", user_model, user_key_env)], enabled=not no_preflight)
+    console = stderr_console(quiet)
     skipped = len(plan.tasks) * attempts - len(plan.pending)
     console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "
                   f"source {plan.solver.name}, backend {backend}, {workers} worker(s)"
                   + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}",
                   soft_wrap=True)
-    card = _execute(plan, console)
+    for line in checked:
+        console.print(f"  endpoint {line}", markup=False, soft_wrap=True)
+    note = narrow_limit(plan)
+    if note:
+        console.print(f"  {note}", markup=False)
+    card = _execute(plan, console, quiet)
     if rerank is None:
         _render(card, plan, console, fmt)
     else:  # the value model picks one attempt per instance: RUN/rerank/ holds its scorecard
@@ -157,31 +178,21 @@ def run(
         raise BelowBarError(reason or "below --fail-under")
 
 
-def _execute(plan, console):  # type: ignore[no-untyped-def]
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+def _execute(plan, console, quiet: bool = False):  # type: ignore[no-untyped-def]
+    from orchard_cli.commands._progress import RunProgress
 
-    counts = {"resolved": 0, "errors": 0}
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("[green]{task.fields[resolved]} resolved[/] [red]{task.fields[errors]} errors[/]"),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("eval", total=len(plan.pending), resolved=0, errors=0)
+    try:
+        with RunProgress("eval", len(plan.pending), console=console, quiet=quiet) as progress:
 
-        def on_result(result) -> None:  # type: ignore[no-untyped-def]
-            counts["resolved"] += int(result.resolved)
-            counts["errors"] += int(result.is_error)
-            progress.update(bar, advance=1, **counts)
-            if result.is_error:
-                progress.console.print(f"[red]{result.category}[/] {escape(result.instance_id)}: "
-                                       f"{escape(result.error or '')}",
-                                       soft_wrap=True, markup=True, highlight=False)
+            def on_result(result) -> None:  # type: ignore[no-untyped-def]
+                spent = (result.tokens_in or 0) + (result.tokens_out or 0)
+                progress.done(result.instance_id, result.attempt, result.category, resolved=result.resolved,
+                              seconds=result.duration_seconds, tokens_used=spent, error=result.error)
 
-        try:
             return plan.execute(on_result)
-        except KeyboardInterrupt:  # the partial scorecard is on disk: say what it holds, then stop
-            _say_interrupted(plan, progress.console)
-            raise
+    except KeyboardInterrupt:  # the partial scorecard is on disk: say what it holds, then stop
+        _say_interrupted(plan, console)
+        raise
 
 
 def _say_interrupted(plan, console) -> None:  # type: ignore[no-untyped-def]
@@ -263,7 +274,12 @@ def compare(
     """Per-instance flips between two runs, and the paired difference in resolved rate (B - A).
 
     The 95% interval is a paired normal interval on per-instance differences (McNemar-style Wald);
-    McNemar's exact p-value is shown with it."""
+    McNemar's exact p-value is shown with it.
+
+    \b
+    Example:
+      orchard eval compare runs/baseline runs/student
+    """
     from orchard_cli.scoring.compare import compare_runs, group_lines
     from orchard_cli.scoring.report import pct
 
@@ -277,8 +293,9 @@ def compare(
     typer.echo(f"A {result.run_a}: {pct(result.rate_a)}  B {result.run_b}: {pct(result.rate_b)}  "
                f"({result.common} instances in common)")
     p = "n/a" if result.mcnemar_p is None else f"{result.mcnemar_p:.3g}"
-    typer.echo(f"B - A: {100 * result.diff:+.1f} points, 95% CI [{100 * low:+.1f}, {100 * high:+.1f}] "
-               f"(paired, McNemar-style); McNemar exact p = {p}")
+    interval = (f"95% CI not shown ({result.ci_note})" if result.ci_note else
+                f"95% CI [{100 * low:+.1f}, {100 * high:+.1f}] (paired, McNemar-style)")
+    typer.echo(f"B - A: {100 * result.diff:+.1f} points, {interval}; McNemar exact p = {p}")
     typer.echo(f"better in A ({len(result.a_only)}): {', '.join(result.a_only) or '-'}")
     typer.echo(f"better in B ({len(result.b_only)}): {', '.join(result.b_only) or '-'}")
     if result.errors_a or result.errors_b:
@@ -296,25 +313,31 @@ def compare(
 @app.command("regrade")
 def regrade(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", file_okay=False, help="The folder of a finished `orchard eval` run.")],
-    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where the regraded run goes (default: RUN/regrade).")] = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend (default: the run's).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where the regraded run goes (default: RUN/regrade, or RUN/regrade-2, -3 ... when that is taken).")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Sandbox backend: {backends} (default: the run's).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes graded in parallel.")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a regrade in --out.")] = False,
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Grade a run's stored evidence again, without the agent: a new scorecard, and every verdict
-    that changed.\n\nExit codes: as `orchard eval` (3 past --max-errors)."""
+    that changed.\n\nExit codes: as `orchard eval` (3 past --max-errors).
+
+    \b
+    Example:
+      orchard eval regrade runs/claw-mini-20261204-101500
+    """
     from orchard_cli.errors import InfraError
     from orchard_cli.records import read_jsonl
     from orchard_cli.rollout.eval_run import plan_regrade, verdict
     from orchard_cli.scoring.scorecard import latest_results
 
     plan = plan_regrade(run_dir, out=out, workers=workers, backend=backend, resume=resume)
-    console = stderr_console()
+    console = stderr_console(quiet)
     console.print(f"[bold]orchard eval regrade[/] {run_dir}: {len(plan.pending)} episode(s), "
                   f"{workers} worker(s)\n  run folder: {plan.out}", soft_wrap=True)
-    card = _execute(plan, console)
+    card = _execute(plan, console, quiet)
     before = {(r.instance_id, r.attempt): r for r in latest_results(read_jsonl(run_dir / "results.jsonl")[0])}
     after = latest_results(read_jsonl(plan.out / "results.jsonl")[0])
     changed = [(r.instance_id, r.attempt, before[(r.instance_id, r.attempt)].category, r.category)

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat, default_command_group, emit_json, stderr_console
+from orchard_cli.commands._common import (FormatOpt, NoPreflightOpt, OutputFormat, QuietOpt, default_command_group,
+                                          emit_json, stderr_console)
 
 app = typer.Typer(cls=default_command_group("run", "RUN [OPTIONS] | export RUN --out DIR"), no_args_is_help=True,
                   help="Judge a web run's episodes from their screenshots with a vision model (WebJudge, "
@@ -24,27 +25,43 @@ def run(
     threshold: Annotated[int, typer.Option("--threshold", min=1, max=5, help="webjudge: screenshots scoring at least this reach the verdict.")] = 3,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Attempts judged in parallel.")] = 1,
     out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Where judged.jsonl and scorecard.json go (default RUN/judge-METHOD).")] = None,
+    no_preflight: NoPreflightOpt = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Judge every graded attempt of RUN; the judge model, the prompts' hash and per-task reasons go
-    in RUN/judge-METHOD/scorecard.json."""
+    in RUN/judge-METHOD/scorecard.json.
+
+    \b
+    Example:
+      orchard judge runs/wv --judge-model M --judge-base-url https://host/v1
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.judge import JudgeConfig
+    from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.webjudge.run import judge_run, method_for
 
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
     method = method_for(run_dir, method)
     config = JudgeConfig(model=judge_model, base_url=judge_base_url, key_env=judge_key_env)
-    console = stderr_console()
+    from orchard_cli.commands._progress import RunProgress
 
-    def on_attempt(row) -> None:  # type: ignore[no-untyped-def]
-        verdict = "error" if row.success is None else ("success" if row.success else "failure")
-        console.print(f"  {row.task_id} #{row.attempt}: {verdict} ({row.screenshots} screenshot(s), {row.calls} call(s))"
-                      + (f": {row.error}" if row.error else ""), highlight=False, markup=False)
+    console = stderr_console(quiet)
+    checked = check_endpoints([Endpoint("--judge-base-url", judge_base_url, judge_model, judge_key_env)],
+                              enabled=not no_preflight)
+    for line in checked:
+        console.print(f"  endpoint {line}", markup=False)
+    with RunProgress("judge", None, console=console, quiet=quiet, unit="attempt", good="success") as progress:
 
-    card = judge_run(run_dir.resolve(), method, config, threshold=threshold, workers=workers,
-                     out=out.resolve() if out else None, on_attempt=on_attempt)
+        def on_attempt(row) -> None:  # type: ignore[no-untyped-def]
+            verdict = "error" if row.success is None else ("success" if row.success else "failure")
+            progress.tick(resolved=bool(row.success), error=row.success is None)
+            progress.say(f"  {row.task_id} #{row.attempt}: {verdict} ({row.screenshots} screenshot(s), {row.calls} call(s))"
+                         + (f": {row.error}" if row.error else ""))
+
+        card = judge_run(run_dir.resolve(), method, config, threshold=threshold, workers=workers,
+                         out=out.resolve() if out else None, on_attempt=on_attempt)
     if fmt == OutputFormat.json:
         emit_json(card.model_dump(mode="json"))
     if card.attempts and not card.judged:
@@ -70,7 +87,12 @@ def export(
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="New folder: one folder per attempt (result.json, trajectory/).")],
 ) -> None:
     """Write RUN in Online-Mind2Web's trajectory layout (result.json + trajectory/ screenshots), which
-    their own auto-eval scripts read."""
+    their own auto-eval scripts read.
+
+    \b
+    Example:
+      orchard judge export runs/om2w --out om2w-layout
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.webjudge.mind2web import export_mind2web
 

@@ -45,7 +45,12 @@ def proxy(
     read_timeout: Annotated[float, typer.Option(help="Seconds of upstream silence before giving up.", min=0.1, max=86400)] = 600.0,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Record every model call a harness makes, forwarding it to the upstream model."""
+    """Record every model call a harness makes, forwarding it to the upstream model.
+
+    \b
+    Example:
+      orchard proxy --upstream https://host/v1 --out calls.jsonl   # then point a harness at the printed URL
+    """
     from orchard_cli.proxy.runner import configure, serve_proxy
 
     dialects = ["chat", "responses"] if upstream_api == UpstreamApi.both else [upstream_api.value]

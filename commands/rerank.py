@@ -62,7 +62,12 @@ def train(
     feature_cache: CacheOpt = True,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Train a value model on graded episodes; its metrics are measured on held-out tasks."""
+    """Train a value model on graded episodes; its metrics are measured on held-out tasks.
+
+    \b
+    Example:
+      orchard rerank train --trajectories runs/distill.jsonl --base-model smollm2 --out ./value
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.value.model import HeadConfig
     from orchard_cli.value.train import TrainConfig, train_value_model
@@ -123,7 +128,12 @@ def apply(
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Pick one of each task's N candidates with a value model; scorecard side by side with
-    first attempt, random pick, most common patch and the oracle (pass@N)."""
+    first attempt, random pick, most common patch and the oracle (pass@N).
+
+    \b
+    Example:
+      orchard rerank apply --value-model ./value --runs runs/A --runs runs/B --out ./picks
+    """
     from orchard_cli.value.apply import RerankConfig, rerank_runs
 
     config = RerankConfig(value_model=str(value_model), runs=[str(r) for r in runs], out=str(out),
@@ -135,7 +145,7 @@ def apply(
 
 
 def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore[no-untyped-def]
-    from orchard_cli.value.apply import LABELS
+    from orchard_cli.value.apply import dropped_note, labels
 
     if fmt == OutputFormat.json:
         emit_json(report.model_dump(mode="json", exclude={"per_task"}))
@@ -149,8 +159,10 @@ def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore
     for column in ("strategy", "resolved", "rate"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for strategy, rate in report.strategies.items():
-        table.add_row(LABELS[strategy], f"{report.resolved[strategy]:g}", _pct(rate))
+        table.add_row(labels(report)[strategy], f"{report.resolved[strategy]:g}", _pct(rate))
     stdout_console().print(table)
+    if report.filtered_out:  # a rate read without this misleads (random 100% of what was left)
+        typer.echo(dropped_note(report))
     typer.echo(f"value model: {_pct(report.strategies['value'])} vs first {_pct(report.strategies['first'])}, "
                f"random {_pct(report.strategies['random'])}, oracle {_pct(report.strategies['oracle'])}; "
                f"{report.candidates_per_second:g} candidates/s")
@@ -159,7 +171,7 @@ def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore
 
 @app.command("candidates")
 def candidates(
-    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A suite whose tasks have gold patches, or a SWE-bench-format file.")],
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A suite whose tasks have gold patches ({suites}), or a SWE-bench-format file.")],
     out: Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Folder for the predictions files (candidates-K.jsonl).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many tasks.")] = None,
@@ -170,7 +182,12 @@ def candidates(
 ) -> None:
     """Candidate patches per task (gold, near misses, partial, unrelated edit, empty) as N
     predictions files, each task's candidates shuffled over the files (seeded). Grade each
-    with `orchard eval SUITE --predictions FILE`; kinds.json says which is which."""
+    with `orchard eval SUITE --predictions FILE`; kinds.json says which is which.
+
+    \b
+    Example:
+      orchard rerank candidates swe-mini --out cands   # then: orchard eval swe-mini --predictions cands/candidates-1.jsonl
+    """
     from orchard_cli.value.candidates_io import write_candidates
 
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None

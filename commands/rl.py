@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, InstancesOpt, LimitOpt,
-                                          OutputFormat, SliceOpt, config_of, emit_json, selection_fields,
-                                          stderr_console)
+                                          NoPreflightOpt, OutputFormat, QuietOpt, SliceOpt, config_of, emit_json,
+                                          selection_fields, stderr_console)
 
-HarnessOpt = Annotated[str, typer.Option("--harness", help="Agent harness: chat (one call, no tools), bash, codex, openclaw, zeroclaw.")]
+HarnessOpt = Annotated[str, typer.Option("--harness", help="The agent harness the policy drives: {harnesses} (chat: one call, no tools).")]
 GroupOpt = Annotated[int, typer.Option("--group-size", "-G", min=1, help="Attempts per task (the GRPO group).")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature of the policy.")]
 NewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on each model call's completion (default: the harness's own).")]
@@ -20,7 +20,7 @@ WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Episodes run 
 
 
 def rollout(
-    suite: Annotated[str, typer.Argument(help="A registered suite (capitals, calc, claw-mini, ...) or a data file.")],
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A registered suite ({suites}) or a data file.")],
     policy_url: Annotated[Optional[list[str]], typer.Option("--policy-url", help="OpenAI-compatible endpoint that returns token ids and log-probabilities (orchard serve; vLLM). Repeat to spread attempts over several. Default: the embedded smollm2.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model name the endpoint serves (needed with a URL).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoints' key.")] = None,
@@ -39,6 +39,8 @@ def rollout(
     backend: BackendOpt = "local",
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 600.0,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 20,
+    no_preflight: NoPreflightOpt = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Roll out G attempts per task: token ids, log-probabilities, rewards, advantages for RL.
@@ -46,7 +48,14 @@ def rollout(
     Every attempt runs through the rollout core (sandbox, harness, recording proxy, grader); per
     episode the exact token ids the policy saw and produced, their log-probabilities, the loss mask,
     the reward and the group-normalized advantage go to --out (JSONL), and with --parquet to a file
-    with verl's column names. Exit 3 when no episode can be trained on."""
+    with verl's column names. Exit 3 when no episode can be trained on.
+
+    \b
+    Example:
+      orchard rollout capitals -G 8 --max-new-tokens 8 --out r.jsonl --parquet r.parquet
+    """
+    from orchard_cli.commands._progress import RunProgress
+    from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
     from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.tasks.base import TaskSelection
@@ -59,16 +68,24 @@ def rollout(
                        workers=workers, backend=backend, out=str(out.resolve()),
                        parquet=str(parquet.resolve()) if parquet else None,
                        options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
-    console = stderr_console()
+    console = stderr_console(quiet)
+    for line in check_endpoints([Endpoint("--policy-url", url, model, api_key_env) for url in policy_url or []],
+                                enabled=not no_preflight):
+        console.print(f"  endpoint {line}", markup=False)
     done = [0, 0.0]
+    with RunProgress("rollout", None, console=console, quiet=quiet) as progress:
 
-    def on_group(group) -> None:  # type: ignore[no-untyped-def]
-        done[0] += len(group)
-        done[1] += sum(r.reward for r in group)
-        console.print(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
-                      f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})", highlight=False, markup=False)
+        def on_group(group) -> None:  # type: ignore[no-untyped-def]
+            done[0] += len(group)
+            done[1] += sum(r.reward for r in group)
+            progress.tick(count=len(group), resolved=False, error=False)
+            progress.say(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
+                         f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})")
 
-    summary = run_rollout(config, on_group)
+        def on_planned(total: int) -> None:
+            progress.total = total
+
+        summary = run_rollout(config, on_group, on_planned)
     if fmt == OutputFormat.json:
         emit_json(summary.model_dump(mode="json"))
         return
@@ -83,8 +100,25 @@ def rollout(
                    "ignores return_token_ids); they are not in the rollouts", err=True)
 
 
+def plan_text(suite: str | None, tasks: int, offline: list[list], rollouts: Path | None, *, steps: int,
+              tasks_per_step: int, group_size: int, harness: str) -> str:
+    """What `orchard rl` is about to do, in the words of its source: a suite's tasks, or a
+    rollouts file's own groups and group sizes (its options -G and --harness do not apply) and
+    that the same rollouts come again every step."""
+    if suite:
+        return (f"{tasks} task(s) of {suite}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
+                f"harness {harness}")
+    sizes = sorted({len(g) for g in offline})
+    per_step = min(tasks_per_step, len(offline))
+    again = steps * per_step > len(offline)
+    return (f"{sum(map(len, offline))} rollouts from {rollouts} ({len(offline)} group(s), G={'/'.join(map(str, sizes))}): "
+            f"{steps} step(s) x {per_step} group(s)"
+            + (f"; the file holds {len(offline)} group(s), so each is trained on about "
+               f"{steps * per_step / len(offline):.0f} times (offline GRPO: no new rollouts)" if again else ""))
+
+
 def rl(
-    suite: Annotated[Optional[str], typer.Argument(help="Tasks to train on (capitals, or a data file); omit with --rollouts.")] = None,
+    suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="Tasks to train on: a registered suite ({suites}) or a data file; omit with --rollouts.")] = None,
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Run folder: checkpoints, logs, the reward curve, the final model.")] = Path("rl-run"),
     model: Annotated[str, typer.Option("--model", help="The policy to start from: smollm2 or a checkpoint folder.")] = "smollm2",
     rollouts: Annotated[Optional[Path], typer.Option("--rollouts", dir_okay=False, help="Train on this rollouts file alone (from orchard rollout).")] = None,
@@ -99,7 +133,7 @@ def rl(
     epsilon: Annotated[float, typer.Option("--epsilon", min=0.0, max=0.99, help="Clip range of the ratio.")] = 0.2,
     loss_type: Annotated[str, typer.Option("--loss-type", help="dapo (TRL's default), grpo, bnpo or dr_grpo.")] = "dapo",
     updates: Annotated[int, typer.Option("--updates", min=1, help="Passes over each step's rollouts.")] = 1,
-    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Held-out tasks evaluated every --eval-every steps (capitals-heldout).")] = None,
+    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Held-out tasks evaluated every --eval-every steps: a suite ({suites}).")] = None,
     eval_every: Annotated[int, typer.Option("--eval-every", min=0, help="Steps between evaluations (0: only at the end when --eval-suite).")] = 0,
     eval_attempts: Annotated[int, typer.Option("--eval-attempts", min=1, help="Sampled attempts per held-out task.")] = 4,
     save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 5,
@@ -113,13 +147,19 @@ def rl(
     shuffle_rewards: Annotated[bool, typer.Option("--shuffle-rewards", help="Control run: rewards shuffled across each step's episodes.")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Torch threads of the learner.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
+    quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """On-policy RL (GRPO): roll out, update, sync the served weights, repeat.
 
     Each step samples tasks, rolls out G attempts of each against the policy served in this process,
     updates with the clipped policy-gradient loss (TRL's GRPO loss), and copies the new weights into
-    the served copy; checkpoints, --resume, held-out evaluations with scorecards, a reward curve."""
+    the served copy; checkpoints, --resume, held-out evaluations with scorecards, a reward curve.
+
+    \b
+    Example:
+      orchard rl capitals --steps 20 -G 4 --max-new-tokens 8 --eval-suite capitals-heldout --out rl-run
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.rl.learner import LearnerConfig
     from orchard_cli.rl.loop import RLConfig, plan_rl
@@ -145,22 +185,29 @@ def rl(
     run = plan_rl(config)
     import os
 
-    console = stderr_console(quiet=os.environ.get("RANK", "0") != "0")  # under torchrun, rank 0 speaks
-    source = f"{len(run.tasks)} task(s) of {suite}" if suite else f"{sum(map(len, run.offline))} rollouts from {rollouts}"
-    console.print(f"[bold]orchard rl[/] {source}: {steps} step(s) x {tasks_per_step} task(s) x G={group_size}, "
-                  f"harness {harness}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
+    from orchard_cli.commands._progress import RunProgress
+
+    follower = os.environ.get("RANK", "0") != "0"
+    console = stderr_console(quiet=quiet or follower)  # under torchrun, rank 0 speaks
+    plan = plan_text(suite, len(run.tasks), run.offline, rollouts, steps=steps, tasks_per_step=tasks_per_step,
+                     group_size=group_size, harness=harness)
+    console.print(f"[bold]orchard rl[/] {plan}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
                   soft_wrap=True, highlight=False)
 
-    def on_step(record) -> None:  # type: ignore[no-untyped-def]
-        console.print(f"  step {record.step}: mean reward {record.mean_reward}, loss {record.loss:+.4f}, "
-                      f"grad {record.grad_norm:.3f}, rollout {record.rollout_seconds:.1f} s, update "
-                      f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms", highlight=False)
+    with RunProgress("rl", steps - (run.state.step if run.state else 0), console=console,
+                     quiet=quiet or follower, unit="step", good="steps with reward") as progress:
 
-    def on_eval(row) -> None:  # type: ignore[no-untyped-def]
-        console.print(f"  eval at step {row['step']}: held-out mean reward {row['mean_reward']:.3f} "
-                      f"({row['episodes']} episodes)", highlight=False)
+        def on_step(record) -> None:  # type: ignore[no-untyped-def]
+            progress.tick(resolved=bool(record.mean_reward))
+            progress.say(f"  step {record.step}: mean reward {record.mean_reward}, loss {record.loss:+.4f}, "
+                         f"grad {record.grad_norm:.3f}, rollout {record.rollout_seconds:.1f} s, update "
+                         f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms")
 
-    summary = run.execute(on_step, on_eval)
+        def on_eval(row) -> None:  # type: ignore[no-untyped-def]
+            progress.say(f"  eval at step {row['step']}: held-out mean reward {row['mean_reward']:.3f} "
+                         f"({row['episodes']} episodes)")
+
+        summary = run.execute(on_step, on_eval)
     if not summary:  # another process of a torchrun: rank 0 reports
         return
     if fmt == OutputFormat.json:

@@ -49,7 +49,12 @@ def serve(
                                                  "next turn only processes its new tokens.")] = True,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Serve a local model (CPU) behind an OpenAI-compatible API. On GPU machines prefer vLLM or SGLang."""
+    """Serve a local model (CPU) behind an OpenAI-compatible API. On GPU machines prefer vLLM or SGLang.
+
+    \b
+    Example:
+      orchard serve --model smollm2          # prints http://127.0.0.1:8000/v1
+    """
     from orchard_cli.models.base import read_key
     from orchard_cli.models.local_model import resolve_checkpoint
     from orchard_cli.models.local_server import LocalEndpoint

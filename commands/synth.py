@@ -53,6 +53,10 @@ def synth_command(
     code and keeps those that make 1..--max-failing tests fail. Every
     task is checked before it is written: its gold patch resolves it,
     the bug alone does not.
+
+    \b
+    Example:
+      orchard tasks synth --family claw --n 40 --seed 7 --out-dir my-claw
     """
     if family == "claw":
         from orchard_cli.commands.claw_tasks import synth_claw
@@ -66,9 +70,11 @@ def synth_command(
 
         if out_dir is None:
             raise UsageError("--family web writes a folder of task folders: give --out-dir DIR")
+        from orchard_cli.commands._progress import RunProgress
+
         console = stderr_console()
-        report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1,
-                                 say=lambda line: console.print(line, markup=False))
+        with RunProgress("synth", None, console=console, unit="task") as progress:
+            report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1, say=progress.say)
         if fmt == OutputFormat.json:
             emit_json(report)
         else:
@@ -80,12 +86,17 @@ def synth_command(
     if not package or out is None:
         raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
     from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
+    from orchard_cli.preflight import Endpoint, check_endpoints
+
+    check_endpoints([Endpoint("--base-url", base_url or "", writer_model)])  # the writer answers, before any build
 
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,
                          base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
-    console = stderr_console()
-    tasks, report = synthesize(config, say=lambda line: console.print(line, markup=False))
+    from orchard_cli.commands._progress import RunProgress
+
+    with RunProgress("synth", None, console=stderr_console(), unit="package") as progress:
+        tasks, report = synthesize(config, say=progress.say)
     write_suite(tasks, out)
     report.out = str(out)
     if fmt == OutputFormat.json:

@@ -34,14 +34,19 @@ def _load(name: str, dataset: str | None, family: str | None = None, **filters: 
 
 @app.command("ls")
 def ls(
-    suite: Annotated[Optional[str], typer.Argument(help="List this suite's instances instead of the suites.")] = None,
+    suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="List this suite's instances instead of the suites ({suites}).")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
     repo: Annotated[Optional[str], typer.Option("--repo", help="Only this repository's instances.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Suites and task families; with SUITE, that suite's instances."""
+    """Suites and task families; with SUITE, that suite's instances.
+
+    \b
+    Example:
+      orchard tasks ls            # every suite; orchard tasks ls claw-mini: its tasks
+    """
     if suite is None:
         from orchard_cli.tasks.registry import families
 
@@ -72,13 +77,18 @@ def ls(
 
 @app.command("show")
 def show(
-    name: Annotated[str, typer.Argument(help="A suite name or a SWE-bench-format file.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A suite ({suites}) or a data file.")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated instance ids to show.")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """A suite (family, source, instance count, repositories), or the instances named."""
+    """A suite (family, source, instance count, repositories), or the instances named.
+
+    \b
+    Example:
+      orchard tasks show claw-mini
+    """
     from orchard_cli.errors import OrchardError, UsageError
     from orchard_cli.tasks.base import TaskSelection
     from orchard_cli.tasks.registry import find_suite, is_file_suite, resolve

@@ -41,12 +41,12 @@ def train(
     trajectories: Annotated[list[Path], typer.Option("--trajectories", "-t", dir_okay=False, help="Trajectory file(s) written by orchard distill/eval (repeat the flag).")],
     base_model: Annotated[str, typer.Option("--base-model", help="smollm2 (the embedded SmolLM2-135M-Instruct), a checkpoint folder (a vision-language one trains on the trajectories' images: docs/vision.md), or a hub id.")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output folder: new, empty, or this run's (with --resume).")],
-    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite (a suite name or a SWE-bench-format file).")] = None,
+    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite ({suites}) or data file.")] = None,
     eval_source: Annotated[Optional[str], typer.Option("--eval-source", help="The eval suite's data or checkout (claw-eval: the benchmark's folder).")] = None,
     allow_overlap: Annotated[bool, typer.Option("--allow-overlap", help="Train even when tasks overlap --eval-suite (warns loudly).")] = False,
     include_unresolved: Annotated[bool, typer.Option("--include-unresolved", help="Also train on unresolved episodes (default: resolved only).")] = False,
-    suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Only episodes of this suite (repeatable).")] = None,
-    harness: Annotated[Optional[list[str]], typer.Option("--harness", help="Only episodes of this harness (repeatable).")] = None,
+    suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Only episodes of this suite (repeatable): {suites}, or a data file's name.")] = None,
+    harness: Annotated[Optional[list[str]], typer.Option("--harness", help="Only episodes of this harness (repeatable): {harnesses}.")] = None,
     teacher: Annotated[Optional[list[str]], typer.Option("--teacher", help="Only episodes of this teacher model (repeatable).")] = None,
     builder: Annotated[BuilderOpt, typer.Option("--builder", help="per-call: one sample per model call; merged: consecutive calls of an episode in one sample.")] = BuilderOpt.per_call,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the data.")] = 1,
@@ -68,7 +68,12 @@ def train(
     token_ids: Annotated[str, typer.Option("--token-ids", help="auto: train on recorded token ids when they are the base model's; never: always render.")] = "auto",
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Fine-tune a model on recorded trajectories (SFT, loss on assistant tokens only)."""
+    """Fine-tune a model on recorded trajectories (SFT, loss on assistant tokens only).
+
+    \b
+    Example:
+      orchard train --trajectories runs/claw.jsonl --base-model smollm2 --out ./student
+    """
     from orchard_cli.errors import UsageError
     from orchard_cli.training.config import TrainConfig
     from orchard_cli.training.episodes import EpisodeFilter

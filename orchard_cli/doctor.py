@@ -33,6 +33,9 @@ class Check(BaseModel):
     """The command that installs or repairs it (empty when ok)."""
     required: bool = False
     """Needed by the embedded default (local backend + bubblewrap)."""
+    needed_by: list[str] = []
+    """What needs it: 'backend:local', 'family:web', 'harness:codex' (`orchard_cli.prereqs`)."""
+    purpose: str = ""
 
 
 class DoctorReport(BaseModel):
@@ -245,14 +248,3 @@ def check_git() -> Check:
                      fix="apt-get install -y git")
     _, out = _run([path, "--version"])
     return Check(name="git", ok=True, version=out.split()[-1] if out else "", detail=path)
-
-
-def run_doctor() -> DoctorReport:
-    checks = [check_bubblewrap(), check_local_backend(), check_cgroups(), *check_docker(),
-              check_node(), check_harness_node(),
-              *(check_harness_adapter(name) for name in ("codex", "openclaw", "zeroclaw")),
-              check_embedded_model(),
-              check_python_package("torch", "torch", INSTALL_HINTS["torch"]),
-              check_python_package("transformers", "transformers", INSTALL_HINTS["transformers"]),
-              check_git()]
-    return DoctorReport(ready=all(c.ok for c in checks if c.required), checks=checks)

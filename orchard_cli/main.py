@@ -19,10 +19,17 @@ from orchard_cli.errors import EXIT_INFRA, EXIT_INTERRUPTED, OrchardError
 
 app = typer.Typer(
     name="orchard",
-    help="Agent trajectory distillation, training and evaluation on reusable sandboxes.",
+    help="Agent trajectory distillation, training and evaluation on reusable sandboxes.\n\n"
+         "\b\nStart here:\n"
+         "  orchard doctor                                   what is installed, and how to get the rest\n"
+         "  orchard eval claw-mini --predictions gold        a whole suite graded in seconds (no model)\n"
+         "  orchard eval claw-mini --harness bash --model smollm2 --limit 2   the embedded model as an agent\n"
+         "  orchard view runs/<run>                          browse a run: every episode, step and call",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
 
@@ -50,7 +57,16 @@ def _register() -> None:
     from orchard_cli.commands import register
 
     register(app)
+    for group in app.registered_groups:  # click's plain help everywhere: option names are never cut
+        if group.typer_instance is not None:
+            group.typer_instance.rich_markup_mode = None
     _registered.append(True)
+
+
+def command() -> "typer.core.TyperGroup":
+    """The click command tree of the app (help texts not yet filled)."""
+    _register()
+    return typer.main.get_command(app)  # type: ignore[return-value]
 
 
 def _say_error(message: str, hint: str | None) -> None:
@@ -103,8 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("ORCHARD_DEBUG") == "1"
     _register()
     try:
+        from orchard_cli.commands._help import fill_help, wants_help
+
+        args = list(sys.argv[1:] if argv is None else argv)
+        root = command()
+        if wants_help(root, args):  # the registries' names go into the help texts only when shown
+            fill_help(root)
         # Without standalone mode click *returns* the code of `typer.Exit(code)` instead of raising.
-        code = app(args=argv, standalone_mode=False)
+        code = root.main(args=args, prog_name="orchard", standalone_mode=False)
     except OrchardError as exc:
         if debug:
             _traceback()

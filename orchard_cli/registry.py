@@ -25,6 +25,14 @@ INSTALL_HINTS = {
 }
 
 
+def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean claw-mini?)' for a near miss of one of `choices`, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=2, cutoff=0.75)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
 class Registry(Generic[T]):
     def __init__(self, kind: str, group: str, builtins: dict[str, str] | None = None) -> None:
         self.kind = kind
@@ -56,7 +64,7 @@ class Registry(Generic[T]):
         self._entry_points()
         if name not in self._targets:
             valid = ", ".join(self.names()) or "(none)"
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid: {valid}")
+            raise UnknownNameError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; valid: {valid}")
         target = self._targets[name]
         if not isinstance(target, str):
             return target

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchard_cli.errors import OrchardError, UnknownNameError, UsageError
-from orchard_cli.registry import Registry
+from orchard_cli.registry import Registry, did_you_mean
 from orchard_cli.tasks.base import SuiteInfo, Task, TaskFamily, TaskSelection, check_family
 
 families: Registry = Registry("task family", "orchard.tasks", {
@@ -84,9 +84,9 @@ def resolve(selection: TaskSelection) -> tuple[TaskFamily, SuiteInfo]:
     info = find_suite(selection.suite)
     if info is None:
         if not is_file_suite(selection.suite):
-            valid = ", ".join(s.name for s in list_suites())
-            raise UnknownNameError(f"unknown suite {selection.suite!r}; valid: {valid} "
-                                   "(or a data file: .parquet/.jsonl/.json)")
+            names = [s.name for s in list_suites()]
+            raise UnknownNameError(f"unknown suite {selection.suite!r}{did_you_mean(selection.suite, names)}; "
+                                   f"valid: {', '.join(names)} (or a data file: .parquet/.jsonl/.json)")
         family = selection.family or (folder_family(Path(selection.suite)) if Path(selection.suite).is_dir()
                                       else FILE_FAMILY)
         info = SuiteInfo(name=Path(selection.suite).stem, family=family,

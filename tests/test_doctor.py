@@ -78,3 +78,63 @@ def test_harness_found_in_orchard_home_with_its_npm_version(_orchard_home, monke
     check = check_harness("codex", "npm i -g @openai/codex")
     assert check.ok and check.version == "9.8.7" and check.detail.endswith("codex")
     assert not check_harness("no-such-harness", "fix").ok
+
+
+# ---- the host prerequisites table (orchard_cli/prereqs.py): doctor and every run read it ---------
+
+def test_doctor_lists_every_prerequisite_with_what_needs_it():
+    from orchard_cli.prereqs import PREREQS
+
+    report = json.loads(_doctor("--format", "json").stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    for name in ("chromium", "playwright", "miniwob", "claw services", "bubblewrap", "git"):
+        assert name in checks, sorted(checks)
+    assert "family:web" in checks["chromium"]["needed_by"] and "family:miniwob" in checks["miniwob"]["needed_by"]
+    assert "family:claw" in checks["claw services"]["needed_by"]
+    assert {e.name for e in PREREQS} <= {c["name"] for c in report["checks"]} | {"docker"}
+    text = _doctor().stdout
+    assert "web, miniwob, live-web (--network full) tasks" in text and "claw tasks" in text
+
+
+def test_chromium_is_found_on_path_and_through_orchard_chromium(tmp_path, monkeypatch):
+    from orchard_cli import prereqs
+
+    real = prereqs.find_chromium()
+    assert real is not None
+    monkeypatch.delenv("ORCHARD_CHROMIUM", raising=False)
+    monkeypatch.setattr(prereqs, "DEBIAN_CHROMIUM", ())  # not at Debian's paths
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert prereqs.find_chromium() is None and not prereqs.check_chromium().ok
+    (tmp_path / "chromium").symlink_to(real)
+    assert prereqs.find_chromium() == str(tmp_path / "chromium")
+    monkeypatch.setenv("ORCHARD_CHROMIUM", str(tmp_path / "nope"))
+    check = prereqs.check_chromium()
+    assert not check.ok and "$ORCHARD_CHROMIUM" in check.detail and "apt-get install" in check.fix
+
+
+def test_a_chromium_outside_usr_is_bound_into_the_browser_jail(tmp_path):
+    from orchard_cli.tasks.web.browser import jail_script
+
+    binary = tmp_path / "opt" / "chrome"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\n")
+    script = jail_script(tmp_path, str(binary), []).read_text()
+    assert f"--ro-bind {binary.parent} {binary.parent}" in script
+
+
+@pytest.mark.parametrize("family,suite", [("claw", "claw-mini"), ("web", "web-mini")])
+def test_a_run_without_bubblewrap_stops_in_one_line_before_any_folder(family, suite, tmp_path):
+    import os
+
+    out = tmp_path / "run"
+    env = {**os.environ, "PATH": str(tmp_path)}  # no bwrap (and nothing else) on PATH
+    env.pop("ORCHARD_ALLOW_NO_ISOLATION", None)
+    result = subprocess.run([sys.executable, "-m", "orchard_cli.main", "eval", suite, "--predictions", "gold",
+                             "--limit", "1", "--out", str(out)], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 3, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    what = "web tasks" if family == "web" else f"{suite} on the local backend"  # web: checked as the suite loads
+    assert errors[0] == f"error: {what} cannot run: bubblewrap is not ready here (bwrap not on PATH)"
+    assert "apt-get install -y bubblewrap" in result.stderr and "orchard doctor" in result.stderr
+    assert "Warning" not in result.stderr and ".py:" not in result.stderr  # no Python warning with a source path
+    assert not out.exists()

@@ -121,7 +121,7 @@ def test_a_family_from_an_entry_point_runs_through_every_command(plugin, tmp_pat
     assert {r["task_id"]: r["evidence"]["files"]["answer.txt"] for r in rows} == {"echo-1": "apple\n", "echo-2": "pear\n"}
     assert rows[0]["evidence"]["answer"] == "done"  # the agent's last words are evidence too
 
-    page = Path(orchard(plugin, "view", str(out)).stdout.strip())
-    html = page.read_text()
+    page = Path(orchard(plugin, "view", str(out)).stdout.strip())  # the site's index.html; its data beside it
+    html = "".join(p.read_text() for p in sorted(page.parent.rglob("*.js")))
     assert "wrong_word" in html and "#e2a03f" in html  # the family's own colour for its category
     assert "answer.txt" in html and "pear" in html

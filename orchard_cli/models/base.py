@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from typing import Literal, Protocol, runtime_checkable
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +61,14 @@ def normalize_base_url(url: str) -> str:
     if parts.path in ("", "/"):
         url += "/v1"
     return url
+
+
+def safe_url(url: str) -> str:
+    """A URL fit to write down: no user info, no query (where keys sometimes travel)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def read_key(key_env: str | None) -> str | None:

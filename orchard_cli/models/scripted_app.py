@@ -118,6 +118,11 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
                              status=status, headers=headers)
 
 
+PREFLIGHT_HEADER = "X-Orchard-Preflight"
+"""Sent by `orchard_cli.preflight` with its 1-token call: a scripted endpoint answers it without
+taking a reply from its script (real servers ignore the header)."""
+
+
 def build_app(endpoint: ScriptedEndpoint) -> web.Application:
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
@@ -138,6 +143,14 @@ def build_app(endpoint: ScriptedEndpoint) -> web.Application:
             return _error(400, "request body is not JSON")
         expected = endpoint.api_key()
         auth_ok = expected is None or request.headers.get("Authorization") == f"Bearer {expected}"
+        if request.headers.get(PREFLIGHT_HEADER):  # orchard's pre-flight ping: answered, never a scripted turn
+            if not auth_ok:
+                return _error(401, "invalid API key", "authentication_error")
+            return web.json_response({
+                "id": "chatcmpl-preflight", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model") or endpoint.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
         log = {"path": request.path, "body": body, "auth_ok": auth_ok, "done_at": None}
         endpoint.requests.append(log)
         if not auth_ok:

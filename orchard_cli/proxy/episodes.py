@@ -117,6 +117,12 @@ class Episode:
             self._registry.pop(self.token, None)
         return self.summary(wait=False)
 
+    def progress(self) -> tuple[int, int, int]:
+        """(calls made, the one in flight included; tokens in; tokens out of finished calls), without
+        waiting on calls in flight: for a person watching."""
+        counts = self._counts
+        return self._admitted, counts["input_tokens"], counts["output_tokens"]
+
     @property
     def tokens_used(self) -> int:
         return self._tokens

@@ -475,6 +475,10 @@ def plan_rl(config: RLConfig) -> RLRun:
         if not run.tasks:
             raise UsageError(f"no tasks selected from {config.selection.suite}",
                              hint="check --instances / --limit / --slice")
+        from orchard_cli.prereqs import require_host
+
+        require_host(backend=config.backend, family=run.family.name, harness=config.harness,
+                     what=f"{Path(config.selection.suite).name} on the {config.backend} backend")
     else:
         from orchard_cli.rl.rollouts import read_rollouts
 

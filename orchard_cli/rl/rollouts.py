@@ -179,8 +179,10 @@ def summarize(config: RolloutConfig, tasks: int, rollouts: list[Rollout], rows: 
         policy_tokens_per_s=round(tokens / seconds, 2) if seconds else 0.0)
 
 
-def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None] | None = None) -> RolloutSummary:
-    """`orchard rollout`: every group on disk as it finishes, then the Parquet file and a summary."""
+def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None] | None = None,
+                on_planned: Callable[[int], None] | None = None) -> RolloutSummary:
+    """`orchard rollout`: every group on disk as it finishes, then the Parquet file and a summary.
+    `on_planned` hears the number of episodes once the suite is loaded."""
     from orchard_cli.env import connect
     from orchard_cli.records import JsonlWriter, write_json
     from orchard_cli.rl.columns import write_parquet
@@ -197,7 +199,13 @@ def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None]
     if not tasks:
         raise UsageError(f"no tasks selected from {config.selection.suite}",
                          hint="check --instances / --repo / --limit / --slice")
+    from orchard_cli.prereqs import require_host
+
+    require_host(backend=config.backend, family=family.name, harness=config.harness,
+                 what=f"{Path(config.selection.suite).name} on the {config.backend} backend")
     found = policies(config.policy_urls, config.model, config.api_key_env, harness, config.sampling, config.options)
+    if on_planned is not None:
+        on_planned(len(tasks) * config.group_size)
     run_dir = run_dir_of(out)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / "config.json", config)

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,7 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import MissingDependencyError, UsageError
 from orchard_cli.harnesses.base import Harness, HarnessContext, HarnessRun
 from orchard_cli.models import endpoints, normalize_base_url, read_key
+from orchard_cli.models.base import safe_url
 from orchard_cli.proxy.records import CallError, CallRecord, EpisodeSummary
 from orchard_cli.rollout.solvers import Solution, SolveContext
 
@@ -129,14 +130,6 @@ def is_infra(error: CallError) -> bool:
 def last_line(text: str) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
-
-
-def safe_url(url: str) -> str:
-    """A URL fit to write down: no user info, no query (where keys sometimes travel)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class Upstream:
@@ -393,6 +386,8 @@ class AgentSolver:
         session = context.family.tools(context.task, sandbox)
         episode = self.proxy().open_episode(context.episode_id, max_calls=options.max_calls,
                                             max_tokens=options.max_tokens, tools=session)
+        if context.activity is not None:
+            context.activity.probe = getattr(episode, "progress", None)
         started = time.time()
         agent = AgentResult(run=HarnessRun(exit_code=None), started_at=started)
         try:
@@ -459,6 +454,8 @@ class AgentSolver:
         harness_context = first.model_copy(update={"session": session})
         said: list[tuple[str, str]] = [("user", first.prompt)]
         for number in range(user.max_rounds + 1):
+            if context.activity is not None:
+                context.activity.turn = number + 1
             before = len(episode.records)
             agent.run = self.turn(sandbox, harness_context, agent)
             records = episode.records

@@ -24,7 +24,8 @@ solvers: Registry = Registry("harness", "orchard.solvers", {})
 def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
                 seed: int | None, family: "TaskFamily", tasks: list["Task"],
                 max_turns: int | None = None, agent_timeout: float | None = None,
-                suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None) -> Solver:
+                suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None,
+                suite_tasks: Callable[[], list["Task"]] | None = None) -> Solver:
     """The solver a run asks for; every problem is a one-line UsageError. A predictions file may
     hold more of the suite than the selected tasks (`suite_ids()`, the whole suite's ids): those
     lines are left aside, as the official harness does; an id the suite lacks is refused."""
@@ -34,17 +35,22 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
         raise UsageError("--user-model answers an agent: it needs --model/--harness, not --predictions")
     if predictions == "gold":
         lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
-        if not tasks or len(lacking) == len(tasks):
-            raise UsageError(f"tasks of the {family.name} family here have no gold solutions")
         if lacking:
-            raise UsageError(f"{len(lacking)} of the {len(tasks)} tasks have no gold solution: "
-                             f"{', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''}",
-                             hint="choose the others with --instances")
+            message, hint = _no_gold(family, tasks, lacking, suite_tasks)
+            raise UsageError(message, hint=hint)
         return GoldSolver(family)
     if predictions == "empty":
         return EmptySolver()
     if predictions:
+        from pathlib import Path
+
         from orchard_cli.predictions import load_predictions
+        from orchard_cli.registry import did_you_mean
+
+        if not Path(predictions).is_file():  # a misspelt gold/empty is not a file either
+            named = Path(predictions).name
+            raise UsageError(f"--predictions {named}: no such file{did_you_mean(named, ('gold', 'empty'))}",
+                             hint="--predictions gold, empty, or a predictions file (JSONL/JSON)")
 
         if family.grading != "fresh":
             raise UsageError(f"--predictions FILE holds patches; the {family.name} family is not graded on a patch",
@@ -75,6 +81,26 @@ def user_config(model: str | None, base_url: str | None, key_env: str | None) ->
     from orchard_cli.rollout.user_model import UserConfig
 
     return UserConfig(model=model, base_url=base_url, key_env=key_env)
+
+
+def _no_gold(family: "TaskFamily", tasks: list["Task"], lacking: list[str],
+             suite_tasks: Callable[[], list["Task"]] | None) -> tuple[str, str | None]:
+    """(message, hint) for --predictions gold over tasks without a gold solution: which of the
+    selection lack one, and the suite's tasks that have one (to pick with --instances)."""
+    having = [t.task_id for t in tasks if t.task_id not in set(lacking)]
+    if not having and suite_tasks is not None:
+        try:
+            having = [t.task_id for t in suite_tasks() if family.gold_solution(t) is not None]
+        except Exception:  # naming them is a courtesy; the refusal stands
+            having = []
+    shown = f"{', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''}"
+    message = (f"{len(lacking)} of the {len(tasks)} selected tasks have no gold solution ({shown})"
+               if len(lacking) < len(tasks) else
+               f"none of the {len(tasks)} selected {family.name} task(s) has a gold solution ({shown})")
+    if not having:
+        return message + f"; the {family.name} family has none here", None
+    message += f"; {len(having)} of the suite's tasks have one: {', '.join(having[:12])}{', ...' if len(having) > 12 else ''}"
+    return message, f"--instances {','.join(having[:12])}"
 
 
 def agent_solver(harness: str | None, model: str | None, base_url: str | None, seed: int | None, *,

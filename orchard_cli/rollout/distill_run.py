@@ -302,5 +302,9 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
+    from orchard_cli.prereqs import require_host
+
+    require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
+                 what=f"{Path(config.suite).name} on the {config.backend} backend")
     return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume,
                       harness=harness, upstream=upstream)

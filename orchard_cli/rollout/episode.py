@@ -82,11 +82,18 @@ class _Run:
     """The phases of one episode (the family, the env and the stop flag, bound once)."""
 
     def __init__(self, family: "TaskFamily", env: Any, backend: str, stopping: threading.Event,
-                 live: LiveSandboxes) -> None:
+                 live: LiveSandboxes, activity: Any = None) -> None:
         self.family, self.env, self.backend, self.stopping, self.live = family, env, backend, stopping, live
         self.env_errors = tuple(family.environment_error)
+        self.activity = activity
+        """The episode's `live.Activity` (a person watching sees its phase), or None."""
+
+    def step(self, phase: str) -> None:
+        if self.activity is not None:
+            self.activity.set_phase(phase)
 
     def sandbox(self, task: "Task", solver: Solver | None) -> SandboxHandle:
+        self.step("sandbox")
         with phase("env_error", "describing the environment", self.env_errors):
             spec = self.family.sandbox_spec(task, self.backend)
         try:  # from here on, what sandbox_spec reserved is given back if no sandbox comes of it
@@ -105,6 +112,7 @@ class _Run:
             self.destroy(task, sandbox)
             raise EpisodeFailure("infra_error", "the run was interrupted")
         try:
+            self.step("setup")
             with phase("env_error", "setting up the environment", self.env_errors):
                 self.family.setup(task, sandbox)
         except BaseException:
@@ -127,16 +135,19 @@ class _Run:
             pass
 
     def grade(self, task: "Task", evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        self.step("grading")
         with phase("infra_error", "grading", self.env_errors):
             return self.family.quick_verdict(task, evidence) or self.family.grade(task, evidence, sandbox)
 
     def grade_fresh(self, task: "Task", evidence: Evidence) -> Outcome:
+        self.step("grading")
         with phase("infra_error", "grading", self.env_errors):
             quick = self.family.quick_verdict(task, evidence)
         if quick is not None:
             return quick
         sandbox = self.sandbox(task, None)
         try:
+            self.step("grading")
             with phase("infra_error", "grading", self.env_errors):
                 return self.family.grade(task, evidence, sandbox)
         finally:
@@ -144,14 +155,16 @@ class _Run:
 
 
 def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: str,
-                stopping: threading.Event | None = None, live: LiveSandboxes | None = None) -> EpisodeResult:
+                stopping: threading.Event | None = None, live: LiveSandboxes | None = None,
+                activity: Any = None) -> EpisodeResult:
     """One episode, start to verdict. Never raises for a failure of the task, the solver, the
-    model or the sandbox: each ends as a categorised result."""
-    run = _Run(family, env, backend, stopping or threading.Event(), live or LiveSandboxes())
+    model or the sandbox: each ends as a categorised result. `activity` (a `live.Activity`)
+    shows a person watching which phase it is in."""
+    run = _Run(family, env, backend, stopping or threading.Event(), live or LiveSandboxes(), activity)
     task, solver = episode.task, episode.solver
     started, clock = time.time(), time.monotonic()
     context = SolveContext(task=task, family=family, attempt=episode.attempt, episode_id=episode.episode_id,
-                           log_dir=episode.log_dir, stopping=run.stopping)
+                           log_dir=episode.log_dir, stopping=run.stopping, activity=activity)
     solution: Solution | None = None
     evidence: Evidence | None = None
     outcome: Outcome | None = None
@@ -165,8 +178,10 @@ def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: st
                 with phase("infra_error", "reading the workspace before the attempt", run.env_errors):
                     baseline = family.baseline(task, sandbox)
                 context.sandbox = sandbox
+                run.step("agent" if solver.model_ran else solver.harness)
                 with phase("infra_error", f"{solver.name} attempt", run.env_errors):
                     solution = solver.solve(context)
+                run.step("collecting")
                 with phase("infra_error", "collecting the evidence", run.env_errors):
                     evidence = family.collect(task, sandbox, solution, baseline)
                 if family.grading == "in_place":
@@ -174,6 +189,7 @@ def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: st
             finally:
                 run.destroy(task, sandbox)
         else:
+            run.step("agent" if solver.model_ran else solver.harness)
             with phase("infra_error", f"{solver.name} attempt", run.env_errors):
                 solution = solver.solve(context)
             if solution.recorded:

@@ -32,6 +32,7 @@ from orchard_cli import __version__
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import EVIDENCE_FILE, Evidence
 from orchard_cli.predictions import PredictionsLog
+from orchard_cli.prereqs import require_host
 from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl, sha256_file, write_json, write_text
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
@@ -248,7 +249,7 @@ class EvalRun:
         card.wall_seconds += self.prior_wall
         write_json(self.out / "scorecard.json", card)
         write_text(self.out / "scorecard.md", render_markdown(card, results))
-        write_text(self.out / "scorecard.html", render_html(card, results))
+        write_text(self.out / "scorecard.html", render_html(card, results, self.out))
         return card
 
 
@@ -318,11 +319,14 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
+    require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
+                 what=f"{Path(config.suite).name} on the {config.backend} backend")
     solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
                          base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
                          max_turns=config.max_turns, agent_timeout=config.agent_timeout,
                          user=user_config(config.user_model, config.user_base_url, config.user_key_env),
-                         suite_ids=lambda: _suite_ids(config.selection))
+                         suite_ids=lambda: _suite_ids(config.selection),
+                         suite_tasks=lambda: _suite_tasks(config.selection))
     updates: dict[str, Any] = {"source": solver.name}
     if config.predictions and config.predictions not in ("gold", "empty"):
         updates["predictions_sha256"] = sha256_file(config.predictions)
@@ -342,12 +346,36 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     return run
 
 
-def _suite_ids(selection: TaskSelection) -> set[str]:
-    """Every task id of the selection's suite, its filters aside."""
+def _suite_tasks(selection: TaskSelection) -> list[Task]:
+    """Every task of the selection's suite, its filters aside."""
     from orchard_cli.tasks.registry import load_suite
 
     unfiltered = selection.model_copy(update={"instances": None, "repo": None, "limit": None, "slice": None})
-    return {t.task_id for t in load_suite(unfiltered)[1]}
+    return load_suite(unfiltered)[1]
+
+
+def narrow_limit(run: EvalRun) -> str | None:
+    """A note when `--limit N` (the suite's first N tasks) picked tasks of one group only while
+    the suite spans several: a sample of one category reads as the suite's."""
+    selection = run.config.selection
+    if not selection.limit or selection.instances or selection.slice or len(run.tasks) < 2:
+        return None
+    for name, value in run.family.groups(run.tasks[0]).items():
+        if any(run.family.groups(t).get(name) != value for t in run.tasks):
+            continue
+        try:
+            values = {run.family.groups(t).get(name) for t in _suite_tasks(selection)}
+        except Exception:  # a note is not worth failing a run for
+            return None
+        if len(values) > 1:
+            return (f"note: --limit {selection.limit} takes the suite's first {len(run.tasks)} tasks, all of {name} "
+                    f"{value} (the suite spans {len(values)}); --instances or --slice choose others")
+    return None
+
+
+def _suite_ids(selection: TaskSelection) -> set[str]:
+    """Every task id of the selection's suite, its filters aside."""
+    return {t.task_id for t in _suite_tasks(selection)}
 
 
 def verdict(card: Scorecard, *, fail_under: float | None, max_errors: int) -> tuple[int, str | None]:
@@ -387,6 +415,16 @@ class RecordedSolver(SolverBase):
                         recorded=True)
 
 
+def _free(run: Path, name: str, resume: bool) -> Path:
+    """RUN/regrade, or (when an earlier regrade holds it) RUN/regrade-2, -3 ...: a second regrade
+    needs no invented --out. With --resume: the latest one."""
+    folders = [run / name] + [run / f"{name}-{k}" for k in range(2, 1000)]
+    taken = [f for f in folders if f.exists() and any(f.iterdir())]
+    if resume:
+        return taken[-1] if taken else folders[0]
+    return next(f for f in folders if f not in taken)
+
+
 def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int = 1,
                  backend: str | None = None, resume: bool = False) -> EvalRun:
     """An eval of a finished run's stored evidence: the suite loaded as the run loaded it, the
@@ -402,6 +440,8 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     except ValidationError as exc:
         raise UsageError(f"{run}/config.json is not an eval configuration ({exc.errors()[0]['msg']})") from None
     family, tasks = load_suite(original.selection)
+    require_host(backend=backend or original.backend, family=family.name, network=original.network,
+                 what=f"regrading {run}")
     sha = family.provenance().get("dataset_sha256")
     if original.dataset_sha256 and sha and sha != original.dataset_sha256:
         raise UsageError(f"the data of {original.suite} changed since {run} was made (sha256 differs)",
@@ -413,7 +453,7 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     solver = RecordedSolver(run, original.source, results)
     config = original.model_copy(update={
         "source": solver.name, "workers": workers, "backend": backend or original.backend,
-        "out": str(Path(out).resolve() if out else run / "regrade"), "predictions": None, "model": None,
+        "out": str(Path(out).resolve() if out else _free(run, "regrade", resume)), "predictions": None, "model": None,
         "harness": None, "base_url": None, "predictions_sha256": None,
         "retry_errors": 0})  # the stored evidence grades the same way each time
     ran = {task_id for task_id, _ in results}

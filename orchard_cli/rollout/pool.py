@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchard_cli.outcome import Outcome
 from orchard_cli.rollout.episode import Episode, EpisodeResult, LiveSandboxes, run_episode
+from orchard_cli.rollout.live import LiveBoard, current_board
 
 if TYPE_CHECKING:
     from orchard_cli.tasks.base import TaskFamily
@@ -116,11 +117,13 @@ class Pool:
     """Runs episodes of one family on one Env."""
 
     def __init__(self, env: Any, family: "TaskFamily", *, backend: str, workers: int = 1,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS) -> None:
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, board: LiveBoard | None = None) -> None:
         self.env, self.family, self.backend, self.workers = env, family, backend, max(1, workers)
         self.stopping = threading.Event()
         self.live = LiveSandboxes()
         self.heartbeat_seconds = heartbeat_seconds
+        self.board = board if board is not None else current_board()
+        """Where running episodes show what they are doing (a command watching the run), or None."""
 
     def order(self, episodes: list[Episode]) -> list[Episode]:
         """The order episodes are started in (round-robin over environments with > 1 worker)."""
@@ -129,14 +132,21 @@ class Pool:
         return spread_environments(episodes, self.family, task_of=lambda e: e.task)
 
     def _one(self, episode: Episode) -> EpisodeResult:
+        activity = None
+        if self.board is not None:
+            activity = self.board.start(episode.episode_id, episode.task.task_id, episode.attempt,
+                                        who=getattr(episode.solver, "model", "") or "")
         try:
             return run_episode(episode, family=self.family, env=self.env, backend=self.backend,
-                               stopping=self.stopping, live=self.live)
+                               stopping=self.stopping, live=self.live, activity=activity)
         except Exception as exc:  # a bug or a disk error in one episode: record it, go on
             return EpisodeResult(task=episode.task, attempt=episode.attempt, episode_id=episode.episode_id,
                                  solver=episode.solver, log_dir=episode.log_dir,
                                  outcome=Outcome(resolved=False, category="infra_error",
                                                  error=f"{type(exc).__name__}: {exc}"))
+        finally:
+            if self.board is not None:
+                self.board.finish(episode.episode_id)
 
     def run(self, episodes: list[Episode], on_result: Callable[[EpisodeResult], None]) -> None:
         """Run every episode; `on_result` sees each result as it finishes. On Ctrl-C / SIGTERM

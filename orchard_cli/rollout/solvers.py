@@ -38,6 +38,8 @@ class SolveContext:
     sandbox: "SandboxHandle | None" = None
     log_dir: Path | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
+    activity: Any = None
+    """The episode's `live.Activity` when a person is watching: an agent attaches its call counter."""
 
 
 @dataclass

@@ -13,8 +13,9 @@ stays small; the rest of the grader's output goes to the logs as before.
 
 The tables follow the scorecard's errors rule. A task's checks are the ids any of its attempts
 reported; each attempt of that task is one trial of each of them. `pass_rate` is over ALL those
-attempts (an attempt that ended before its checks ran, an env/infra error or a timeout, counts as
-not passed), `pass_rate_graded` over the attempts whose grader reported the check.
+attempts (an attempt that ended before its checks ran, or in an env/infra error even where its
+grader reported checks, counts as not passed), `pass_rate_graded` over the graded attempts whose
+grader reported the check.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class _Row(Protocol):
     instance_id: str
     checks: dict[str, bool]
     check_kinds: dict[str, str]
+
+    @property
+    def is_error(self) -> bool: ...
 
 
 def check_fields(tests: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +101,8 @@ def score_checks(rows: Iterable[_Row]) -> tuple[dict[str, CheckScore], dict[str,
                     ids[check] = kind
         for check, kind in ids.items():
             score = CheckScore(task_id=task_id, check=check, kind=kind, total=len(task_rows))
-            for r in task_rows:
-                if check in r.checks:
+            for r in task_rows:  # an errored attempt's checks are not a verdict (the errors rule)
+                if check in r.checks and not r.is_error:
                     score.graded += 1
                     score.passed += int(r.checks[check])
             by_check[f"{task_id}/{check}"] = _rate(score)

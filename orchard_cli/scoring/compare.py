@@ -9,6 +9,9 @@ per instance this is the interval that goes with McNemar's test: with b instance
 in A and c only in B, diff = (c - b)/n and se = sqrt(b + c - (c - b)^2/n)/n. The exact McNemar
 p-value (two-sided binomial test of b against c) is reported next to it. With no discordant
 instances the interval collapses to [0, 0]: the runs agree everywhere they were both scored.
+When every instance moved the same way (all differences equal and not 0: three tasks resolved
+in A and none in B) the normal interval collapses too, to a point that is not a confidence
+interval: `ci_note` says so, and people read McNemar's exact p instead.
 
 `by_group` repeats the comparison per group value of each grouping the tasks declare (claw:
 category=mail, difficulty=hard; SWE: repo), over the common instances of that value: the resolved
@@ -84,6 +87,9 @@ class Comparison(BaseModel):
     """rate_b - rate_a."""
     ci95: tuple[float, float]
     ci_method: str = "paired normal interval on per-instance differences (McNemar-style Wald)"
+    ci_note: str | None = None
+    """Why `ci95` is not to be read: every paired instance moved the same way (the normal
+    interval has no variation to measure and collapses to a point); read the exact p-value."""
     mcnemar_p: float | None
     """Exact two-sided McNemar p-value (one attempt per instance only)."""
     a_only: list[str]
@@ -210,6 +216,8 @@ def compare_scores(a: RunScores, b: RunScores) -> Comparison:
         rate_a=sum(a.scores[i] for i in common) / len(common),
         rate_b=sum(b.scores[i] for i in common) / len(common),
         diff=mean, ci95=(low, high),
+        ci_note=("every paired instance moved the same way, so the normal interval collapses to a point; "
+                 "read the exact p-value" if low == high and mean != 0 else None),
         mcnemar_p=mcnemar_exact(len(a_only), len(b_only)) if binary else None,
         a_only=a_only, b_only=b_only,
         errors_a=[i for i in a.errors if i in b.scores], errors_b=[i for i in b.errors if i in a.scores],

@@ -4,7 +4,9 @@ scripts, nothing fetched) that opens from disk or a CI artifact."""
 from __future__ import annotations
 
 import datetime as _dt
+import io
 from html import escape
+from pathlib import Path
 
 from orchard_cli.outcome import category_info
 from orchard_cli.scoring.scorecard import AttemptResult, RepoScore, Scorecard
@@ -20,10 +22,13 @@ def label(card: Scorecard, category: str) -> str:
 
 
 def main_grouping(card: Scorecard) -> tuple[str, dict[str, RepoScore]]:
-    """(title, scores) of the grouping shown first: the family's first, else by repository."""
+    """(title, scores) of the grouping shown first: the family's first, else by repository; a
+    family without groupings (quiz: capitals) is shown as its suite, not as 'repository (none)'."""
     if card.by_group:
         name = "repo" if "repo" in card.by_group else next(iter(card.by_group))
         return GROUP_TITLES.get(name, name), card.by_group[name]
+    if set(card.by_repo) == {"(none)"}:
+        return "suite", {card.suite: card.by_repo["(none)"]}
     return "repository", card.by_repo
 
 
@@ -259,8 +264,11 @@ def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
     rows = []
     for x in results:
         tests = tests_summary(x.tests)
+        name = f"<code>{escape(x.instance_id)}</code>"
+        if x.log_dir:  # the episode's own folder: evidence, verdict, test output, screenshots
+            name = f"<a href='{escape(x.log_dir)}/'>{name}</a>"
         rows.append(
-            f"<tr><td class='id'><code>{escape(x.instance_id)}</code></td><td class='n'>{x.attempt}</td>"
+            f"<tr><td class='id'>{name}</td><td class='n'>{x.attempt}</td>"
             f"<td><span class='pill' style='background:{color(card, x.category)}'>{escape(label(card, x.category))}</span></td>"
             f"<td class='t'>{escape(tests)}</td><td class='n'>{x.duration_seconds:.1f}s</td>"
             + (f"<td class='n'>{x.patch_bytes}</td>" if patches else "")
@@ -270,13 +278,42 @@ def _instances_table(card: Scorecard, results: list[AttemptResult]) -> str:
             + "".join(rows) + "</tbody></table>")
 
 
-def _screenshots(card: Scorecard, results: list[AttemptResult]) -> str:
-    """The last page of each attempt that did not resolve (web families), as the episode left it."""
+THUMB_WIDTH = 480
+MAX_INLINE_BYTES = 300_000
+
+
+def thumbnail(path: Path | None) -> str | None:
+    """A screenshot as a data URL, so the page keeps it wherever it is copied: a JPEG thumbnail
+    (Pillow, which the default install has), else the PNG itself when small; None otherwise."""
+    import base64
+
+    if path is None or not path.is_file():
+        return None
+    try:
+        from PIL import Image
+
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            if image.width > THUMB_WIDTH:
+                image = image.resize((THUMB_WIDTH, max(1, round(image.height * THUMB_WIDTH / image.width))))
+            buffer = io.BytesIO()
+            image.save(buffer, "JPEG", quality=72)
+        return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+    except ImportError:
+        data = path.read_bytes()
+        return "data:image/png;base64," + base64.b64encode(data).decode() if len(data) <= MAX_INLINE_BYTES else None
+    except (OSError, ValueError):
+        return None
+
+
+def _screenshots(card: Scorecard, results: list[AttemptResult], root: Path | None = None) -> str:
+    """The last page of each attempt that did not resolve (web families), as the episode left it:
+    a thumbnail inside the page (it survives the page being copied alone), linking the full file."""
     shots = [x for x in results if x.screenshot and not x.resolved]
     if not shots:
         return ""
     figures = "".join(
-        f"<figure><a href='{escape(x.screenshot)}'><img src='{escape(x.screenshot)}' loading='lazy' "
+        f"<figure><a href='{escape(x.screenshot)}'><img src='{escape(thumbnail(root / x.screenshot if root else None) or x.screenshot)}' loading='lazy' "
         f"alt='last page of {escape(x.instance_id)}'></a><figcaption><code>{escape(x.instance_id)}</code> "
         f"#{x.attempt} <span class='pill' style='background:{color(card, x.category)}'>"
         f"{escape(label(card, x.category))}</span></figcaption></figure>" for x in shots)
@@ -298,7 +335,9 @@ def _html_table(table: Table, *, folded: bool = False) -> str:
     return f"<section id='{escape(table.ident)}'><h2>{escape(table.title)}</h2>{html}{note}</section>"
 
 
-def render_html(card: Scorecard, results: list[AttemptResult] | None = None) -> str:
+def render_html(card: Scorecard, results: list[AttemptResult] | None = None, root: Path | None = None) -> str:
+    """The scorecard page. `root`: the run folder (screenshots are read from it and put inside
+    the page; instance rows link to their log folders)."""
     r = card.reproducibility
     errors_cls = "bad" if card.errors else ""
     bench = card.benchmark
@@ -372,7 +411,7 @@ shown apart. Over graded attempts only: {pct(card.resolved_rate_graded)}.</p></s
 {group_tables_html}
 {"".join(_html_table(t, folded=t.ident == "by-check") for t in check_tables(card))}
 {f"<section><h2>Instances</h2>{_instances_table(card, results)}</section>" if results else ""}
-{_screenshots(card, results) if results else ""}
+{_screenshots(card, results, root) if results else ""}
 <section><h2>Reproducibility</h2><table>{repro}</table></section>
 </main></body></html>
 """

@@ -295,7 +295,7 @@ def benchmark_score(rows: list[AttemptResult], ks: list[int], name: str | None =
 
 def judge_summary(rows: list[AttemptResult]) -> dict[str, Any]:
     """judged, judge_mean, judge_agreement over the rows a judge scored."""
-    scored = [r for r in rows if r.judge and r.judge.get("score") is not None]
+    scored = [r for r in rows if r.judge and r.judge.get("score") is not None and not r.is_error]
     if not scored:
         return {}
     scores = [float(r.judge["score"]) for r in scored]  # type: ignore[index]
@@ -304,10 +304,11 @@ def judge_summary(rows: list[AttemptResult]) -> dict[str, Any]:
 
 
 def mean_score(rows: list[AttemptResult]) -> float | None:
-    """Mean check score over `rows`, an attempt without a score counting 0; None when none has one."""
+    """Mean check score over `rows`, an attempt without a score counting 0 and an errored one 0
+    whatever its grader reported (the errors rule); None when none has a score."""
     if not rows or all(r.score is None for r in rows):
         return None
-    return sum(r.score or 0.0 for r in rows) / len(rows)
+    return sum(0.0 if r.is_error else (r.score or 0.0) for r in rows) / len(rows)
 
 
 def group_score(rows: list[AttemptResult], ks: list[int]) -> RepoScore:

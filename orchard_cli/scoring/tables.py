@@ -40,7 +40,8 @@ def _mean(value: float | None, digits: int = 1) -> str:
 
 def group_tables(card: Scorecard) -> list[Table]:
     """One table per grouping (by_group; by_repo for scorecards from before groupings)."""
-    groups: dict[str, dict[str, RepoScore]] = card.by_group or {"repo": card.by_repo}
+    groups: dict[str, dict[str, RepoScore]] = card.by_group or (
+        {} if set(card.by_repo) <= {"(none)"} else {"repo": card.by_repo})  # no groupings: the headline says it all
     ks = shown_ks(card)
     tables = []
     for name, scores in groups.items():

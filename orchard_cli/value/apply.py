@@ -28,6 +28,22 @@ from orchard_cli.value.reading import Reading, ReadProgress
 Say = Callable[[str], None]
 LABELS = {"first": "first attempt", "random": "random pick (expected)", "majority": "most common patch",
           "shortest": "shortest patch", "value": "value model", "oracle": "oracle (pass@N)"}
+ACTION_LABELS = {**LABELS, "majority": "most common actions", "shortest": "fewest actions"}
+"""Episodes without a patch (claw): majority and shortest compare what the agent did."""
+
+
+def labels(report: "RerankReport") -> dict[str, str]:
+    """The strategies' names for this report's candidates (patches, or actions)."""
+    return LABELS if report.patches else ACTION_LABELS
+
+
+def dropped_note(report: "RerankReport") -> str:
+    """What the filter did, said where a rate is read ('' when it dropped nothing)."""
+    if not report.filtered_out:
+        return ""
+    what = "empty or not applying" if report.patches else "no tool call and no answer"
+    return (f"{report.filtered_out} of {report.candidates} candidate(s) were dropped before picking ({what}; "
+            "--no-filter keeps them): first, random, majority, shortest and the value model pick among the rest")
 
 
 class RerankConfig(BaseModel):
@@ -80,6 +96,8 @@ class RerankReport(BaseModel):
     tasks: int
     candidates: int
     filtered_out: int
+    patches: bool = True
+    """The candidates carry patches (SWE); False: their actions are compared (claw)."""
     strategies: dict[str, float]
     """Resolved rate over tasks of each strategy's pick."""
     resolved: dict[str, float]
@@ -180,6 +198,7 @@ def rerank_runs(config: RerankConfig, say: Say = lambda _: None) -> RerankReport
     report = RerankReport(
         value_model=str(Path(config.value_model).resolve()), runs=[str(Path(r).resolve()) for r in config.runs],
         suite=info.suite, tasks=n, candidates=len(flat), filtered_out=filtered_out,
+        patches=any((ep.patch or "").strip() for ep in flat),
         strategies={s: round(v / n, 6) for s, v in totals.items()},
         resolved={s: round(v, 6) for s, v in totals.items()}, seconds=round(seconds, 2),
         candidates_per_second=round(len(flat) / seconds, 3) if seconds > 0 else 0.0,
@@ -224,20 +243,21 @@ def _write(out: Path, config: RerankConfig, info: data.RunInfo, report: RerankRe
 def markdown_section(report: RerankReport) -> str:
     lines = ["## Best of N: the candidate each strategy picks", "",
              f"{report.tasks} task(s), {report.candidates} candidate(s) from {len(report.runs)} run(s); "
-             f"{report.filtered_out} dropped before picking (empty or not applying).", "",
+             + (dropped_note(report) or "none dropped before picking") + ".", "",
              "| strategy | resolved | rate |", "| --- | ---: | ---: |"]
     for s in metrics.STRATEGIES:
-        lines.append(f"| {LABELS[s]} | {report.resolved[s]:g} | {100 * report.strategies[s]:.1f}% |")
+        lines.append(f"| {labels(report)[s]} | {report.resolved[s]:g} | {100 * report.strategies[s]:.1f}% |")
     lines += ["", "This scorecard scores the value model's picks.", ""]
     return "\n".join(lines)
 
 
 def html_section(report: RerankReport) -> str:
     bold = ' style="font-weight:600"'
-    rows = "".join(f"<tr{bold if s == 'value' else ''}><td>{escape(LABELS[s])}</td>"
+    rows = "".join(f"<tr{bold if s == 'value' else ''}><td>{escape(labels(report)[s])}</td>"
                    f"<td class='n' data-strategy='{s}'>{report.resolved[s]:g}</td>"
                    f"<td class='n'>{100 * report.strategies[s]:.1f}%</td></tr>" for s in metrics.STRATEGIES)
     return ("<section><h2>Best of N</h2><table><thead><tr><th>strategy</th><th class='n'>resolved</th>"
             f"<th class='n'>rate</th></tr></thead><tbody>{rows}</tbody></table><p class='note'>"
             f"{report.tasks} task(s), {report.candidates} candidate(s); this scorecard scores the value "
-            "model's picks. Random = the expected rate of a uniform pick; oracle = pass@N.</p></section>")
+            "model's picks. Random = the expected rate of a uniform pick; oracle = pass@N. "
+            f"{escape(dropped_note(report))}</p></section>")

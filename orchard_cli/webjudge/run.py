@@ -73,6 +73,10 @@ def asker(config: JudgeConfig) -> Callable[[list[dict[str, Any]]], str]:
     return ask
 
 
+WEB_FAMILIES = frozenset({"web", "miniwob", "live-web"})
+"""The families whose episodes leave the screenshots a vision judge reads."""
+
+
 def method_for(run: Path, method: str) -> str:
     """`auto`: the run's suite's own method (webvoyager, webjudge for Online-Mind2Web, deepshop),
     webjudge for any other web run. A named method is checked: deepshop needs DeepShop's aspects."""
@@ -82,6 +86,12 @@ def method_for(run: Path, method: str) -> str:
 
     tasks = read_tasks(run)
     suites = {t.suite for t in tasks}
+    families = {t.family for t in tasks}
+    if tasks and not families & WEB_FAMILIES:
+        raise UsageError(f"{run} is not a web run (its tasks are {', '.join(sorted(families))} tasks); "
+                         "orchard judge reads the screenshots web episodes leave",
+                         hint="judge a run of web-mini, miniwob, webvoyager, online-mind2web or deepshop; "
+                              "for other runs, `orchard eval SUITE --judge-model M --judge-base-url U` scores beside the checks")
     if method == "auto":
         own = {SUITE_METHOD.get(s, "webjudge") for s in suites} or {"webjudge"}
         return sorted(own)[0] if len(own) == 1 else "webjudge"

@@ -46,11 +46,14 @@ T = TypeVar("T")
 
 
 def browser_binary() -> str:
-    """The Chromium binary: $ORCHARD_CHROMIUM, else the headless shell, else the full browser."""
-    for candidate in (os.environ.get("ORCHARD_CHROMIUM"), HEADLESS_SHELL, CHROMIUM):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise MissingDependencyError("no Chromium found for web tasks", hint=INSTALL)
+    """The Chromium binary: $ORCHARD_CHROMIUM, else Debian's headless shell or browser, else one
+    on PATH (the host prerequisites table's `find_chromium`)."""
+    from orchard_cli.prereqs import CHROMIUM_INSTALL, find_chromium
+
+    found = find_chromium()
+    if found is None:
+        raise MissingDependencyError("no Chromium found for web tasks", hint=CHROMIUM_INSTALL)
+    return found
 
 
 def jail_argv(root: Path, read_only: list[str]) -> list[str]:
@@ -77,21 +80,21 @@ def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
     """A launcher Playwright starts as the browser: bwrap, then Chromium with Playwright's own
     arguments (its pipe, fds 3 and 4, passes through)."""
     script = root / "browser-in-jail.sh"
+    real = os.path.dirname(os.path.realpath(binary))
+    if not real.startswith("/usr/"):  # a Chromium outside /usr (found on PATH, $ORCHARD_CHROMIUM): its folder too
+        read_only = [*read_only, real]
     script.write_text("#!/bin/sh\nexec " + shlex.join([*jail_argv(root, read_only), binary]) + ' "$@"\n')
     script.chmod(0o700)
     return script
 
 
-def require_browser() -> None:
+def require_browser(what: str = "web tasks") -> None:
     """What every web episode needs, checked once at load: Playwright, a Chromium, bubblewrap
-    (one line with the install command, not an error per attempt)."""
-    import importlib.util
+    (one line with the install command, not an error per attempt), from the host prerequisites
+    table every run reads."""
+    from orchard_cli.prereqs import prereq, require
 
-    if importlib.util.find_spec("playwright") is None:
-        raise MissingDependencyError("web tasks need Playwright", hint=INSTALL)
-    browser_binary()
-    if shutil.which("bwrap") is None:
-        raise MissingDependencyError("web tasks need bubblewrap (bwrap) to jail the browser", hint=INSTALL)
+    require([prereq("playwright"), prereq("chromium"), prereq("bubblewrap")], what)
 
 
 class WebBrowser:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchard_cli.doctor import run_doctor
+from orchard_cli.prereqs import doctor_report as run_doctor
 from orchard_cli.errors import UnknownNameError
 from orchard_cli.harnesses import harnesses, load_harness
 from orchard_cli.harnesses.base import Harness, HarnessContext

@@ -40,7 +40,8 @@ def test_five_tasks_resolve_with_their_reference_steps_and_fail_with_none(tmp_pa
     html = (tmp_path / "null" / "scorecard.html").read_text()
     for row in rows:
         assert row["screenshot"] and (tmp_path / "null" / row["screenshot"]).read_bytes()[:4] == b"\x89PNG"
-        assert f"src='{row['screenshot']}'" in html
+        assert f"href='{row['screenshot']}'" in html  # the full page, beside the thumbnail inside the page
+    assert html.count("src='data:image/jpeg;base64,") == len(rows)
 
 
 def test_an_unknown_task_is_one_line_and_exit_2(tmp_path):

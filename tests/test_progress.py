@@ -1,0 +1,103 @@
+"""Long runs are never silent: piped, one line per finished episode and a heartbeat naming what
+runs (task, phase, model calls, tokens, elapsed); on a terminal, the overall bar with a live line
+per running episode under it; `--quiet` says nothing; `--format json` keeps stdout pure JSON.
+
+Real runs: `orchard eval` / `orchard distill` of the calc suite, orchard's bash agent in
+bubblewrap sandboxes, a scripted model on loopback that takes 1 s per answer (so episodes are
+caught mid-call), heartbeats every 0.3 s (ORCHARD_PROGRESS_SECONDS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from orchard_cli.models.scripted import ScriptedEndpoint
+
+pytestmark = pytest.mark.bwrap
+
+
+@pytest.fixture(scope="module")
+def slow_model():
+    endpoint = ScriptedEndpoint([{"content": "I cannot fix this.", "delay_s": 1.0}], cycle=True)
+    info = endpoint.start()
+    yield info.base_url
+    endpoint.stop()
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "ORCHARD_PROGRESS_SECONDS": "0.3", "COLUMNS": "160", "TERM": "xterm-256color"}
+
+
+def _argv(kind: str, url: str, tmp_path) -> list[str]:
+    orchard = [sys.executable, "-m", "orchard_cli.main"]
+    if kind == "eval":
+        return [*orchard, "eval", "calc", "--limit", "2", "--harness", "bash", "--model", "scripted",
+                "--base-url", url, "--max-turns", "1", "--out", str(tmp_path / "run")]
+    return [*orchard, "distill", "--suite", "calc", "--limit", "2", "--teacher", "scripted", "--base-url", url,
+            "--max-turns", "1", "--out", str(tmp_path / "t.jsonl")]
+
+
+def test_piped_one_line_per_episode_and_heartbeats(slow_model, tmp_path):
+    kind = "eval"
+    proc = subprocess.run(_argv(kind, slow_model, tmp_path), capture_output=True, text=True, timeout=600,
+                          env=_env(), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    beats = [line for line in lines if re.match(rf"{kind} \[\d/2\] \d+ resolved, \d+ errors?, \d+:\d\d elapsed", line)]
+    assert beats, proc.stderr  # before: nothing at all until the end
+    assert any(re.search(r"running: calc-\w+ #1 agent, call 1(, \d+ tok)?, \d+:\d\d", b) for b in beats), beats
+    assert any("eta after the first finishes" in b for b in beats)
+    assert any(re.search(r"eta \d+:\d\d", b) for b in beats if b.startswith(f"{kind} [1/2]")) or \
+        not any(b.startswith(f"{kind} [1/2]") for b in beats)
+    done = [line for line in lines if re.match(rf"{kind} \[[12]/2\] empty_patch calc-\w+ #1 \(\d+:\d\d", line)]
+    assert len(done) == 2, proc.stderr
+    assert all(len(line) < 400 for line in lines)  # whole lines, never wrapped at 80 columns
+    assert not any(line.startswith(("  ", "\u2501")) and "calc" in line and "#1" in line and "\n" in line for line in lines)
+
+
+def test_terminal_shows_the_bar_and_a_line_per_running_episode(slow_model, tmp_path):
+    """distill, as the issue saw it: silent for minutes, now a bar and a line per worker."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(_argv("distill", slow_model, tmp_path) + ["--workers", "2"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=slave, env=_env())
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=60)
+    os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode("utf-8", "replace"))
+    assert proc.returncode == 0, text[-3000:]
+    assert re.search(r"distill .*0/2 0 resolved 0 errors \d+:\d\d eta -:--", text), text[-3000:]
+    running = set(re.findall(r"  (calc-\w+) #1 agent, call 1(?:, \d+ tok)?, \d+:\d\d", text))
+    assert len(running) == 2, text[-3000:]  # both workers' lines, live, mid-call
+    assert re.search(r"2/2 0 resolved 0 errors \d+:\d\d eta 0:00", text)
+
+
+def test_quiet_and_json(tmp_path):
+    argv = [sys.executable, "-m", "orchard_cli.main", "eval", "calc", "--limit", "1", "--predictions", "gold",
+            "--out", str(tmp_path / "run"), "--quiet", "--format", "json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=_env(), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["resolved"] == 1
+    assert proc.stderr.strip() == "", proc.stderr
