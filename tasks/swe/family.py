@@ -49,6 +49,9 @@ class SWEFamily(PatchFamily):
                  test_timeout: float = DEFAULT_TEST_TIMEOUT) -> None:
         self.repo_mirror = repo_mirror or os.environ.get("ORCHARD_SWE_REPOS")
         self.test_timeout = test_timeout
+        self.network = "none"
+        """The run's --network: 'full' gives the instances' sandboxes (grading too) the network,
+        as the official harness's containers have it; else none reaches anything (drop)."""
         self.dataset_sha256: str | None = None
         self.dataset_source: str | None = None
         self._recipes: dict[str, EnvironmentRecipe] = {}
@@ -64,6 +67,7 @@ class SWEFamily(PatchFamily):
         """Tasks of the suite's file or hub dataset (or `selection.dataset`), filtered."""
         if selection.repo_mirror:
             self.repo_mirror = selection.repo_mirror
+        self.network = selection.network
         source = selection.dataset or suite.source
         data = ds.read_source(source, split=suite.split, data_file=None if selection.dataset else suite.data_file)
         self.dataset_sha256, self.dataset_source = data.sha256, data.source
@@ -129,11 +133,16 @@ class SWEFamily(PatchFamily):
             return rebuild_repository(task.record)
         return envs.repository(task.record["repo"], self.repo_mirror)
 
+    def sandbox_network(self, backend: str) -> str:
+        """'full' under --network full; else 'drop' where the backend has it (envs.grading_network)."""
+        return "full" if self.network == "full" else envs.grading_network(backend)
+
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
         labels = {"orchard.task": task.task_id[:63], "orchard.family": self.name}
+        network = self.sandbox_network(backend)
         if backend == "local":
             repo_path = self.repository(task)
-            return envs.local_spec(self.env_key(task), repo_path, labels=labels,
+            return envs.local_spec(self.env_key(task), repo_path, labels=labels, network=network,
                                    python=envs.interpreter(self.recipe(task).python))
         if backend in ("docker", "kubernetes"):
             image = task.record.get("image")
@@ -141,13 +150,13 @@ class SWEFamily(PatchFamily):
             with self._lock:
                 self._official[task.task_id] = official
             if official:
-                return SandboxSpec(image=image, workdir=TESTBED, network=envs.grading_network("docker"), memory="8Gi",
+                return SandboxSpec(image=image, workdir=TESTBED, network=network, memory="8Gi",
                                    cpu=2.0, pids=4096, timeout=4 * 3600, labels=labels)
             if backend == "docker":  # built locally, from the recipe the local backend uses
                 from orchard_cli.tasks.swe import docker_env
 
                 return docker_env.sandbox_spec(self.env_key(task), self.recipe(task), task.record,
-                                               self.repository(task), labels, self._stop)
+                                               self.repository(task), labels, self._stop, network=network)
             raise EnvironmentUnavailable(
                 f"{task.task_id}: the {backend} backend needs the image "
                 f"{image or '(none named)'}, which it cannot pull; orchard builds SWE environments "

@@ -215,3 +215,69 @@ class JsonIndex:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class LoopbackInternet:
+    """The internet, on this host's loopback: a DNS server at a random 127.x.y.z:53 that answers
+    `name` with 127.0.0.1, and an HTTP server on 127.0.0.1 that says `hello`. `resolv_conf` names
+    it first and an unroutable nameserver (TEST-NET-1) second: a sandbox sharing the host's
+    network resolves `name` at once; one in a namespace of its own finds nothing on its own
+    loopback and moves on to the unroutable one, whose packets are dropped unless the sandbox
+    makes it unreachable (each lookup would wait 10 s)."""
+
+    def __init__(self, name: str = "internet.orchard.test") -> None:
+        import http.server
+        import random
+        import socket
+        import threading
+
+        class Hello(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Length", "5")
+                self.end_headers()
+                self.wfile.write(b"hello")
+
+        self.name = name
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+        self.port = self.http.server_address[1]
+        self.dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for _ in range(20):
+            self.address = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(1, 254)}"
+            try:
+                self.dns.bind((self.address, 53))
+                break
+            except OSError:
+                continue
+        self.resolv_conf = f"nameserver {self.address}\nnameserver 192.0.2.53\n"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        threading.Thread(target=self._answer, daemon=True).start()
+
+    def _answer(self) -> None:
+        import struct
+
+        while True:
+            try:
+                query, peer = self.dns.recvfrom(512)
+            except OSError:
+                return
+            labels, i = [], 12
+            while i < len(query) and query[i]:
+                labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace"))
+                i += 1 + query[i]
+            question = query[12:i + 5]
+            qtype = struct.unpack("!H", query[i + 1:i + 3])[0]
+            known = ".".join(labels).lower() == self.name
+            answer = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + bytes([127, 0, 0, 1]) \
+                if known and qtype == 1 else b""
+            flags = 0x8180 if known else 0x8183  # a response; NXDOMAIN for any other name
+            reply = query[:2] + struct.pack("!HHHHH", flags, 1, 1 if answer else 0, 0, 0) + question + answer
+            self.dns.sendto(reply, peer)
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+        self.dns.close()

@@ -231,6 +231,93 @@ def test_grading_network_waits_like_a_networked_machine(world, home):
     assert lookup in outcome.error
 
 
+INTERNET_TESTS = '''
+
+class InternetTests(unittest.TestCase):
+    def fetch(self):
+        import urllib.request
+        with urllib.request.urlopen("http://{name}:{port}/", timeout=20) as reply:
+            self.assertEqual(reply.read(), b"hello")
+
+    def test_fetch_1(self):
+        self.fetch()
+
+    def test_fetch_2(self):
+        self.fetch()
+
+    def test_fetch_3(self):
+        self.fetch()
+'''
+GRADE_IN_NAMESPACE = '''
+import json, sys
+from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.evidence import Evidence
+from orchard_cli.tasks.registry import load_family
+args = json.load(open(sys.argv[1]))
+family = load_family("swe")
+family.repo_mirror, family.network = args["mirror"], args["network"]
+task = family.task(args["record"], "t")
+env = connect("local")
+try:
+    with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
+        family.setup(task, sandbox)
+        out = family.grade(task, Evidence(patch=args["patch"]), sandbox)
+finally:
+    env.close()
+print(json.dumps({"category": out.category, "seconds": out.tests.get("seconds"), "error": out.error,
+                  "log": (out.log or "")[-3000:]}))
+'''
+
+
+def test_grading_reaches_the_internet_only_under_network_full(world, home, tmp_path):
+    """`--network full` grades with the network, as the official harness does: tests that fetch
+    from an internet host (a DNS server and a web server on this host's loopback, standing in)
+    pass. Without it the same tests are needs_network, in seconds: each lookup fails at once
+    (no resolver waits), though the sandbox's resolv.conf names an unroutable nameserver.
+    The grading runs in a mount namespace of its own whose /etc/resolv.conf names the stand-in."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.fail("this test needs root and unshare (util-linux): it binds its own resolv.conf")
+    internet = swe_repo.LoopbackInternet()
+    try:
+        family, tasks = load(world)
+        task = tasks["acme__calc-2"]
+        work = world["root"] / "mirror" / "acme" / "calc"
+        text = swe_repo.TESTS.replace("from calc import mul, sub", "from calc import add, mul, sub").replace(
+            "    def test_sub(self):", "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+                                   "    def test_sub(self):") + INTERNET_TESTS.format(name=internet.name, port=internet.port)
+        fetches = [f"test_fetch_{i} (tests.test_calc.InternetTests)" for i in (1, 2, 3)]
+        record = {**task.record, "test_patch": swe_repo.diff_of(work, "tests/test_calc.py", text),
+                  "PASS_TO_PASS": [*task.record["PASS_TO_PASS"], *fetches]}
+        resolv = tmp_path / "resolv.conf"
+        resolv.write_text(internet.resolv_conf)
+        verdicts = {}
+        for network in ("full", "none"):
+            args = tmp_path / f"{network}.json"
+            args.write_text(json.dumps({"mirror": str(world["root"] / "mirror"), "network": network,
+                                        "record": record, "patch": world["instances"]["gold"]}))
+            script = tmp_path / "grade.py"
+            script.write_text(GRADE_IN_NAMESPACE)
+            done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                   f'mount --bind "$1" /etc/resolv.conf && exec "$2" "$3" "$4"', "sh",
+                                   str(resolv), sys.executable, str(script), str(args)],
+                                  capture_output=True, text=True, timeout=900,
+                                  env={**os.environ, "ORCHARD_HOME": str(home)})
+            assert done.returncode == 0, done.stderr[-3000:]
+            verdicts[network] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        internet.close()
+    full, offline = verdicts["full"], verdicts["none"]
+    assert full["category"] == "resolved", full["log"]
+    assert offline["category"] == "needs_network", offline["log"]
+    assert all(f in offline["error"] for f in fetches)
+    assert offline["seconds"] < 15, offline  # three lookups: 30 s and more if each waited
+
+
 def test_a_missing_system_package_is_the_environments_fault_only_with_evidence(world, home, monkeypatch):
     """sphinx 7.x's spec runs `apt-get install -y graphviz`, which no environment build runs: a
     local sandbox sees the host's packages. Without them a test that needs `dot` skips and gold
