@@ -17,6 +17,7 @@ from orchard_cli.outcome import CategoryInfo
 from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
+from orchard_cli.tasks.swe import envcheck
 from orchard_cli.tasks.swe import environment as envs
 from orchard_cli.tasks.swe.environment import EnvironmentUnavailable
 from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, failing_tests, run_and_grade
@@ -184,15 +185,32 @@ class SWEFamily(PatchFamily):
             raise EnvironmentUnavailable(
                 f"{task.task_id}: could not check out {task.record['base_commit'][:12]} "
                 f"of {task.record['repo']}: {last.strip()[:300]}")
+        command = recipe.test_cmd or envcheck.script_test_command(task.record.get("eval_script"))
+        problem = command and envcheck.check_runner(sandbox, command, self.checks_dir(task))
+        if problem:
+            raise EnvironmentUnavailable(f"{task.task_id}: {problem}")
+
+    def checks_dir(self, task: Task) -> Path:
+        """Where the environment checks of the task's environment are kept (envcheck.py)."""
+        from orchard_cli.home import state_dir
+
+        return state_dir("swe", "checks", self.env_key(task))
 
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        """Check the environment for this instance (once; envcheck.py), apply the patch, run the
+        tests, grade; an unresolved verdict where the environment cannot run the tests is
+        env_error."""
         recipe = self.recipe(task)
         script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
+        check = None
+        if (evidence.patch or "").strip():
+            check = envcheck.check_instance(sandbox, task.record, eval_script(task.record, recipe),
+                                            self.checks_dir(task))
         outcome = run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
                                 parser_name=task.record.get("log_parser") or recipe.log_parser)
         if outcome.category == "unresolved" and sandbox.info.backend == "local":
             outcome = without_system_packages(outcome, recipe)
-        return outcome
+        return envcheck.judge(outcome, check)
 
     def eval_script(self, task: Task, backend: str | None = None) -> str | None:
         """The script grade() runs (or would run on `backend`): the instance's own, whole, on its

@@ -113,7 +113,7 @@ def test_grading_categories(world, home, instance, patch, category):
     family, tasks = load(world)
     task = tasks[instance]
     outcome = grade(world, family, task, world["instances"][patch] if patch else "")
-    assert outcome.category == category, outcome.log[-2000:]
+    assert outcome.category == category, (outcome.category, outcome.error, outcome.log[-2000:])
     assert outcome.resolved is (category == "resolved")
     if category in ("resolved", "unresolved"):
         tests = outcome.tests
@@ -316,6 +316,42 @@ def test_grading_reaches_the_internet_only_under_network_full(world, home, tmp_p
     assert offline["category"] == "needs_network", offline["log"]
     assert all(f in offline["error"] for f in fetches)
     assert offline["seconds"] < 15, offline  # three lookups: 30 s and more if each waited
+
+
+def test_an_environment_that_cannot_run_the_tests_is_env_error_never_unresolved(world, home):
+    """A test run that gives no results is decided from the environment, not from its log: an
+    environment without its test runner fails when it is built (env_error, naming the check);
+    one without a module the tests import (not the repository's own) fails the instance's
+    collection check, so gold there is env_error with the cause, not `unresolved`."""
+    family, tasks = load(world)
+    task = tasks["acme__calc-2"]
+    record = task.record
+    no_runner = {**record, "instance_id": "acme__calc-nopytest",
+                 "environment": {**record["environment"], "test_cmd": "python -m pytest -rA tests/test_calc.py",
+                                 "log_parser": "pytest"}}
+    task = family.task(no_runner, "t")
+    with pytest.raises(EnvironmentUnavailable, match="cannot run its tests: `python -c 'import pytest'` failed"):
+        grade(world, family, task, world["instances"]["gold"])
+    assert family.environment_info(task)["key"] == family.env_key(tasks["acme__calc-2"])  # built, shared
+
+    work = world["root"] / "mirror" / "acme" / "calc"
+    text = swe_repo.TESTS.replace("import calc_extras\n", "import calc_extras\nimport orchard_not_installed\n")
+    lacking = {**record, "instance_id": "acme__calc-lacking",
+               "test_patch": swe_repo.diff_of(work, "tests/test_calc.py", text)}
+    outcome = grade(world, family, family.task(lacking, "t"), world["instances"]["gold"])
+    assert outcome.category == "env_error", (outcome.category, outcome.error, outcome.log[-2000:])
+    assert "No module named 'orchard_not_installed'" in outcome.error
+
+
+def test_a_patch_that_breaks_the_import_stays_unresolved(world, home):
+    """A gold-like patch with a syntax error gives no test results either, but the environment
+    passes its check: the patch is at fault (`unresolved`), as SWE-bench counts it."""
+    family, tasks = load(world)
+    broken = world["instances"]["gold"].replace("+    return a + b", "+    return a + b)")
+    for task_id in ("acme__calc-1", "acme__calc-2"):
+        outcome = grade(world, family, tasks[task_id], broken)
+        assert outcome.category == "unresolved", (task_id, outcome.error, outcome.log[-2000:])
+        assert outcome.tests["counts"]["FAIL_TO_PASS_success"] == 0
 
 
 def test_a_missing_system_package_is_the_environments_fault_only_with_evidence(world, home, monkeypatch):
