@@ -52,7 +52,10 @@ def synth_command(
     tests that pass reliably, tries seeded AST mutations of non-test
     code and keeps those that make 1..--max-failing tests fail. Every
     task is checked before it is written: its gold patch resolves it,
-    the bug alone does not.
+    the bug alone does not. Tests failing before any mutation and ids
+    the grader cannot read back are left out (counted); a package with
+    fewer than 10 tests left is refused: the other packages' tasks are
+    written all the same, and the exit code is 1.
     """
     if family == "claw":
         from orchard_cli.commands.claw_tasks import synth_claw
@@ -79,19 +82,23 @@ def synth_command(
         raise UsageError(f"--family {family!r}: synth makes swe, claw or web tasks")
     if not package or out is None:
         raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
-    from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
+    from orchard_cli.tasks.synth.synth import SynthConfig, refusals, synthesize, write_suite
 
     config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,
                          base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
     console = stderr_console()
     tasks, report = synthesize(config, say=lambda line: console.print(line, markup=False))
-    write_suite(tasks, out)
-    report.out = str(out)
+    if tasks:
+        write_suite(tasks, out)
+        report.out = str(out)
     if fmt == OutputFormat.json:
         emit_json(report.model_dump())
-        return
-    _render(report.model_dump())
+    else:
+        _render(report.model_dump())
+    refused = refusals(report)
+    if refused:
+        raise refused
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -99,14 +106,14 @@ def _render(report: dict[str, Any]) -> None:
 
     from orchard_cli.tasks.synth.mutate import KINDS
 
-    table = Table(title=f"{report['tasks']} tasks -> {report['out']} (seed {report['seed']}, "
+    table = Table(title=f"{report['tasks']} tasks -> {report['out'] or 'nothing written'} (seed {report['seed']}, "
                         f"{report['seconds']:.0f} s)", title_justify="left")
     for column in ("package", "tests", "tried", "kept", "rejected", "seconds"):
         table.add_column(column, justify="left" if column in ("package", "rejected", "seconds") else "right")
     for p in report["packages"]:
         rejected = "\n".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "-"
         seconds = "\n".join(f"{k} {v:g}" for k, v in p["seconds"].items())
-        kept = f"{p['kept']}/{p['wanted']}"
+        kept = f"{p['kept']}/{p['wanted']}" if not p["refused"] else "refused"
         table.add_row(f"{p['package']}=={p['version']}", f"{p['tests']}\n({p['flaky']} flaky)",
                       str(p["tried"]), kept, rejected, seconds)
     kinds = Table(title="kept / tried by mutation kind", title_justify="left")

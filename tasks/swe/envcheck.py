@@ -18,7 +18,8 @@ error or a broken import gives none either, and SWE-bench counts that as the pat
   adds it) and passes the check.
 
 `judge` applies the rule to a graded outcome: an unresolved verdict in an environment that
-failed its check is `env_error` with the cause; a resolved one stands (the tests ran).
+failed its check is `env_error` with the cause (`missing_dependency` when what is missing is a
+package the build left out, era.py); a resolved one stands (the tests ran).
 """
 
 from __future__ import annotations
@@ -217,10 +218,32 @@ def check_instance(sandbox: Any, record: dict[str, Any], script: str, root: Path
     return result
 
 
-def judge(outcome: Outcome, check: dict[str, Any] | None) -> Outcome:
-    """An unresolved (or timed-out) outcome in an environment that failed its check is the
-    environment's fault; every other outcome stands."""
-    if check is None or check.get("ok", True) or outcome.resolved or outcome.category not in ("unresolved",):
+def _module_names(requirement: str) -> set[str]:
+    """The module names a left-out requirement might go by ('pyqt5-sip' -> pyqt5_sip, pyqt5sip...)."""
+    name = re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower()
+    return {name, name.replace("-", "_"), name.replace("-", ""), name.replace("_", ""), name.split("-")[0]}
+
+
+def lacking(text: str, left_out: list[str]) -> list[str]:
+    """The left-out requirements whose module `text` says is missing (`No module named 'x'`)."""
+    missing = {m.group(1).split(".")[0].lower() for m in MISSING_MODULE.finditer(text)}
+    return [r for r in left_out if missing & _module_names(r)]
+
+
+def judge(outcome: Outcome, check: dict[str, Any] | None, left_out: list[str] | None = None) -> Outcome:
+    """An unresolved outcome whose tests miss a package the build left out (one the package index
+    does not have: era.adjust) is `missing_dependency`; one in an environment that failed its
+    check is `env_error`, with the cause; every other outcome stands."""
+    if outcome.resolved or outcome.category != "unresolved":
+        return outcome
+    failed = check is not None and not check.get("ok", True)
+    wanting = lacking(" ".join([check["cause"] if failed else "", outcome.log or ""]), left_out or [])
+    if wanting:
+        return outcome.model_copy(update={
+            "category": "missing_dependency", "reward": 0.0,
+            "error": f"the tests need {', '.join(wanting)}, which the environment's build left out: "
+                     "the package index does not have it (a conda package of the instance's environment file)"})
+    if not failed:
         return outcome
     return outcome.model_copy(update={
         "category": "env_error", "reward": 0.0,

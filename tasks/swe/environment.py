@@ -426,33 +426,47 @@ with open("/tmp/orchard-project.txt", "w") as out:
 EOF_ORCHARD"""
 
 
-def era_install(line: str, uv_install: str) -> list[str]:
-    """`pip install -e .[extras]`, with the project's own dependencies as of the instance's day.
-    pip alone takes today's (a docutils that no longer ships what sphinx 3.x imports), so pip
-    first says what the project requires (a dry run: its metadata, built as pip builds it), uv
-    installs those requirements with the era date (what is installed already stays when it
-    satisfies them: it is exempt from the date), then pip's own line installs the project, finding
-    them satisfied. Lines with options of their own run as written; without a pip that can
-    --report (22.2+) the line runs as written too."""
+def era_install(line: str, uv_install: str, uv_today: str) -> list[str]:
+    """`pip install -e .[extras]`, built and resolved as of the instance's day. Its build
+    requirements (era.BUILD_REQUIRES) are installed into the environment as of the era date, and
+    pip builds without isolation, as the official conda environments do (an isolated build takes
+    today's setuptools, Cython, numpy: a C extension compiled against today's numpy does not
+    import at the era's). The project's own dependencies: pip alone takes today's (a docutils
+    that no longer ships what sphinx 3.x imports), so pip first says what the project requires
+    (a dry run: its metadata), uv installs those requirements with the era date (what is
+    installed already stays when it satisfies them: it is exempt from the date), then pip's own
+    line installs the project, finding them satisfied. Lines with options of their own run as
+    written; without a pip that can --report (22.2+) the dry run is skipped."""
+    from orchard_cli.tasks.swe.era import BUILD_REQUIRES
+
     match = PLAIN_EDITABLE.match(line.strip())
     if not match:
         return [line]
     target = shlex.quote(match.group(1))
-    return [f"if python -m pip install -q --dry-run --report /tmp/orchard-report.json -e {target}; then",
+    requires = "-r /tmp/orchard-build-requires.txt"
+    return [BUILD_REQUIRES,
+            f"{uv_install} {INSTALLED_EXEMPT} {requires} || {{ echo 'orchard: the build requirements "
+            f"resolve only without the era date' >&2; {uv_today} {INSTALLED_EXEMPT} {requires}; }}",
+            f"if python -m pip install -q --no-build-isolation --dry-run --report /tmp/orchard-report.json "
+            f"-e {target}; then",
             PROJECT_REQUIREMENTS,
             f"test -s /tmp/orchard-project.txt && {uv_install} {INSTALLED_EXEMPT} -r /tmp/orchard-project.txt",
-            "fi", line]
+            "fi", f"{line} --no-build-isolation"]
 
 
 def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: str,
-                 uv: str) -> str:
+                 uv: str, version: str = "") -> str:
     """The build, in SWE-bench's order: checkout, pre_install, the requirements, the install
     lines. Requirements install in two uv steps. Those without an exact pin resolve as of the era
     date (`--exclude-newer`), so an unpinned `numpy` is the numpy of the instance's day. Exact pins
     (`tox==4.16.0`: SWE-bench's specs pin some packages to releases newer than the instance) then
     install with their dependency closure resolved as of the build, as the official images resolve
     them when they are built: a pin's own dependencies may be newer than the era (tox 4.16 needs
-    cachetools>=5.3.3, released three years after a sphinx 3.5 instance)."""
+    cachetools>=5.3.3, released three years after a sphinx 3.5 instance), but the build tools of
+    any sdist among them as of the era (era.tool_limits). A checkout without tags (a depth-1
+    mirror) gets the dataset's version for setuptools-scm, said in the build log."""
+    from orchard_cli.tasks.swe.era import tool_limits
+
     uv_install = f"{shlex.quote(uv)} pip install --python {ENV_PREFIX}/bin/python"
     pinned = [d for d in deps if PINNED.match(d)]
     era = [d for d in deps if not PINNED.match(d)]
@@ -460,15 +474,19 @@ def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: 
              f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_SYSTEM_CERTS=1",
              *checkout_script(commit), "source /opt/miniconda3/bin/activate", "conda activate testbed",
              "python -m pip --version || python -m ensurepip"]
+    if re.fullmatch(r"\d+(\.\d+)*", version or ""):
+        lines.append(f"if ! git describe --tags >/dev/null 2>&1; then export SETUPTOOLS_SCM_PRETEND_VERSION={version}; "
+                     f"echo 'orchard: no tags in this checkout: setuptools-scm gets the dataset version {version}' >&2; fi")
     for line in recipe.pre_install:
         lines.append(f": orchard skipped a system-wide line: {shlex.quote(line)}"
                      if SYSTEM_LINE.search(line) else line)
-    for name, group, options in (("era", era, f" --exclude-newer {shlex.quote(date)}"), ("pinned", pinned, "")):
+    for name, group, options in (("era", era, f" --exclude-newer {shlex.quote(date)}"),
+                                 ("pinned", pinned, tool_limits(pinned, date))):
         if group:
             lines.append(f"cat > /tmp/orchard-{name}.txt <<'EOF_ORCHARD'\n" + "\n".join(group) + "\nEOF_ORCHARD")
             lines.append(f"{uv_install}{options} -r /tmp/orchard-{name}.txt")
     for line in recipe.install:
-        lines += era_install(editable(line), f"{uv_install} --exclude-newer {shlex.quote(date)}")
+        lines += era_install(editable(line), f"{uv_install} --exclude-newer {shlex.quote(date)}", uv_install)
     lines.append(f"git ls-files --others -z | tar --null -T - -cf {ENVS_MOUNT}/artifacts.tar")
     return "\n".join(lines) + "\n"
 
@@ -602,8 +620,11 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
         else:
             if files:
                 raise EnvironmentUnavailable(f"{record['repo']}@{setup_commit[:12]} has none of {', '.join(files)}")
+    from orchard_cli.tasks.swe import era
+
+    deps, changes = era.adjust(deps, recipe.python, index_settings())
     date = era_date(recipe, record, repo_path, commit)
-    script = build_script(recipe, commit, deps, date, staged_uv())
+    script = build_script(recipe, commit, deps, date, staged_uv(), str(record.get("version") or ""))
     spec = local_spec(key, repo_path, python=source, network="full", writable_env=True,
                       timeout=int(BUILD_TIMEOUT) + 600, labels={"orchard.swe": "env-build"})
     spec.env.update(index_settings())
@@ -627,7 +648,8 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
                                      f" — see {folder / 'build.log'}")
     marker = {"key": key, "repo": record["repo"], "version": record.get("version", ""),
               "recipe": recipe.model_dump(), "python": str(source), "exclude_newer": date,
-              "commit": commit, "built_at": time.time(), "build_seconds": round(time.time() - started, 2)}
+              "commit": commit, "built_at": time.time(), "build_seconds": round(time.time() - started, 2),
+              "era": changes}
     tmp = folder / ".env.json.tmp"
     tmp.write_text(json.dumps(marker, indent=1))
     tmp.replace(folder / "env.json")

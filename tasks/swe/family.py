@@ -33,7 +33,9 @@ class SWEFamily(PatchFamily):
     name = "swe"
     environment_error = (EnvironmentUnavailable,)
     categories = {**PatchFamily.categories,
-                  "needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0")}
+                  "needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0"),
+                  "missing_dependency": CategoryInfo(label="a dependency the package index lacks",
+                                                     color="#9b7fd0")}
     suites = (
         SuiteInfo("swe-verified", "swe", "princeton-nlp/SWE-bench_Verified",
                   "SWE-bench Verified: 500 human-validated Python issues (test split)",
@@ -210,7 +212,8 @@ class SWEFamily(PatchFamily):
                                 parser_name=task.record.get("log_parser") or recipe.log_parser)
         if outcome.category == "unresolved" and sandbox.info.backend == "local":
             outcome = without_system_packages(outcome, recipe)
-        return envcheck.judge(outcome, check)
+        marker = self.environment_info(task) if not official_image(sandbox) else None
+        return envcheck.judge(outcome, check, ((marker or {}).get("era") or {}).get("left_out"))
 
     def eval_script(self, task: Task, backend: str | None = None) -> str | None:
         """The script grade() runs (or would run on `backend`): the instance's own, whole, on its
