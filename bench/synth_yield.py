@@ -63,10 +63,13 @@ def main() -> int:
                                        say=lambda line: print(f"  {line}", file=sys.stderr))
                 p = report.packages[0]
                 row = {"package": package, "tests": p.tests, "unreadable": p.unreadable, "flaky": p.flaky,
-                       "candidates": p.candidates, "tried": p.tried, "kept": p.kept, "rejected": p.rejected,
-                       "seconds": round(time.monotonic() - started, 1), "error": None}
+                       "failing": p.failing, "unstable": p.unstable, "candidates": p.candidates,
+                       "tried": p.tried, "kept": p.kept, "rejected": p.rejected,
+                       "seconds": round(time.monotonic() - started, 1), "error": p.refused,
+                       "phases": p.seconds}
             except Exception as exc:  # noqa: BLE001 - a refused package is a row, the next one runs
-                row = {"package": package, "tests": None, "unreadable": None, "flaky": None, "candidates": None,
+                row = {"package": package, "tests": None, "unreadable": None, "flaky": None, "failing": None,
+                       "unstable": None, "candidates": None,
                        "tried": None, "kept": 0, "rejected": {}, "seconds": round(time.monotonic() - started, 1),
                        "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
             rows.append(row)
@@ -74,13 +77,14 @@ def main() -> int:
                   f"{row['seconds']}s {row['error'] or row['rejected']}", flush=True)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    print("\n| package | tests | unreadable ids | flaky | tried | kept | rejected by reason | s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| package | tests kept | left out: failing, unreadable, moving, flaky | tried | kept | rejected by reason | s |")
+    print("|---|---|---|---|---|---|---|")
+    dash = lambda v: "-" if v is None else v  # noqa: E731
     for r in rows:
         rejected = ", ".join(f"{k} {v}" for k, v in sorted(r["rejected"].items())) or "-"
-        print(f"| {r['package']} | {r['tests'] if r['tests'] is not None else '-'} | {r['unreadable'] if r['unreadable'] is not None else '-'} | "
-              f"{r['flaky'] if r['flaky'] is not None else '-'} | {r['tried'] if r['tried'] is not None else '-'} | {r['kept']} | "
-              f"{r['error'] or rejected} | {r['seconds']} |")
+        left = ", ".join(str(dash(r[k])) for k in ("failing", "unreadable", "unstable", "flaky"))
+        print(f"| {r['package']} | {dash(r['tests'])} | {left} | {dash(r['tried'])} | {r['kept']} | "
+              f"{'refused: ' + r['error'] if r['error'] else rejected} | {r['seconds']} |")
     good = sum(r["kept"] >= args.n for r in rows)
     print(f"\n{good} of {len(rows)} packages gave {args.n} valid tasks")
     if args.json:
