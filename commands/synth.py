@@ -22,6 +22,8 @@ def synth_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", dir_okay=False, help="The SWE suite to write (SWE-bench instances, JSONL).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out-dir", file_okay=False, help="--family claw or web: the folder of task folders to write.")] = None,
     package: Annotated[Optional[list[str]], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages (swe).")] = None,
+    from_repo: Annotated[Optional[str], typer.Option("--from-repo", help="A local git repository (checkout or mirror) to make SWE tasks of, at --commit.")] = None,
+    commit: Annotated[Optional[str], typer.Option("--commit", help="The commit of --from-repo (its date is the era of the environment).")] = None,
     family: Annotated[str, typer.Option("--family", help="swe: bugs injected into real packages; claw: personal-assistant tasks; web: browser tasks on the local web apps.")] = "swe",
     n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same package: the same tasks.")] = 0,
@@ -47,7 +49,9 @@ def synth_command(
     folder of task folders.
 
     --family swe (default):
-    Fetches each NAME==VERSION's sdist with pip, makes a deterministic
+    Fetches each NAME==VERSION's sdist with pip (or reads the tree of
+    --from-repo PATH at --commit SHA, whose date is the era of the
+    environment), makes a deterministic
     git repository, builds its test environment in a sandbox, finds the
     tests that pass reliably, tries seeded AST mutations of non-test
     code and keeps those that make 1..--max-failing tests fail. Every
@@ -80,11 +84,14 @@ def synth_command(
         return
     if family != "swe":
         raise UsageError(f"--family {family!r}: synth makes swe, claw or web tasks")
-    if not package or out is None:
-        raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
+    if not (package or from_repo) or out is None:
+        raise UsageError("SWE tasks need --package NAME==VERSION (or --from-repo PATH --commit SHA) and "
+                         "--out FILE.jsonl (or --family claw --out-dir DIR)")
+    if bool(from_repo) != bool(commit):
+        raise UsageError("--from-repo and --commit go together: --from-repo PATH --commit SHA")
     from orchard_cli.tasks.synth.synth import SynthConfig, refusals, synthesize, write_suite
 
-    config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
+    config = SynthConfig(packages=package or [], from_repo=from_repo, commit=commit, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,
                          base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
     console = stderr_console()

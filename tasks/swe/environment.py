@@ -203,15 +203,18 @@ def build_commit(record: dict[str, Any], recipe: EnvironmentRecipe, repo_path: P
     shares one build among the instances of a repo/version, so an instance whose base commit
     declares other dependencies than the setup commit (pytest 5.4's later commits add wcwidth)
     gets a build of its own, installed at its base commit and keyed by those declarations;
-    instances declaring the same ones share it."""
+    instances declaring the same ones share it. Declarations, not texts: a setup.py that changes
+    only outside its requirements (sympy's `packages` list) declares the same (era.declared)."""
     base = record["base_commit"]
     setup = record.get("environment_setup_commit") or base
     if setup == base or not has_commit(repo_path, base):
         return setup, ""  # a base commit the mirror lacks is the instance's setup error, not the build's
 
+    from orchard_cli.tasks.swe.era import declared as declarations
+
     def declared(commit: str) -> bytes:
         names = (*DEPENDENCY_FILES, *recipe.requirements_files, *recipe.conda_files)
-        return b"".join(name.encode() + b"\0" + (git_show(repo_path, commit, name) or "\0none").encode() + b"\0"
+        return b"".join(name.encode() + b"\0" + declarations(name, git_show(repo_path, commit, name)).encode() + b"\0"
                         for name in names)
 
     mine = declared(base)

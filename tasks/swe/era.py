@@ -214,3 +214,78 @@ def adjust(deps: list[str], python: str, settings: dict[str, str]) -> tuple[list
                     continue
         out.append(requirement)
     return out, record
+
+
+# ---- what a commit declares ---------------------------------------------------------------
+
+SETUP_KEYWORDS = ("install_requires", "extras_require", "setup_requires", "python_requires", "tests_require")
+
+
+def declared(name: str, text: str | None) -> str:
+    """What a dependency file declares about dependencies, in a canonical form: the same for two
+    commits whose setup.py differ only elsewhere (sympy's adds a module to `packages` at nearly
+    every commit; its dependencies stay). The whole text when it cannot be read that way."""
+    if text is None:
+        return "\0none"
+    base = name.rsplit("/", 1)[-1]
+    try:
+        if base == "setup.py":
+            return _setup_py(text)
+        if base == "setup.cfg":
+            return _setup_cfg(text)
+        if base == "pyproject.toml":
+            return _pyproject(text)
+    except Exception:  # noqa: BLE001 - unreadable as declarations: compare the text itself
+        return text
+    return text
+
+
+def _setup_py(text: str) -> str:
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # Python 2 syntax (sympy's of 2016): the lines that name the keywords
+        keywords = "|".join(SETUP_KEYWORDS)
+        return "\n".join(sorted(" ".join(line.split()) for line in
+                                re.findall(rf"(?m)^.*\b(?:{keywords})\b.*$", text)))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "setup":
+            for keyword in node.keywords:
+                if keyword.arg is None:  # setup(**options): anything may be in there
+                    return text
+                if keyword.arg in SETUP_KEYWORDS:
+                    value = keyword.value
+                    if isinstance(value, ast.Name):  # install_requires=REQUIRES: the assignment
+                        value = next((n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                                      and any(getattr(t, "id", None) == value.id for t in n.targets)), value)
+                    found.append(f"{keyword.arg}={ast.dump(value)}")
+            return "\n".join(sorted(found))
+    return text
+
+
+def _setup_cfg(text: str) -> str:
+    import configparser
+
+    config = configparser.RawConfigParser()
+    config.read_string(text)
+    keep = [f"{k}={' '.join(config.get('options', k).split())}" for k in SETUP_KEYWORDS
+            if config.has_option("options", k)]
+    for section in ("options.extras_require", "build_system"):
+        if config.has_section(section):
+            keep += [f"{section}.{k}={' '.join(v.split())}" for k, v in sorted(config.items(section))]
+    return "\n".join(keep)
+
+
+def _pyproject(text: str) -> str:
+    import tomllib
+
+    data = tomllib.loads(text)
+    project = data.get("project") or {}
+    keep = {"build-system": data.get("build-system"), "dependencies": project.get("dependencies"),
+            "optional-dependencies": project.get("optional-dependencies"),
+            "requires-python": project.get("requires-python"), "dynamic": project.get("dynamic"),
+            "dependency-groups": data.get("dependency-groups"),
+            "poetry": ((data.get("tool") or {}).get("poetry") or {}).get("dependencies")}
+    return json.dumps(keep, sort_keys=True)

@@ -225,6 +225,10 @@ def apply_reverse(repo: Path, patch: str) -> None:
 
 def build_repository(record: dict[str, Any], dest: Path) -> str:
     """Make `dest` the repository of a synthesized instance; returns its commit (== base_commit)."""
+    if (record.get("source") or {}).get("type") == "git-repo":  # synthesized from a repository
+        from orchard_cli.tasks.synth.gitsource import build_repository as from_git
+
+        return from_git(record, dest)
     source = SdistSource.model_validate(record["source"])
     clean, _, _ = clean_tree(source.package, source.version, source.sha256, dest)
     if clean != source.commit:

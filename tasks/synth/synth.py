@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchard_cli.errors import EXIT_BELOW_BAR, OrchardError, UsageError
 from orchard_cli.home import state_dir
@@ -65,8 +65,20 @@ def refusals(report: "SynthReport") -> PackagesRefused | None:
 class SynthConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    packages: list[str] = Field(min_length=1)
+    packages: list[str] = Field(default_factory=list)
     """NAME==VERSION of each package."""
+    from_repo: str | None = None
+    """A local git repository (checkout or bare mirror) to make tasks of, at `commit`."""
+    commit: str | None = None
+    """The commit of `from_repo`: its tree is the package, its date the era of the environment."""
+
+    @model_validator(mode="after")
+    def _sources(self) -> "SynthConfig":
+        if not self.packages and not self.from_repo:
+            raise ValueError("give --package NAME==VERSION or --from-repo PATH --commit SHA")
+        if bool(self.from_repo) != bool(self.commit):
+            raise ValueError("--from-repo and --commit go together")
+        return self
     n: int = Field(10, ge=1)
     """Tasks wanted per package."""
     seed: int = 0
@@ -156,10 +168,14 @@ def _names(mutation: Mutation) -> list[str]:
 
 
 class _Package:
-    def __init__(self, config: SynthConfig, spec: str, env: Any, family: Any, say: Say) -> None:
+    def __init__(self, config: SynthConfig, spec: str | None, env: Any, family: Any, say: Say) -> None:
+        """`spec`: NAME==VERSION of an sdist; None: config.from_repo at config.commit."""
         self.config, self.env, self.family, self.say = config, env, family, say
-        self.name, self.version = source.parse_spec(spec)
-        self.label = f"{self.name}=={self.version}"
+        if spec is None:
+            self.name, self.version = Path(config.from_repo or "repo").name, (config.commit or "")[:12]
+        else:
+            self.name, self.version = source.parse_spec(spec)
+        self.label = f"{self.name}=={self.version}" if spec else f"{config.from_repo}@{self.version}"
         self.report = PackageReport(package=self.name, version=self.version, wanted=config.n,
                                     kinds={k: KindStats() for k in KINDS})
 
@@ -172,13 +188,21 @@ class _Package:
         started = time.monotonic()
         self.work = Path(tempfile.mkdtemp(prefix="synth-", dir=state_dir("synth", "work")))
         self.scratch = self.work / "tree"
-        self.say(f"{self.label}: fetching the sdist")
-        clean, digest, archive = source.clean_tree(self.name, self.version, None, self.scratch)
+        if self.label.startswith(f"{self.name}=="):
+            self.say(f"{self.label}: fetching the sdist")
+            clean, digest, archive = source.clean_tree(self.name, self.version, None, self.scratch)
+            self.report.sha256 = digest
+            self.src: Any = source.SdistSource(package=self.name, version=self.version,
+                                               filename=archive.name, sha256=digest, commit=clean)
+        else:
+            from orchard_cli.tasks.synth import gitsource
+
+            self.say(f"{self.label}: reading its tree")
+            self.src = gitsource.clean_tree(self.config.from_repo or "", self.config.commit or "", self.scratch)
+            self.name, self.version = self.src.package, self.src.version
+            self.report.package, self.report.version = self.name, self.version
         if not tests_run.ships_tests(self.scratch):
-            raise SynthError(f"{self.label} ships no tests in its sdist")
-        self.report.sha256 = digest
-        self.src = source.SdistSource(package=self.name, version=self.version,
-                                      filename=archive.name, sha256=digest, commit=clean)
+            raise SynthError(f"{self.label} ships no tests" + (" in its sdist" if self.report.sha256 else ""))
         self.environment = tests_run.recipe(self.scratch, self.config.python, self.name)
         self.report.seconds["fetch"] = round(time.monotonic() - started, 1)
 
@@ -197,6 +221,10 @@ class _Package:
     def _run(self) -> list[dict[str, Any]]:
         scratch, src, environment = self.scratch, self.src, self.environment
         created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if getattr(src, "committed_at", None):  # a repository's commit: its own day is the era
+            from orchard_cli.tasks.swe.environment import utc
+
+            created_at = utc(src.committed_at)
         clean_task = self.family.task(
             records.clean_record(self.name, self.version, src, environment, created_at), "synth")
         self.say(f"{self.label}: building its environment, collecting its tests and running them twice")
@@ -268,7 +296,7 @@ class _Package:
                  f"{unstable}{base.seconds:.1f} s per run")
 
     def _search(self, benches: list[tests_run.Workbench], base: tests_run.Baseline, scratch: Path,
-                src: source.SdistSource, environment: dict[str, Any],
+                src: Any, environment: dict[str, Any],
                 created_at: str) -> list[dict[str, Any]]:
         config, report = self.config, self.report
         texts = {p: (scratch / p).read_text(errors="replace") for p in _tracked(scratch)
@@ -335,7 +363,7 @@ class _Package:
         return out
 
     def _record(self, scratch: Path, mutation: Mutation, original: str, failing: set[str],
-                base: tests_run.Baseline, run: tests_run.Run, src: source.SdistSource,
+                base: tests_run.Baseline, run: tests_run.Run, src: Any,
                 environment: dict[str, Any], created_at: str) -> dict[str, Any]:
         base_commit, patch = records.mutant_commit(scratch, self.name, self.version, mutation, original)
         ordered = sorted(failing)
@@ -371,6 +399,11 @@ def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dic
     report = SynthReport(seed=config.seed, max_failing=config.max_failing)
     family = load_family("swe")
     packages = [_Package(config, spec, None, family, say) for spec in config.packages]
+    if config.from_repo:
+        from orchard_cli.tasks.synth.gitsource import resolve
+
+        resolve(config.from_repo, config.commit or "")  # a folder or commit that is not there: bad input (exit 2)
+        packages.append(_Package(config, None, None, family, say))
     report.packages = [p.report for p in packages]
     tasks: list[dict[str, Any]] = []
     env = None

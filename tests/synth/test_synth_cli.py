@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from synth_pkgindex import CALC, make_index, make_sdist
+from synth_pkgindex import CALC, make_index, make_sdist, project_files
 
 from orchard_cli.evidence import Evidence
 from orchard_cli.main import main
@@ -128,3 +128,40 @@ def test_a_refused_package_leaves_the_others_tasks(tmp_path, index, capsys):
     assert [p["refused"] for p in report["packages"]] == ["quiet==1.0 ships no tests in its sdist", None]
     assert report["tasks"] == 1 and [r["repo"] for r in _records(out)] == ["pypi/tinycalc"]
     assert "1 of 2 packages refused (1 tasks from the others written to" in stderr
+
+
+def test_tasks_from_a_repository_at_a_commit(tmp_path, capsys):
+    """`--from-repo PATH --commit SHA`: the tree of that commit (not a later one, not the work
+    tree's leftovers), its date the era of the environment; the family rebuilds each task's
+    repository from the record and grades it."""
+    import subprocess
+
+    repo = tmp_path / "calc-repo"
+    for path, text in project_files("tinycalc", "0.1", CALC).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a",
+           "GIT_AUTHOR_DATE": "2023-03-04T05:06:07Z", "GIT_COMMITTER_DATE": "2023-03-04T05:06:07Z", "PATH": "/usr/bin:/bin"}
+    git = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,  # noqa: E731
+                                       text=True, env=env).stdout.strip()
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-qm", "tinycalc")
+    first = git("rev-parse", "HEAD")
+    (repo / "tests" / "test_later.py").write_text("def test_later():\n    assert False\n")
+    git("add", "-A")
+    git("commit", "-qm", "later")
+    (repo / "tests" / "test_untracked.py").write_text("def test_untracked():\n    assert False\n")
+    out = tmp_path / "mine.jsonl"
+    code, stdout, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", first[:10], "--n", "1",
+                                  "--out", str(out), "--format", "json", "--jobs", "1")
+    assert code == 0, stderr
+    package = json.loads(stdout)["packages"][0]
+    assert (package["package"], package["version"], package["tests"]) == ("calc-repo", first[:12], 12)  # its folder: no [project] name
+    records = _records(out)
+    assert records[0]["repo"] == "local/calc-repo" and records[0]["created_at"] == "2023-03-04T05:06:07Z"
+    assert records[0]["source"]["type"] == "git-repo" and records[0]["source"]["revision"] == first
+    assert not [t for r in records for t in r["PASS_TO_PASS"] + r["FAIL_TO_PASS"] if "later" in t or "untracked" in t]
+    _check_with_the_family(out, records)
+    code, _, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", "f" * 40, "--out", str(out))
+    assert code == 2 and f"has no commit {'f' * 40!r}" in stderr
