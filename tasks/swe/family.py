@@ -17,7 +17,7 @@ from orchard_cli.outcome import CategoryInfo
 from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
-from orchard_cli.tasks.swe import envcheck
+from orchard_cli.tasks.swe import envcheck, patchdeps
 from orchard_cli.tasks.swe import environment as envs
 from orchard_cli.tasks.swe.environment import EnvironmentUnavailable
 from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, failing_tests, run_and_grade
@@ -199,7 +199,8 @@ class SWEFamily(PatchFamily):
         return state_dir("swe", "checks", self.env_key(task))
 
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
-        """Check the environment for this instance (once; envcheck.py), apply the patch, run the
+        """Check the environment for this instance (once; envcheck.py), install what a patch
+        changing the project's dependencies declares (patchdeps.py), apply the patch, run the
         tests, grade; an unresolved verdict where the environment cannot run the tests is
         env_error."""
         recipe = self.recipe(task)
@@ -208,8 +209,14 @@ class SWEFamily(PatchFamily):
         if (evidence.patch or "").strip():
             check = envcheck.check_instance(sandbox, task.record, eval_script(task.record, recipe),
                                             self.checks_dir(task))
+        declared = None
+        if check is not None and not official_image(sandbox) and patchdeps.touched(evidence.patch or "", recipe):
+            declared = patchdeps.install(self, task, sandbox, evidence.patch or "")
+            script = patchdeps.with_user_site(script)
         outcome = run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
                                 parser_name=task.record.get("log_parser") or recipe.log_parser)
+        if declared and not outcome.resolved:
+            outcome = outcome.model_copy(update={"error": f"{outcome.error}; {declared}" if outcome.error else declared})
         if outcome.category == "unresolved" and sandbox.info.backend == "local":
             outcome = without_system_packages(outcome, recipe)
         marker = self.environment_info(task) if not official_image(sandbox) else None

@@ -303,7 +303,7 @@ def test_grading_reaches_the_internet_only_under_network_full(world, home, tmp_p
             script = tmp_path / "grade.py"
             script.write_text(GRADE_IN_NAMESPACE)
             done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                                   f'mount --bind "$1" /etc/resolv.conf && exec "$2" "$3" "$4"', "sh",
+                                   'mount --bind "$1" /etc/resolv.conf && exec "$2" "$3" "$4"', "sh",
                                    str(resolv), sys.executable, str(script), str(args)],
                                   capture_output=True, text=True, timeout=900,
                                   env={**os.environ, "ORCHARD_HOME": str(home)})
@@ -352,6 +352,28 @@ def test_a_patch_that_breaks_the_import_stays_unresolved(world, home):
         outcome = grade(world, family, tasks[task_id], broken)
         assert outcome.category == "unresolved", (task_id, outcome.error, outcome.log[-2000:])
         assert outcome.tests["counts"]["FAIL_TO_PASS_success"] == 0
+
+
+def test_a_patch_declaring_a_new_dependency_is_graded_with_it(world, home, monkeypatch, tmp_path):
+    """SWE-bench installs the project again after the patch (pylint-4661's fix adds appdirs to
+    setup.cfg and imports it). The grading sandbox stays offline; what the patched project
+    declares is installed through a helper sandbox into a user site, so the fix resolves."""
+    index = swe_repo.JsonIndex(tmp_path / "index")
+    try:
+        index.add("orchard-newdep", "1.0", "2024-01-01T00:00:00Z")
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        family, tasks = load(world)
+        task = tasks["acme__calc-2"]
+        work = world["root"] / "mirror" / "acme" / "calc"
+        fix = swe_repo.diff_of(work, "calc/__init__.py", "import orchard_newdep\n\n\n" + swe_repo.BUGGY.replace(
+            "return a - b", "return a + b if orchard_newdep.VERSION else None", 1))
+        declare = swe_repo.diff_of(work, "setup.py", 'from setuptools import setup\n\n'
+                                   'setup(name="calc", version="0.1", packages=["calc"], install_requires=["orchard-newdep"])\n')
+        outcome = grade(world, family, task, fix + declare)
+        assert outcome.category == "resolved", (outcome.category, outcome.error, outcome.log[-3000:])
+        assert grade(world, family, task, fix).category == "unresolved"  # not declared: not installed
+    finally:
+        index.close()
 
 
 def test_a_missing_system_package_is_the_environments_fault_only_with_evidence(world, home, monkeypatch):
