@@ -124,6 +124,37 @@ def cause(row: dict, out: Path) -> str:
     return f"{tests} {head}"[:220]
 
 
+def crosscheck(python: Path, records: dict[str, dict], rows: dict[str, dict], out: Path) -> tuple[int, list[str]]:
+    """swebench 5.x's verdict (resolved, and the four test counts) on each log that has test
+    output, against orchard's: (logs checked, instances whose verdict or counts differ)."""
+    script = Path(__file__).resolve().parent.parent / "tests" / "tasks" / "official5_verdict.py"
+    cases, ours = [], []
+    for instance_id, row in rows.items():
+        log = out / row.get("log_dir", "") / "test_output.txt"
+        counts = (row.get("tests") or {}).get("counts")
+        if not log.is_file() or not counts:
+            continue
+        record = records[instance_id]
+        cases.append({"instance_id": instance_id, "repo": record["repo"], "version": record["version"],
+                      "log_parser": record["log_parser"], "log": log.read_text(errors="replace"),
+                      "FAIL_TO_PASS": json.loads(record["FAIL_TO_PASS"]), "PASS_TO_PASS": json.loads(record["PASS_TO_PASS"])})
+        ours.append(row)
+    done = subprocess.run([str(python), str(script)], input=json.dumps(cases), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"swebench 5.x grading failed: {done.stderr[-800:]}")
+    differ = []
+    for case, row, official in zip(cases, ours, json.loads(done.stdout)):
+        counts, status = row["tests"]["counts"], official.get("tests_status")
+        same = bool(row.get("resolved")) == bool(official["resolved"]) and (all(
+            counts[f"{k}_{side}"] == len(status[k][side])
+            for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for side in ("success", "failure"))
+            if status else not row["tests"].get("log_valid", True) or not row["tests"].get("parsed_tests"))
+        # (swebench gives no test report when its parser reads no test from the log)
+        if not same:
+            differ.append(case["instance_id"])
+    return len(cases), differ
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mirrors", type=Path, required=True)
@@ -139,6 +170,8 @@ def main() -> int:
     parser.add_argument("--home", type=Path, help="ORCHARD_HOME for the runs (default: a fresh folder)")
     parser.add_argument("--work", type=Path, help="folder of the run folders (default: a fresh one); "
                         "a run folder already there is resumed")
+    parser.add_argument("--crosscheck", type=Path, help="a Python with swebench 5.x (--no-deps, and unidiff): "
+                        "grade every gold log with swebench's own get_eval_report and list any verdict that differs")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     chosen = instances(args.dataset, args.mirrors, [r for r in args.repos.split(",") if r])
@@ -205,6 +238,11 @@ def main() -> int:
                             "tests_seconds": (r.get("tests") or {}).get("seconds"),
                             "episode_seconds": r.get("duration_seconds")} for i, r in rows.items()}
                  for name, rows in results.items()}}
+    if args.crosscheck and cold:
+        checked, differ = crosscheck(args.crosscheck, {c["instance_id"]: c for c in chosen}, cold, work / "cold")
+        lines += ["", f"swebench 5.x's own grading of the {checked} gold logs with test output: "
+                      f"verdicts differing from orchard's: {', '.join(differ) or 'none'}"]
+        result["crosscheck"] = {"checked": checked, "differ": differ}
     if args.docker or args.docker_ids:
         by_env: dict[str, list[str]] = {}
         for c in chosen:
