@@ -129,9 +129,9 @@ class SWEFamily(PatchFamily):
 
     def repository(self, task: Task):
         """The local git repository holding the task's base commit. A synthesized instance (one
-        with a `source` field) is rebuilt from its recorded sdist (`orchard tasks synth`)."""
+        with a `source` field) is rebuilt from its recorded source, an sdist or a repository's commit (`orchard tasks synth`)."""
         if task.record.get("source"):
-            from orchard_cli.tasks.synth.source import rebuild_repository
+            from orchard_cli.tasks.synth.origins import rebuild_repository
 
             return rebuild_repository(task.record)
         return envs.repository(task.record["repo"], self.repo_mirror)

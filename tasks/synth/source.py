@@ -225,10 +225,6 @@ def apply_reverse(repo: Path, patch: str) -> None:
 
 def build_repository(record: dict[str, Any], dest: Path) -> str:
     """Make `dest` the repository of a synthesized instance; returns its commit (== base_commit)."""
-    if (record.get("source") or {}).get("type") == "git-repo":  # synthesized from a repository
-        from orchard_cli.tasks.synth.gitsource import build_repository as from_git
-
-        return from_git(record, dest)
     source = SdistSource.model_validate(record["source"])
     clean, _, _ = clean_tree(source.package, source.version, source.sha256, dest)
     if clean != source.commit:
@@ -243,8 +239,9 @@ def build_repository(record: dict[str, Any], dest: Path) -> str:
     return commit
 
 
-def rebuild_repository(record: dict[str, Any]) -> Path:
-    """The (cached) repository of a synthesized instance: one commit, `base_commit`, at HEAD."""
+def rebuild_repository(record: dict[str, Any], build: Any = None) -> Path:
+    """The (cached) repository of a synthesized instance: one commit, `base_commit`, at HEAD,
+    made by `build(record, folder)` (default: from its sdist, build_repository)."""
     if not record.get("source"):
         raise UsageError(f"{record.get('instance_id', '?')} has no 'source': it is not synthesized")
     base = record["base_commit"]
@@ -259,7 +256,7 @@ def rebuild_repository(record: dict[str, Any]) -> Path:
         shutil.rmtree(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{base[:12]}.", dir=target.parent))
     try:
-        build_repository(record, tmp)
+        (build or build_repository)(record, tmp)
         try:
             tmp.replace(target)
         except OSError:  # built meanwhile by another thread or process: theirs is as good
