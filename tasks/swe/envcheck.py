@@ -135,7 +135,11 @@ def collect_script(script: str, start: str, end: str, test_patch: str = "") -> s
         commands = [runner_check(line) for line in lines[span[0]:span[1]] if line.strip()]
     body = " && ".join(f"( {c} )" for c in commands)
     tidy = [f"cd /testbed && rm -f -- {' '.join(shlex.quote(f) for f in added_files(test_patch))}"] if added_files(test_patch) else []
-    return "\n".join([*lines[:span[0]], body, 'echo "orchard-check-exit=$?"', *lines[span[1]:], *tidy]) + "\n"
+    # No bytecode from the check: a module it compiled at the base commit, edited by the patch to
+    # the same size within the same second, would be run from its stale .pyc.
+    head = 1 if lines and lines[0].startswith("#!") else 0
+    return "\n".join([*lines[:head], "export PYTHONDONTWRITEBYTECODE=1", *lines[head:span[0]], body,
+                      'echo "orchard-check-exit=$?"', *lines[span[1]:], *tidy]) + "\n"
 
 
 def cause(log: str, exit_code: int | None, repository_names: set[str]) -> str | None:
@@ -168,7 +172,7 @@ def check_runner(sandbox: Any, command: str, root: Path) -> str | None:
     if path.is_file():
         result = json.loads(path.read_text())
     else:
-        probe = sandbox.exec(f"cd /testbed && {line}", timeout=300)
+        probe = sandbox.exec(f"cd /testbed && export PYTHONDONTWRITEBYTECODE=1 && {line}", timeout=300)
         if probe.did_not_run or probe.timed_out:
             return None
         said = " ".join((probe.stderr or probe.stdout or "").split())[-300:]

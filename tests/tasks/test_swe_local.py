@@ -343,6 +343,24 @@ def test_an_environment_that_cannot_run_the_tests_is_env_error_never_unresolved(
     assert "No module named 'orchard_not_installed'" in outcome.error
 
 
+def test_the_environment_check_leaves_the_tree_as_it_found_it(world, home):
+    """The check collects the tests at the base commit, before the patch: it leaves no bytecode
+    (a module edited by the patch to the same size within the same second would run from its
+    stale .pyc: gold `a - b` -> `a + b`) and no file of the test patch behind."""
+    from orchard_cli.tasks.swe import envcheck
+    from orchard_cli.tasks.swe.instance import eval_script
+
+    family, tasks = load(world)
+    for task in tasks.values():
+        with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
+            family.setup(task, sandbox)
+            check = envcheck.check_instance(sandbox, task.record, eval_script(task.record, family.recipe(task)),
+                                            family.checks_dir(task))
+            assert check["ok"] and check["checked"], check
+            left = sandbox.exec("git status --porcelain --untracked-files=all; find . -name '*.pyc' | head -3")
+            assert left.stdout.strip() == "", left.stdout
+
+
 def test_a_patch_that_breaks_the_import_stays_unresolved(world, home):
     """A gold-like patch with a syntax error gives no test results either, but the environment
     passes its check: the patch is at fault (`unresolved`), as SWE-bench counts it."""
