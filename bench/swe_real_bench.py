@@ -200,7 +200,8 @@ def main() -> int:
                 built, space = builds(home), disk(home)
     if "cold" not in results:
         built, space = builds(home), disk(home)
-    cold = results.get("cold") or results.get("warm") or {}
+    first = "cold" if "cold" in results else "warm"  # the gold run the misses and the cross-check read
+    cold = results.get(first) or {}
     warm = results.get("warm", {})
     repos = sorted({c["repo"] for c in chosen})
     lines = [f"{len(ids)} real SWE-bench instances ({', '.join(repos)}), local backend, {args.workers} workers", ""]
@@ -211,7 +212,7 @@ def main() -> int:
     lines += ["", "not resolved (gold):"]
     misses = [(i, cold.get(i, {})) for i in ids if cold and not cold.get(i, {}).get("resolved")]
     for instance_id, row in misses:
-        lines.append(f"  {instance_id:<32} {row.get('category', 'missing'):<14} {cause(row, work / 'cold')}")
+        lines.append(f"  {instance_id:<32} {row.get('category', 'missing'):<14} {cause(row, work / first)}")
     if not misses:
         lines.append("  none")
     if warm:
@@ -239,7 +240,7 @@ def main() -> int:
                             "episode_seconds": r.get("duration_seconds")} for i, r in rows.items()}
                  for name, rows in results.items()}}
     if args.crosscheck and cold:
-        checked, differ = crosscheck(args.crosscheck, {c["instance_id"]: c for c in chosen}, cold, work / "cold")
+        checked, differ = crosscheck(args.crosscheck, {c["instance_id"]: c for c in chosen}, cold, work / first)
         lines += ["", f"swebench 5.x's own grading of the {checked} gold logs with test output: "
                       f"verdicts differing from orchard's: {', '.join(differ) or 'none'}"]
         result["crosscheck"] = {"checked": checked, "differ": differ}
