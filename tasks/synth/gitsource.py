@@ -2,9 +2,10 @@
 
 The tree of SHA in a local git repository (a checkout or a bare mirror) is what an sdist is for a
 package: `git archive` writes it out (tracked files only: nothing the checkout's work tree holds
-besides, no `.git`), unpacked with tarfile's `data` filter (no absolute paths, no `..`, no links
-out of the tree, no device files), then committed deterministically like an sdist's tree
-(source.commit_tree). The era of its environment is the commit's own date.
+besides, no `.git`), unpacked by the guarded task-data loader (tasks/kit: no absolute paths, no
+`..`, no links out of the tree, no devices, sizes capped, every entry checked before any is
+written), then committed deterministically like an sdist's tree (source.commit_tree). The era of
+its environment is the commit's own date.
 
 A task's `source` says where its tree came from (`GitSource`): `rebuild` makes its repository
 again from the record (archive, check the clean commit id, reverse the gold patch, check
@@ -13,10 +14,10 @@ again from the record (archive, check the clean commit id, reverse the gold patc
 
 from __future__ import annotations
 
-import io
 import re
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +28,6 @@ from orchard_cli.tasks.synth import source
 
 GIT_TYPE = "git-repo"
 ARCHIVE_TIMEOUT = 600
-MAX_TREE_BYTES = 2 * 1024**3
 
 
 class GitSource(BaseModel):
@@ -50,15 +50,14 @@ class GitSource(BaseModel):
     """The revision's committer date (RFC 3339): the era of the tasks' environment."""
 
 
-def _git(path: Path, *args: str, binary: bool = False) -> Any:
+def _git(path: Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, timeout=ARCHIVE_TIMEOUT,
-                              env=source.git_env(), text=not binary)
+                              env=source.git_env(), text=True)
     except FileNotFoundError as exc:
         raise InfraError("git is not installed", hint="apt-get install git") from exc
     if done.returncode != 0:
-        said = done.stderr.decode(errors="replace") if binary else done.stderr
-        raise UsageError(f"git {args[0]} in {path}: {said.strip()[:300] or done.returncode}")
+        raise UsageError(f"git {args[0]} in {path}: {done.stderr.strip()[:300] or done.returncode}")
     return done.stdout
 
 
@@ -79,16 +78,25 @@ def resolve(path: str, commit: str) -> tuple[Path, str, str]:
 
 
 def export(repo: Path, revision: str, dest: Path) -> None:
-    """The tree of `revision` (tracked files only) into `dest`, through tarfile's data filter."""
-    data = _git(repo, "archive", "--format=tar", revision, binary=True)
-    if len(data) > MAX_TREE_BYTES:
-        raise UsageError(f"the tree of {revision[:12]} is over {MAX_TREE_BYTES // 1024**3} GiB")
+    """The tree of `revision` (tracked files only) into `dest`, through the guarded loader
+    (tasks/kit: every entry checked before any is written)."""
+    from orchard_cli.tasks.kit.taskfiles import unpack_archive
+
     dest.mkdir(parents=True, exist_ok=True)
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            archive.extractall(dest, filter="data")
-    except (tarfile.TarError, OSError) as exc:
-        raise UsageError(f"the tree of {revision[:12]} cannot be unpacked safely: {exc}") from exc
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".archive-") as tmp:
+        archive = Path(tmp) / "tree.tar"
+        try:
+            with archive.open("wb") as out:
+                done = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", revision], stdout=out,
+                                      stderr=subprocess.PIPE, timeout=ARCHIVE_TIMEOUT, env=source.git_env())
+        except FileNotFoundError as exc:
+            raise InfraError("git is not installed", hint="apt-get install git") from exc
+        if done.returncode != 0:
+            raise UsageError(f"git archive in {repo}: {done.stderr.decode(errors='replace').strip()[:300]}")
+        try:
+            unpack_archive(archive, dest)
+        except (tarfile.TarError, OSError) as exc:
+            raise UsageError(f"the tree of {revision[:12]} cannot be unpacked: {exc}") from exc
 
 
 def project_name(tree: Path, repo: Path) -> str:

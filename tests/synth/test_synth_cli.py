@@ -165,3 +165,9 @@ def test_tasks_from_a_repository_at_a_commit(tmp_path, capsys):
     _check_with_the_family(out, records)
     code, _, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", "f" * 40, "--out", str(out))
     assert code == 2 and f"has no commit {'f' * 40!r}" in stderr
+    (repo / "tests" / "host.txt").symlink_to("/etc/hostname")  # a tree that reaches out of itself
+    git("add", "-A")
+    git("commit", "-qm", "a link out")
+    code, _, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", "HEAD", "--out", str(tmp_path / "no.jsonl"))
+    assert code == 1 and "tests/host.txt" in stderr and "a link to the absolute path /etc/hostname" in stderr, stderr
+    assert not (tmp_path / "no.jsonl").exists()
