@@ -1,7 +1,9 @@
 """Environments built as of their era (issue 32), with repositories and packages these tests make.
 
 * an exact pin whose sdist does `from setuptools import Feature` (gone since setuptools 46): its
-  build tools are held to the era, as the official conda environments of the day had them;
+  build tools are held to the era, as the official conda environments of the day had them; the
+  project's version comes from setuptools-scm, in a checkout without tags (the depth-1 mirrors):
+  it gets the dataset's version, said in the build log;
 * a repository that compiles a C extension against numpy's headers, at the numpy of 2019: built
   without isolation against the environment's numpy (an isolated build takes today's, and the
   extension does not import at the era's);
@@ -72,15 +74,22 @@ def test_an_exact_pins_sdist_builds_with_the_setuptools_of_its_era(world):
         "setup.py": "from setuptools import Feature, setup\n\n"
                     "setup(name='orchard-feature-pkg', version='1.0', py_modules=['orchard_feature_pkg'])\n",
         "orchard_feature_pkg.py": "FEATURE = 'built'\n"})
+    # the project takes its version from git tags (setuptools-scm), and the checkout has none (as
+    # the depth-1 mirrors): it gets the dataset's version, said in the build log, never a guess
     _, base = swe_repo.make_project(world["mirror"], "acme/feature", {
-        "setup.py": "from setuptools import setup\nsetup(name='feature-user', version='1.0', py_modules=['user'])\n",
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools", "wheel", "setuptools_scm"]\n',
+        "setup.py": "from setuptools import setup\nsetup(name='feature-user', use_scm_version=True, py_modules=['user'])\n",
         "user.py": "import orchard_feature_pkg\n", "tests/__init__.py": "", "tests/test_it.py": ""})
     environment = {"python": "3.6", "packages": ["orchard-feature-pkg==1.0"], "exclude_newer": "2019-06-01",
                    "install": ["python -m pip install -e ."], "test_cmd": UNITTEST, "log_parser": "django"}
-    job, marker = _setup(world, _family(world), _record("acme/feature", base, environment),
-                         "python -c 'import user, orchard_feature_pkg; print(orchard_feature_pkg.FEATURE)'")
-    assert job.stdout.strip() == "built", job.stderr
+    job, marker = _setup(world, _family(world), {**_record("acme/feature", base, environment), "version": "1.0"},
+                         "python -c 'import user, orchard_feature_pkg, pkg_resources; print(orchard_feature_pkg.FEATURE, "
+                         "pkg_resources.get_distribution(\"feature-user\").version)'")
+    assert job.stdout.split() == ["built", "1.0"], job.stdout + job.stderr
     assert marker["exclude_newer"] == "2019-06-01T23:59:59Z"
+    from orchard_cli.tasks.swe import environment as envs
+
+    assert "setuptools-scm gets the dataset version 1.0" in (envs.envs_root() / marker["key"] / "build.log").read_text()
 
 
 C_SOURCE = textwrap.dedent('''\
