@@ -36,7 +36,7 @@ from orchard_cli.outcome import Outcome
 CHECK_SCRIPT = "/tmp/orchard-check.sh"
 CHECK_LOG = "/tmp/orchard-check.log"
 CHECK_TIMEOUT = 600.0
-CHECK_FORMAT = 1
+CHECK_FORMAT = 2
 MISSING_MODULE = re.compile(r"No module named '?([A-Za-z_][\w.]*)'?")
 USAGE_ERROR = re.compile(r"(?m)^(?:ERROR: )?(?:usage: .*\n)?.*error: unrecognized arguments: (.+)$")
 NOT_FOUND = re.compile(r"(?m)(?:^|: )(\S+): (?:command )?not found$")
@@ -125,7 +125,7 @@ def added_files(patch: str) -> list[str]:
 
 def collect_script(script: str, start: str, end: str, test_patch: str = "") -> str | None:
     """The eval script with its test command collecting instead of running (None: no way to),
-    leaving the tree as it found it (files the test patch creates are removed again)."""
+    leaving the tree as setup left it (tracked files reset, the test patch's new files removed)."""
     span = test_command(script, start, end)
     if span is None:
         return None
@@ -134,7 +134,12 @@ def collect_script(script: str, start: str, end: str, test_patch: str = "") -> s
     if not commands or any(c is None for c in commands):
         commands = [runner_check(line) for line in lines[span[0]:span[1]] if line.strip()]
     body = " && ".join(f"( {c} )" for c in commands)
-    tidy = [f"cd /testbed && rm -f -- {' '.join(shlex.quote(f) for f in added_files(test_patch))}"] if added_files(test_patch) else []
+    # The tree back as setup left it, whatever the script's own reset did (a dataset's reset
+    # names the files the test patch creates, and `git checkout` then resets none of them): the
+    # tracked files as of the setup commit, the test patch's new files removed.
+    tidy = ["cd /testbed", "git diff --name-only -z HEAD | xargs -0 -r git checkout -q HEAD --"]
+    if added_files(test_patch):
+        tidy.append(f"rm -f -- {' '.join(shlex.quote(f) for f in added_files(test_patch))}")
     # No bytecode from the check: a module it compiled at the base commit, edited by the patch to
     # the same size within the same second, would be run from its stale .pyc.
     head = 1 if lines and lines[0].startswith("#!") else 0

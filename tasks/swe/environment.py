@@ -463,11 +463,11 @@ def era_install(line: str, uv_install: str, uv_today: str) -> list[str]:
     return [BUILD_REQUIRES,
             f"{uv_install} {INSTALLED_EXEMPT} {requires} || {{ echo 'orchard: the build requirements "
             f"resolve only without the era date' >&2; {uv_today} {INSTALLED_EXEMPT} {requires}; }}",
-            f"if python -m pip install -q --no-build-isolation --dry-run --report /tmp/orchard-report.json "
-            f"-e {target}; then",
+            f"if env $ORCHARD_SCM python -m pip install -q --no-build-isolation --dry-run --report "
+            f"/tmp/orchard-report.json -e {target}; then",
             PROJECT_REQUIREMENTS,
             f"test -s /tmp/orchard-project.txt && {uv_install} {INSTALLED_EXEMPT} -r /tmp/orchard-project.txt",
-            "fi", f"{line} --no-build-isolation"]
+            "fi", f"env $ORCHARD_SCM {line} --no-build-isolation"]
 
 
 def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: str,
@@ -490,8 +490,10 @@ def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: 
              f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_SYSTEM_CERTS=1",
              *checkout_script(commit), "source /opt/miniconda3/bin/activate", "conda activate testbed",
              "python -m pip --version || python -m ensurepip"]
-    if re.fullmatch(r"\d+(\.\d+)*", version or ""):
-        lines.append(f"if ! git describe --tags >/dev/null 2>&1; then export SETUPTOOLS_SCM_PRETEND_VERSION={version}; "
+    lines.append("ORCHARD_SCM=")
+    if re.fullmatch(r"\d+(\.\d+)*", version or ""):  # for the project's own install lines only
+        lines.append(f"if ! git describe --tags >/dev/null 2>&1 && grep -qsiE 'setuptools[_-]scm' pyproject.toml "
+                     f"setup.py setup.cfg; then ORCHARD_SCM=SETUPTOOLS_SCM_PRETEND_VERSION={version}; "
                      f"echo 'orchard: no tags in this checkout: setuptools-scm gets the dataset version {version}' >&2; fi")
     for line in recipe.pre_install:
         lines.append(f": orchard skipped a system-wide line: {shlex.quote(line)}"

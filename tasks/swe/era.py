@@ -44,7 +44,9 @@ NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 # The project's build requirements, as of the era, into the environment; the install line then
 # runs without build isolation. Written for the interpreters of every era (pip's vendored TOML
-# reader when there is one, else a plain reading of the [build-system] table).
+# reader when there is one, else a plain reading of the [build-system] table). `wheel` always: an
+# isolated build gets it from setuptools' backend hooks, which a build without isolation skips
+# (pytest 7.2: "invalid command 'bdist_wheel'").
 BUILD_REQUIRES = r"""python - > /tmp/orchard-build-requires.txt <<'EOF_ORCHARD'
 import os, re
 text = open("pyproject.toml").read() if os.path.exists("pyproject.toml") else ""
@@ -60,7 +62,11 @@ if requires is None and text:
     section = re.search(r"(?ms)^\[build-system\](.*?)(^\[|\Z)", text)
     found = section and re.search(r"(?s)requires\s*=\s*\[(.*?)\]", section.group(1))
     requires = re.findall(r"[\"']([^\"']+)[\"']", found.group(1)) if found else None
-for line in (requires if requires is not None else ["setuptools>=40.8.0", "wheel"]):
+requires = list(requires if requires is not None else ["setuptools>=40.8.0"])
+# what setuptools' backend asks for besides (its get_requires_for_build_*), before setuptools 70.1
+if not any(re.match(r"wheel\b", r.strip(), re.I) for r in requires):
+    requires.append("wheel")
+for line in requires:
     print(line)
 EOF_ORCHARD"""
 

@@ -361,6 +361,26 @@ def test_the_environment_check_leaves_the_tree_as_it_found_it(world, home):
             assert left.stdout.strip() == "", left.stdout
 
 
+def test_the_check_resets_what_a_dataset_reset_line_does_not(world, home):
+    """A dataset's eval script resets the test files with one `git checkout BASE files...` that
+    names the files the test patch creates too; git then resets none of them (pylint-6528,
+    sphinx-10614). The check still leaves the tree as setup left it, so the graded run applies
+    the test patch cleanly and gold resolves."""
+    family, tasks = load(world)
+    task = tasks["acme__calc-1"]
+    extra = "diff --git a/tests/test_extra.py b/tests/test_extra.py\nnew file mode 100644\n--- /dev/null\n" \
+            "+++ b/tests/test_extra.py\n@@ -0,0 +1,6 @@\n+import unittest\n+\n+\n+class ExtraTests(unittest.TestCase):\n" \
+            "+    def test_extra(self):\n+        self.assertTrue(True)\n"
+    test_patch = task.record["test_patch"].rstrip("\n") + "\n" + extra
+    script = "\n".join(line + " tests/test_extra.py" if line.startswith("git checkout") else
+                       line + " tests.test_extra" if line == swe_repo.TEST_CMD else line
+                       for line in swe_repo.dataset_style_script(task.record["base_commit"], test_patch).split("\n"))
+    record = {**task.record, "instance_id": "acme__calc-newfile", "test_patch": test_patch, "eval_script": script,
+              "PASS_TO_PASS": [*task.record["PASS_TO_PASS"], "test_extra (tests.test_extra.ExtraTests)"]}
+    outcome = grade(world, family, family.task(record, "t"), world["instances"]["gold"])
+    assert outcome.category == "resolved", (outcome.category, outcome.error, outcome.log[-3000:])
+
+
 def test_a_patch_that_breaks_the_import_stays_unresolved(world, home):
     """A gold-like patch with a syntax error gives no test results either, but the environment
     passes its check: the patch is at fault (`unresolved`), as SWE-bench counts it."""
