@@ -444,7 +444,8 @@ EOF_ORCHARD"""
 
 def era_install(line: str, uv_install: str, uv_today: str) -> list[str]:
     """`pip install -e .[extras]`, built and resolved as of the instance's day. Its build
-    requirements (era.BUILD_REQUIRES) are installed into the environment as of the era date, and
+    requirements (era.BUILD_REQUIRES; then what its backend's hooks ask for, era.BUILD_HOOKS) are
+    installed into the environment as of the era date, and
     pip builds without isolation, as the official conda environments do (an isolated build takes
     today's setuptools, Cython, numpy: a C extension compiled against today's numpy does not
     import at the era's). The project's own dependencies: pip alone takes today's (a docutils
@@ -453,16 +454,19 @@ def era_install(line: str, uv_install: str, uv_today: str) -> list[str]:
     installed already stays when it satisfies them: it is exempt from the date), then pip's own
     line installs the project, finding them satisfied. Lines with options of their own run as
     written; without a pip that can --report (22.2+) the dry run is skipped."""
-    from orchard_cli.tasks.swe.era import BUILD_REQUIRES
+    from orchard_cli.tasks.swe.era import BUILD_HOOKS, BUILD_REQUIRES
 
     match = PLAIN_EDITABLE.match(line.strip())
     if not match:
         return [line]
     target = shlex.quote(match.group(1))
-    requires = "-r /tmp/orchard-build-requires.txt"
-    return [BUILD_REQUIRES,
-            f"{uv_install} {INSTALLED_EXEMPT} {requires} || {{ echo 'orchard: the build requirements "
-            f"resolve only without the era date' >&2; {uv_today} {INSTALLED_EXEMPT} {requires}; }}",
+    installs = []
+    for script, requires in ((BUILD_REQUIRES, "/tmp/orchard-build-requires.txt"),
+                             (f"env $ORCHARD_SCM {BUILD_HOOKS}", "/tmp/orchard-build-hooks.txt")):
+        installs += [script, f"if test -s {requires}; then {uv_install} {INSTALLED_EXEMPT} -r {requires} || "
+                             f"{{ echo 'orchard: the build requirements resolve only without the era date' >&2; "
+                             f"{uv_today} {INSTALLED_EXEMPT} -r {requires}; }}; fi"]
+    return [*installs,
             f"if env $ORCHARD_SCM python -m pip install -q --no-build-isolation --dry-run --report "
             f"/tmp/orchard-report.json -e {target}; then",
             PROJECT_REQUIREMENTS,

@@ -11,8 +11,9 @@ included. Three things fall outside it, each handled here and recorded in env.js
 * The project's own install (`pip install -e .`) builds it in an isolated environment of today's
   tools: a C extension compiled against today's numpy then fails to import at the era's numpy.
   `BUILD_REQUIRES` installs the project's build requirements (pyproject.toml's
-  [build-system] requires, else setuptools and wheel) into the environment as of the era, and
-  the install runs without isolation, as the official conda environments build.
+  [build-system] requires, else setuptools and wheel) and what its backend's hooks ask for besides
+  (`BUILD_HOOKS`: hatchling's editables) into the environment as of the era, and the install
+  runs without isolation, as the official conda environments build.
 * A pin of the era with no wheel for the environment's interpreter (numpy 1.16 on Python 3.9)
   would be compiled from source, and fail: `adjust` moves it to the nearest release that has one.
   A requirement the package index does not have at all (a conda package of an environment.yml)
@@ -67,6 +68,39 @@ requires = list(requires if requires is not None else ["setuptools>=40.8.0"])
 if not any(re.match(r"wheel\b", r.strip(), re.I) for r in requires):
     requires.append("wheel")
 for line in requires:
+    print(line)
+EOF_ORCHARD"""
+
+
+# What the project's build backend asks for besides, once its static requirements are in:
+# `get_requires_for_build_editable` (else `_wheel`), as pip calls it in an isolated build
+# (hatchling: editables; setuptools before 70.1: wheel). The hooks' own output goes to stderr.
+BUILD_HOOKS = r"""python - > /tmp/orchard-build-hooks.txt <<'EOF_ORCHARD'
+import contextlib, importlib, os, re, sys
+text = open("pyproject.toml").read() if os.path.exists("pyproject.toml") else ""
+table = {}
+for name in ("tomllib", "pip._vendor.tomli", "pip._vendor.toml", "pip._vendor.pytoml"):
+    try:
+        table = __import__(name, fromlist=["loads"]).loads(text).get("build-system", {})
+        break
+    except Exception:
+        continue
+backend = table.get("build-backend") or "setuptools.build_meta:__legacy__"
+sys.path[:0] = [os.path.abspath(p) for p in table.get("backend-path") or []]
+wanted = []
+try:
+    with contextlib.redirect_stdout(sys.stderr):
+        module, _, attribute = backend.partition(":")
+        hooks = importlib.import_module(module)
+        for part in filter(None, attribute.split(".")):
+            hooks = getattr(hooks, part)
+        for name in ("get_requires_for_build_editable", "get_requires_for_build_wheel"):
+            if hasattr(hooks, name):
+                wanted = list(getattr(hooks, name)({}) or [])
+                break
+except Exception as exc:
+    print("orchard: the build backend's own requirements are unknown: %r" % (exc,), file=sys.stderr)
+for line in wanted:
     print(line)
 EOF_ORCHARD"""
 

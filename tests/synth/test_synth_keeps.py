@@ -4,6 +4,8 @@ turned away, made into tasks.
 widecalc's suite has what real packages have: most of its ids hold spaces the SWE-bench parser
 cannot read back (parametrized on phrases), one test fails before any mutation (a platform it was
 not written for), and some tests import a module only its `requirements-test.txt` names (PyYAML).
+Its build backend asks for more through its hook than its [build-system] table says (as hatchling
+asks for `editables`): the environment, built without isolation, installs it too.
 SWE-bench's rule keeps what can be kept: unreadable and failing tests are left out of
 PASS_TO_PASS and counted, the test requirements are installed, and the package gives tasks.
 One synth run for the module; each test below fails without one of the three fixes.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from synth_pkgindex import CALC, make_index, make_sdist
+from synth_pkgindex import BACKEND, CALC, make_index, make_sdist
 
 from orchard_cli.main import main
 
@@ -52,7 +54,14 @@ WIDE = {**CALC,
             def test_clamp_from_yaml():
                 assert clamp(yaml.safe_load("12"), 0, 10) == 10
             ''',
-        "requirements-test.txt": "PyYAML\n"}
+        "requirements-test.txt": "PyYAML\n",
+        # a backend that asks for more through its hook, as hatchling asks for `editables`
+        "tiny_backend.py": BACKEND.format(name="widecalc", version="0.1").replace(
+            "get_requires_for_build_wheel = get_requires_for_build_editable = get_requires_for_build_sdist = _none",
+            "get_requires_for_build_wheel = get_requires_for_build_sdist = _none\n\n\n"
+            "def get_requires_for_build_editable(config_settings=None):\n    return ['six']").replace(
+            "def build_editable(directory, config_settings=None, metadata_directory=None):\n",
+            "def build_editable(directory, config_settings=None, metadata_directory=None):\n    import six  # noqa: F401\n")}
 
 
 @pytest.fixture(scope="module")
