@@ -27,25 +27,36 @@ from pathlib import Path
 ORCHARD = str(Path(sys.executable).with_name("orchard"))
 
 
-def instances(dataset: Path, mirrors: Path, only: list[str]) -> list[dict]:
+def instances(datasets: list[Path], mirrors: Path, only: list[str]) -> list[dict]:
+    """The instances of the mirrored repositories in `datasets`, each once (the first file that
+    has it: Verified before Lite), as full records."""
     import pandas as pd
 
-    frame = pd.read_parquet(dataset)
+    frame = pd.concat([pd.read_parquet(d) for d in datasets]).drop_duplicates("instance_id")
     held = {f"{o.name}/{r.name.removesuffix('.git')}" for o in mirrors.iterdir() if o.is_dir()
             for r in o.iterdir() if r.is_dir()}
     rows = frame[frame.repo.isin(held)]
     if only:
         rows = rows[rows.repo.isin(only)]
-    return rows[["instance_id", "repo", "version"]].to_dict("records")
+    return rows.to_dict("records")
 
 
-def run_eval(ids: list[str], args: argparse.Namespace, home: Path, out: Path, backend: str) -> float:
+def write_dataset(chosen: list[dict], path: Path) -> Path:
+    """One .jsonl of the chosen instances (the union of the datasets), for one eval run."""
+    with path.open("w") as out:
+        for row in chosen:
+            out.write(json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}) + "\n")
+    return path
+
+
+def run_eval(ids: list[str], args: argparse.Namespace, home: Path, out: Path, backend: str,
+             predictions: str = "gold") -> float:
     env = {**os.environ, "ORCHARD_HOME": str(home)}
     started = time.monotonic()
     done = subprocess.run(
-        [ORCHARD, "eval", "swe-verified", "--dataset", str(args.dataset), "--instances", ",".join(ids),
-         "--predictions", "gold", "--repo-mirror", str(args.mirrors), "--workers", str(args.workers),
-         "--backend", backend, "--max-errors", str(len(ids)), "--out", str(out), "--format", "json"],
+        [ORCHARD, "eval", "swe-verified", "--dataset", str(args.combined), "--instances", ",".join(ids),
+         "--predictions", predictions, "--repo-mirror", str(args.mirrors), "--workers", str(args.workers),
+         "--backend", backend, "--max-errors", str(len(ids)), "--out", str(out), "--format", "json", *(["--resume"] if (out / "results.jsonl").is_file() else [])],
         env=env, capture_output=True, text=True)
     seconds = time.monotonic() - started
     if not (out / "results.jsonl").is_file():
@@ -70,6 +81,27 @@ def builds(home: Path) -> list[tuple[str, float]]:
     return found
 
 
+def du(*paths: Path) -> list[int]:
+    """Bytes on disk of each path, from one `du` run: a file hard-linked from several of them
+    (an environment's packages linked from the uv cache) counts once, at its first path."""
+    present = [p for p in paths if p.exists()]
+    if not present:
+        return [0] * len(paths)
+    done = subprocess.run(["du", "-s", "-B1", *map(str, present)], capture_output=True, text=True)
+    sizes = {line.split("\t", 1)[1]: int(line.split("\t", 1)[0]) for line in done.stdout.splitlines() if "\t" in line}
+    return [sizes.get(str(p), 0) for p in paths]
+
+
+def disk(home: Path) -> dict:
+    """Per environment alone (everything it holds), and all of them with the caches, shared
+    files counted once."""
+    envs = sorted(p for p in (home / "swe" / "envs").glob("*") if (p / "env.json").is_file())
+    alone = {p.name: du(p)[0] for p in envs}
+    shared = du(*envs, home / "swe" / "cache", home / "swe" / "opt", home / "swe" / "repos")
+    return {"per_env": alone, "envs_total": sum(shared[:len(envs)]), "caches": sum(shared[len(envs):]),
+            "total": sum(shared)}
+
+
 def spread(values: list[float]) -> str:
     if not values:
         return "-"
@@ -92,62 +124,126 @@ def cause(row: dict, out: Path) -> str:
     return f"{tests} {head}"[:220]
 
 
+def crosscheck(python: Path, records: dict[str, dict], rows: dict[str, dict], out: Path) -> tuple[int, list[str]]:
+    """swebench 5.x's verdict (resolved, and the four test counts) on each log that has test
+    output, against orchard's: (logs checked, instances whose verdict or counts differ)."""
+    script = Path(__file__).resolve().parent.parent / "tests" / "tasks" / "official5_verdict.py"
+    cases, ours = [], []
+    for instance_id, row in rows.items():
+        log = out / row.get("log_dir", "") / "test_output.txt"
+        counts = (row.get("tests") or {}).get("counts")
+        if not log.is_file() or not counts:
+            continue
+        record = records[instance_id]
+        cases.append({"instance_id": instance_id, "repo": record["repo"], "version": record["version"],
+                      "log_parser": record["log_parser"], "log": log.read_text(errors="replace"),
+                      "FAIL_TO_PASS": json.loads(record["FAIL_TO_PASS"]), "PASS_TO_PASS": json.loads(record["PASS_TO_PASS"])})
+        ours.append(row)
+    done = subprocess.run([str(python), str(script)], input=json.dumps(cases), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"swebench 5.x grading failed: {done.stderr[-800:]}")
+    differ = []
+    for case, row, official in zip(cases, ours, json.loads(done.stdout)):
+        counts, status = row["tests"]["counts"], official.get("tests_status")
+        same = bool(row.get("resolved")) == bool(official["resolved"]) and (all(
+            counts[f"{k}_{side}"] == len(status[k][side])
+            for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for side in ("success", "failure"))
+            if status else not row["tests"].get("log_valid", True) or not row["tests"].get("parsed_tests"))
+        # (swebench gives no test report when its parser reads no test from the log)
+        if not same:
+            differ.append(case["instance_id"])
+    return len(cases), differ
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mirrors", type=Path, required=True)
-    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--dataset", type=Path, action="append", required=True,
+                        help="a SWE-bench parquet; repeat it (Verified, then Lite: each instance once)")
     parser.add_argument("--repos", default="", help="comma-separated owner/name (default: every mirrored one)")
+    parser.add_argument("--instances", default="", help="comma-separated ids (default: all of the mirrored repositories)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", default="cold,warm,empty", help="which of cold, warm, empty to run")
     parser.add_argument("--docker", type=int, default=0, help="also grade this many on docker")
     parser.add_argument("--docker-ids", default="", help="comma-separated instances to add to the docker sample")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--home", type=Path, help="ORCHARD_HOME for the runs (default: a fresh folder)")
+    parser.add_argument("--work", type=Path, help="folder of the run folders (default: a fresh one); "
+                        "a run folder already there is resumed")
+    parser.add_argument("--crosscheck", type=Path, help="a Python with swebench 5.x (--no-deps, and unidiff): "
+                        "grade every gold log with swebench's own get_eval_report and list any verdict that differs")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     chosen = instances(args.dataset, args.mirrors, [r for r in args.repos.split(",") if r])
+    if args.instances:
+        wanted = set(args.instances.split(","))
+        chosen = [c for c in chosen if c["instance_id"] in wanted]
     if args.limit:
         chosen = chosen[:args.limit]
     if not chosen:
-        print("error: no Verified instance of a mirrored repository", file=sys.stderr)
+        print("error: no instance of a mirrored repository", file=sys.stderr)
         return 2
     ids = [c["instance_id"] for c in chosen]
+    runs = set(args.runs.split(","))
     home = args.home or Path(tempfile.mkdtemp(prefix="orchard-swe-bench-"))
-    work = Path(tempfile.mkdtemp(prefix="orchard-swe-runs-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="orchard-swe-runs-"))
+    work.mkdir(parents=True, exist_ok=True)
+    args.combined = write_dataset(chosen, work / "instances.jsonl")
     print(f"{len(ids)} instances, home {home}, runs under {work}", file=sys.stderr, flush=True)
-    cold_s = run_eval(ids, args, home, work / "cold", "local")
-    cold = rows_of(work / "cold")
-    built = builds(home)
-    warm_s = run_eval(ids, args, home, work / "warm", "local")
-    warm = rows_of(work / "warm")
-    lines = [f"gold on {len(ids)} real SWE-bench Verified instances ({', '.join(sorted({c['repo'] for c in chosen}))}), "
-             f"local backend, {args.workers} workers", ""]
+    timed: dict[str, float] = {}
+    results: dict[str, dict[str, dict]] = {}
+    for name, predictions in (("cold", "gold"), ("warm", "gold"), ("empty", "empty")):
+        if name in runs:
+            timed[name] = run_eval(ids, args, home, work / name, "local", predictions)
+            results[name] = rows_of(work / name)
+            if name == "cold":
+                built, space = builds(home), disk(home)
+    if "cold" not in results:
+        built, space = builds(home), disk(home)
+    first = "cold" if "cold" in results else "warm"  # the gold run the misses and the cross-check read
+    cold = results.get(first) or {}
+    warm = results.get("warm", {})
+    repos = sorted({c["repo"] for c in chosen})
+    lines = [f"{len(ids)} real SWE-bench instances ({', '.join(repos)}), local backend, {args.workers} workers", ""]
     lines.append(f"  {'run':<10}{'resolved':>12}{'wall':>12}")
-    for name, rows, seconds in (("cold", cold, cold_s), ("warm", warm, warm_s)):
+    for name, rows in results.items():
         resolved = sum(1 for r in rows.values() if r.get("resolved"))
-        lines.append(f"  {name:<10}{f'{resolved}/{len(ids)}':>12}{seconds:>11.0f}s")
-    lines += ["", "not resolved (cold run):"]
-    misses = [(i, cold[i]) for i in ids if not cold.get(i, {}).get("resolved")]
+        lines.append(f"  {name:<10}{f'{resolved}/{len(ids)}':>12}{timed[name]:>11.0f}s")
+    lines += ["", "not resolved (gold):"]
+    misses = [(i, cold.get(i, {})) for i in ids if cold and not cold.get(i, {}).get("resolved")]
     for instance_id, row in misses:
-        lines.append(f"  {instance_id:<32} {row.get('category', 'missing'):<14} {cause(row, work / 'cold')}")
+        lines.append(f"  {instance_id:<32} {row.get('category', 'missing'):<14} {cause(row, work / first)}")
     if not misses:
         lines.append("  none")
-    flips = [i for i in ids if bool(cold.get(i, {}).get("resolved")) != bool(warm.get(i, {}).get("resolved"))]
-    lines.append(f"cold/warm verdicts that differ: {', '.join(flips) or 'none'}")
-    by_category: dict[str, int] = {}
-    for row in cold.values():
-        by_category[row.get("category", "?")] = by_category.get(row.get("category", "?"), 0) + 1
-    lines.append("categories (cold): " + ", ".join(f"{k} {v}" for k, v in sorted(by_category.items())))
-    lines += ["", f"environment builds: {len(built)}, {spread([s for _, s in built])}"]
+    if warm:
+        flips = [i for i in ids if bool(cold.get(i, {}).get("resolved")) != bool(warm.get(i, {}).get("resolved"))]
+        lines.append(f"cold/warm verdicts that differ: {', '.join(flips) or 'none'}")
+    for name, rows in results.items():
+        by_category: dict[str, int] = {}
+        for row in rows.values():
+            by_category[row.get("category", "?")] = by_category.get(row.get("category", "?"), 0) + 1
+        lines.append(f"categories ({name}): " + ", ".join(f"{k} {v}" for k, v in sorted(by_category.items())))
+    gb = 1e9
+    lines += ["", f"environment builds: {len(built)}, {spread([s for _, s in built])}",
+              f"disk: environments {space['envs_total'] / gb:.2f} GB, caches {space['caches'] / gb:.2f} GB, "
+              f"total {space['total'] / gb:.2f} GB (shared files once) = {space['total'] / gb / len(ids):.3f} GB per instance"]
     for key, seconds in built:
-        lines.append(f"  {key:<60} {seconds:7.1f}s")
-    for name, rows in (("cold", cold), ("warm", warm)):
+        lines.append(f"  {key:<60} {seconds:7.1f}s {space['per_env'].get(key, 0) / gb:6.2f} GB")
+    for name, rows in results.items():
         graded = [float((r.get("tests") or {}).get("seconds") or 0) for r in rows.values() if r.get("tests")]
         episode = [float(r.get("duration_seconds") or 0) for r in rows.values()]
         lines.append(f"tests per instance ({name}): {spread(graded)}")
         lines.append(f"episode per instance ({name}, setup + grading): {spread(episode)}")
-    result = {"instances": ids, "cold_seconds": cold_s, "warm_seconds": warm_s, "builds": built,
-              "cold": {i: r.get("category") for i, r in cold.items()},
-              "warm": {i: r.get("category") for i, r in warm.items()}}
+    result = {"instances": ids, "seconds": timed, "builds": built, "disk": space,
+              **{name: {i: {"category": r.get("category"), "error": r.get("error"),
+                            "tests_seconds": (r.get("tests") or {}).get("seconds"),
+                            "episode_seconds": r.get("duration_seconds")} for i, r in rows.items()}
+                 for name, rows in results.items()}}
+    if args.crosscheck and cold:
+        checked, differ = crosscheck(args.crosscheck, {c["instance_id"]: c for c in chosen}, cold, work / first)
+        lines += ["", f"swebench 5.x's own grading of the {checked} gold logs with test output: "
+                      f"verdicts differing from orchard's: {', '.join(differ) or 'none'}"]
+        result["crosscheck"] = {"checked": checked, "differ": differ}
     if args.docker or args.docker_ids:
         by_env: dict[str, list[str]] = {}
         for c in chosen:

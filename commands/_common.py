@@ -52,7 +52,7 @@ SliceOpt = Annotated[Optional[str], typer.Option("--slice", help="Instances A:B 
 UserModelOpt = Annotated[Optional[str], typer.Option("--user-model", help="The model that plays a multi-turn task's user (Claw-Eval's C* tasks); needs --user-base-url and a multi-turn harness.")]
 UserBaseUrlOpt = Annotated[Optional[str], typer.Option("--user-base-url", help="The user model's OpenAI-compatible endpoint (…/v1).")]
 UserKeyEnvOpt = Annotated[Optional[str], typer.Option("--user-key-env", help="Environment variable holding the user model's key (default OPENAI_API_KEY when set).")]
-NetworkOpt = Annotated[str, typer.Option("--network", help="none, or full: tasks that browse or search the live web run (live-web suites, Claw-Eval's web_real).")]
+NetworkOpt = Annotated[str, typer.Option("--network", help="none, or full: tasks that browse or search the live web run (live-web suites, Claw-Eval's web_real); SWE instances are graded with the network, as the official harness grades.")]
 RepoMirrorOpt = Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")]
 
 

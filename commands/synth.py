@@ -22,6 +22,8 @@ def synth_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", dir_okay=False, help="The SWE suite to write (SWE-bench instances, JSONL).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out-dir", file_okay=False, help="--family claw or web: the folder of task folders to write.")] = None,
     package: Annotated[Optional[list[str]], typer.Option("--package", "-p", help="NAME==VERSION; repeat for several packages (swe).")] = None,
+    from_repo: Annotated[Optional[str], typer.Option("--from-repo", help="A local git repository (checkout or mirror) to make SWE tasks of, at --commit.")] = None,
+    commit: Annotated[Optional[str], typer.Option("--commit", help="The commit of --from-repo (its date is the era of the environment).")] = None,
     family: Annotated[str, typer.Option("--family", help="swe: bugs injected into real packages; claw: personal-assistant tasks; web: browser tasks on the local web apps.")] = "swe",
     n: Annotated[int, typer.Option("--n", min=1, help="Tasks wanted per package.")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same package: the same tasks.")] = 0,
@@ -47,12 +49,17 @@ def synth_command(
     folder of task folders.
 
     --family swe (default):
-    Fetches each NAME==VERSION's sdist with pip, makes a deterministic
+    Fetches each NAME==VERSION's sdist with pip (or reads the tree of
+    --from-repo PATH at --commit SHA, whose date is the era of the
+    environment), makes a deterministic
     git repository, builds its test environment in a sandbox, finds the
     tests that pass reliably, tries seeded AST mutations of non-test
     code and keeps those that make 1..--max-failing tests fail. Every
     task is checked before it is written: its gold patch resolves it,
-    the bug alone does not.
+    the bug alone does not. Tests failing before any mutation and ids
+    the grader cannot read back are left out (counted); a package with
+    fewer than 10 tests left is refused: the other packages' tasks are
+    written all the same, and the exit code is 1.
 
     \b
     Example:
@@ -83,26 +90,33 @@ def synth_command(
         return
     if family != "swe":
         raise UsageError(f"--family {family!r}: synth makes swe, claw or web tasks")
-    if not package or out is None:
-        raise UsageError("SWE tasks need --package NAME==VERSION and --out FILE.jsonl (or --family claw --out-dir DIR)")
-    from orchard_cli.tasks.synth.synth import SynthConfig, synthesize, write_suite
+    if not (package or from_repo) or out is None:
+        raise UsageError("SWE tasks need --package NAME==VERSION (or --from-repo PATH --commit SHA) and "
+                         "--out FILE.jsonl (or --family claw --out-dir DIR)")
+    if bool(from_repo) != bool(commit):
+        raise UsageError("--from-repo and --commit go together: --from-repo PATH --commit SHA")
+    from orchard_cli.tasks.synth.synth import SynthConfig, refusals, synthesize, write_suite
     from orchard_cli.preflight import Endpoint, check_endpoints
 
     check_endpoints([Endpoint("--base-url", base_url or "", writer_model)])  # the writer answers, before any build
 
-    config = SynthConfig(packages=package, n=n, seed=seed, max_failing=max_failing,
+    config = SynthConfig(packages=package or [], from_repo=from_repo, commit=commit, n=n, seed=seed, max_failing=max_failing,
                          max_candidates=max_candidates, python=python, writer_model=writer_model,
                          base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
     from orchard_cli.commands._progress import RunProgress
 
     with RunProgress("synth", None, console=stderr_console(), unit="package") as progress:
         tasks, report = synthesize(config, say=progress.say)
-    write_suite(tasks, out)
-    report.out = str(out)
+    if tasks:
+        write_suite(tasks, out)
+        report.out = str(out)
     if fmt == OutputFormat.json:
         emit_json(report.model_dump())
-        return
-    _render(report.model_dump())
+    else:
+        _render(report.model_dump())
+    refused = refusals(report)
+    if refused:
+        raise refused
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -110,14 +124,14 @@ def _render(report: dict[str, Any]) -> None:
 
     from orchard_cli.tasks.synth.mutate import KINDS
 
-    table = Table(title=f"{report['tasks']} tasks -> {report['out']} (seed {report['seed']}, "
+    table = Table(title=f"{report['tasks']} tasks -> {report['out'] or 'nothing written'} (seed {report['seed']}, "
                         f"{report['seconds']:.0f} s)", title_justify="left")
     for column in ("package", "tests", "tried", "kept", "rejected", "seconds"):
         table.add_column(column, justify="left" if column in ("package", "rejected", "seconds") else "right")
     for p in report["packages"]:
         rejected = "\n".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "-"
         seconds = "\n".join(f"{k} {v:g}" for k, v in p["seconds"].items())
-        kept = f"{p['kept']}/{p['wanted']}"
+        kept = f"{p['kept']}/{p['wanted']}" if not p["refused"] else "refused"
         table.add_row(f"{p['package']}=={p['version']}", f"{p['tests']}\n({p['flaky']} flaky)",
                       str(p["tried"]), kept, rejected, seconds)
     kinds = Table(title="kept / tried by mutation kind", title_justify="left")

@@ -419,10 +419,21 @@ def _host_address() -> str | None:
         probe.close()
 
 
+LOOKUP = """python3 -c '
+import socket, time
+started = time.monotonic()
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    print("resolved", round(time.monotonic() - started, 2))
+except OSError:
+    print("failed", round(time.monotonic() - started, 2))'"""
+
+
 @check(needs="network_drop")
 def check_network_drop(env, spec_kwargs: dict) -> None:
     """network='drop': a connect to an unroutable address waits for its timeout (not
-    ENETUNREACH); the host's loopback and its LAN address stay out of reach."""
+    ENETUNREACH); a name lookup fails at once (no resolver wait); the host's loopback and its
+    LAN address stay out of reach."""
     server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), _Handler)
     server.tag, server.paths = "lan", []
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -432,6 +443,8 @@ def check_network_drop(env, spec_kwargs: dict) -> None:
             env.write_file(sid, "connect.py", CONNECT_TIMEOUT.encode())
             out = ok(env, sid, "python3 connect.py 10.255.255.1 80 1.5").split()
             assert out[0] == "timeout" and float(out[1]) >= 1.0, f"an unroutable connect gave {out}"
+            lookup = ok(env, sid, LOOKUP).split()
+            assert lookup[0] == "failed" and float(lookup[1]) < 3.0, f"a name lookup gave {lookup}"
             port = server.server_address[1]
             assert ok(env, sid, f"python3 connect.py 127.0.0.1 {port} 1").split()[0] == "error"
             lan = _host_address()

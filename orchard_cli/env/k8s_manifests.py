@@ -127,6 +127,11 @@ def pod_body(sandbox_id: str, spec: SandboxSpec, *, namespace: str, owner: str,
     }
     if image_pull_policy:
         container["imagePullPolicy"] = image_pull_policy
+    pod_spec: dict[str, Any] = {}
+    if spec.network in ("none", "drop"):
+        # No egress: a lookup sent to the cluster DNS would be dropped and retried for seconds;
+        # a nameserver on the pod's own loopback refuses it at once (see netdrop.py).
+        pod_spec = {"dnsPolicy": "None", "dnsConfig": {"nameservers": ["127.0.0.1"]}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -140,6 +145,7 @@ def pod_body(sandbox_id: str, spec: SandboxSpec, *, namespace: str, owner: str,
             "terminationGracePeriodSeconds": 0,
             "containers": [container],
             "volumes": volumes,
+            **pod_spec,
         },
     }
 

@@ -10,6 +10,12 @@ timeout, while nothing outside the sandbox (the host, its loopback, the LAN, the
 Orchard Env service) is reachable. (No dummy or tun device: kernels without those modules, as in
 many containers and VMs, still have loopback.)
 
+Name lookups fail at once, as on a machine whose resolver answers that it cannot: each
+nameserver of the sandbox's own /etc/resolv.conf gets an `unreachable` route, so a query to it
+fails on send (glibc says "Temporary failure in name resolution" in well under a second) instead
+of being dropped and retried for 10 s per lookup (58 lookups of one requests instance took 630 s).
+A nameserver on loopback needs nothing: nothing listens there in the sandbox's namespace.
+
 It is set up from outside, by entering the sandbox's network namespace (`nsenter --net`) and
 running iproute2's `ip` there: root on the host, or the owner of the sandbox's user namespace.
 """
@@ -35,12 +41,42 @@ def available() -> str | None:
     return None
 
 
+def nameservers(pid: int) -> list[str]:
+    """The nameserver addresses of the sandbox's /etc/resolv.conf (the host's when unreadable),
+    loopback ones left out."""
+    import ipaddress
+
+    text = ""
+    for path in (f"/proc/{pid}/root/etc/resolv.conf", "/etc/resolv.conf"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+            break
+        except OSError:
+            continue
+    found = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                address = ipaddress.ip_address(words[1].split("%")[0])
+            except ValueError:
+                continue
+            if not address.is_loopback and str(address) not in found:
+                found.append(str(address))
+    return found
+
+
 def drop_traffic(pid: int) -> None:
-    """Route everything but loopback in the network namespace of `pid` into nowhere."""
+    """Route everything but loopback in the network namespace of `pid` into nowhere, and make
+    its nameservers unreachable (a lookup fails at once)."""
     why = available()
     if why:
         raise SandboxError(f"network='drop' {why}")
     script = "ip link set lo up && ip route add default dev lo"
+    for address in nameservers(pid):
+        script += (f" && {{ ip -6 route add unreachable {address} || true; }}" if ":" in address  # no IPv6 here
+                   else f" && ip route add unreachable {address}")
     done = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", "sh", "-c", script],
                           capture_output=True, text=True, timeout=SETUP_TIMEOUT)
     if done.returncode != 0:

@@ -48,7 +48,8 @@ class DistillConfig(BaseModel):
     slice: str | None = None
     repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
-    """`--network full`: tasks that browse or search the live web run (else they are needs_network)."""
+    """`--network full`: tasks that browse or search the live web run (else they are needs_network);
+    SWE instances are graded with the network."""
     user_model: str | None = None
     """The model playing multi-turn tasks' users (`--user-model`); None: those tasks are needs_user."""
     user_base_url: str | None = None

@@ -70,7 +70,8 @@ class EvalConfig(BaseModel):
     slice: str | None = None
     repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
-    """`--network full`: tasks that browse or search the live web run (else they are needs_network)."""
+    """`--network full`: tasks that browse or search the live web run (else they are needs_network);
+    SWE instances are graded with the network."""
     backend: str = "local"
     attempts: int = Field(1, ge=1)
     source: str = ""

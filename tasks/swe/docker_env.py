@@ -75,11 +75,13 @@ def built_here(spec: SandboxSpec) -> bool:
 
 
 def sandbox_spec(key: str, recipe: EnvironmentRecipe, record: dict[str, Any], repo_path: Path,
-                 labels: dict[str, str], stop: threading.Event | None = None) -> SandboxSpec:
+                 labels: dict[str, str], stop: threading.Event | None = None,
+                 network: str | None = None) -> SandboxSpec:
     """The spec of an instance's sandbox on docker, building its image first if need be (a
     build gives up as soon as `stop` is set: see stop_builds)."""
     image = ensure_image(key, recipe, record, repo_path, stop)
-    return SandboxSpec(image=image, workdir=TESTBED, network=envs.grading_network("docker"), memory="8Gi", cpu=2.0,
+    return SandboxSpec(image=image, workdir=TESTBED, network=network or envs.grading_network("docker"),
+                       memory="8Gi", cpu=2.0,
                        pids=4096, timeout=4 * 3600, env={**GIT_ENV, **ACTIVE_ENV},
                        mounts=[Mount(source=str(repo_path), target=REPO_MOUNT)],
                        labels={**labels, KEY_LABEL: key})

@@ -203,15 +203,18 @@ def build_commit(record: dict[str, Any], recipe: EnvironmentRecipe, repo_path: P
     shares one build among the instances of a repo/version, so an instance whose base commit
     declares other dependencies than the setup commit (pytest 5.4's later commits add wcwidth)
     gets a build of its own, installed at its base commit and keyed by those declarations;
-    instances declaring the same ones share it."""
+    instances declaring the same ones share it. Declarations, not texts: a setup.py that changes
+    only outside its requirements (sympy's `packages` list) declares the same (era.declared)."""
     base = record["base_commit"]
     setup = record.get("environment_setup_commit") or base
     if setup == base or not has_commit(repo_path, base):
         return setup, ""  # a base commit the mirror lacks is the instance's setup error, not the build's
 
+    from orchard_cli.tasks.swe.era import declared as declarations
+
     def declared(commit: str) -> bytes:
         names = (*DEPENDENCY_FILES, *recipe.requirements_files, *recipe.conda_files)
-        return b"".join(name.encode() + b"\0" + (git_show(repo_path, commit, name) or "\0none").encode() + b"\0"
+        return b"".join(name.encode() + b"\0" + declarations(name, git_show(repo_path, commit, name)).encode() + b"\0"
                         for name in names)
 
     mine = declared(base)
@@ -300,13 +303,26 @@ KEEP_SITE = re.compile(r"^(pip|setuptools|wheel|pkg_resources|_distutils_hack|di
 
 def copy_prefix(source: Path, target: Path) -> None:
     """Copy an interpreter prefix without its site-packages (but pip/setuptools/wheel), and point
-    the scripts of its bin/ at the prefix's place inside the sandbox."""
+    the scripts of its bin/ at the prefix's place inside the sandbox. The standard library, the
+    headers and the shared objects are hard links to the interpreter's own files where the
+    filesystem allows (~100 MB per environment otherwise; on disk once for every environment of
+    that Python); bin/ and site-packages, which builds change, are copies."""
     def ignore(folder: str, names: list[str]) -> set[str]:
         if Path(folder).name == "site-packages":
             return {n for n in names if not KEEP_SITE.match(n)}
         return {n for n in names if n == "__pycache__"}
 
-    shutil.copytree(source, target, symlinks=True, ignore=ignore)
+    def link_or_copy(src: str, dst: str) -> None:
+        part = Path(src).relative_to(source).parts
+        if part[0] != "bin" and "site-packages" not in part:
+            try:
+                os.link(src, dst)
+                return
+            except OSError:  # another filesystem, or links not allowed: a copy
+                pass
+        shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=link_or_copy)
     for script in (target / "bin").iterdir():
         if script.is_symlink() or not script.is_file():
             continue
@@ -426,33 +442,51 @@ with open("/tmp/orchard-project.txt", "w") as out:
 EOF_ORCHARD"""
 
 
-def era_install(line: str, uv_install: str) -> list[str]:
-    """`pip install -e .[extras]`, with the project's own dependencies as of the instance's day.
-    pip alone takes today's (a docutils that no longer ships what sphinx 3.x imports), so pip
-    first says what the project requires (a dry run: its metadata, built as pip builds it), uv
-    installs those requirements with the era date (what is installed already stays when it
-    satisfies them: it is exempt from the date), then pip's own line installs the project, finding
-    them satisfied. Lines with options of their own run as written; without a pip that can
-    --report (22.2+) the line runs as written too."""
+def era_install(line: str, uv_install: str, uv_today: str) -> list[str]:
+    """`pip install -e .[extras]`, built and resolved as of the instance's day. Its build
+    requirements (era.BUILD_REQUIRES; then what its backend's hooks ask for, era.BUILD_HOOKS) are
+    installed into the environment as of the era date, and
+    pip builds without isolation, as the official conda environments do (an isolated build takes
+    today's setuptools, Cython, numpy: a C extension compiled against today's numpy does not
+    import at the era's). The project's own dependencies: pip alone takes today's (a docutils
+    that no longer ships what sphinx 3.x imports), so pip first says what the project requires
+    (a dry run: its metadata), uv installs those requirements with the era date (what is
+    installed already stays when it satisfies them: it is exempt from the date), then pip's own
+    line installs the project, finding them satisfied. Lines with options of their own run as
+    written; without a pip that can --report (22.2+) the dry run is skipped."""
+    from orchard_cli.tasks.swe.era import BUILD_HOOKS, BUILD_REQUIRES
+
     match = PLAIN_EDITABLE.match(line.strip())
     if not match:
         return [line]
     target = shlex.quote(match.group(1))
-    return [f"if python -m pip install -q --dry-run --report /tmp/orchard-report.json -e {target}; then",
+    installs = []
+    for script, requires in ((BUILD_REQUIRES, "/tmp/orchard-build-requires.txt"),
+                             (f"env $ORCHARD_SCM {BUILD_HOOKS}", "/tmp/orchard-build-hooks.txt")):
+        installs += [script, f"if test -s {requires}; then {uv_install} {INSTALLED_EXEMPT} -r {requires} || "
+                             f"{{ echo 'orchard: the build requirements resolve only without the era date' >&2; "
+                             f"{uv_today} {INSTALLED_EXEMPT} -r {requires}; }}; fi"]
+    return [*installs,
+            f"if env $ORCHARD_SCM python -m pip install -q --no-build-isolation --dry-run --report "
+            f"/tmp/orchard-report.json -e {target}; then",
             PROJECT_REQUIREMENTS,
             f"test -s /tmp/orchard-project.txt && {uv_install} {INSTALLED_EXEMPT} -r /tmp/orchard-project.txt",
-            "fi", line]
+            "fi", f"env $ORCHARD_SCM {line} --no-build-isolation"]
 
 
 def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: str,
-                 uv: str) -> str:
+                 uv: str, version: str = "") -> str:
     """The build, in SWE-bench's order: checkout, pre_install, the requirements, the install
     lines. Requirements install in two uv steps. Those without an exact pin resolve as of the era
     date (`--exclude-newer`), so an unpinned `numpy` is the numpy of the instance's day. Exact pins
     (`tox==4.16.0`: SWE-bench's specs pin some packages to releases newer than the instance) then
     install with their dependency closure resolved as of the build, as the official images resolve
     them when they are built: a pin's own dependencies may be newer than the era (tox 4.16 needs
-    cachetools>=5.3.3, released three years after a sphinx 3.5 instance)."""
+    cachetools>=5.3.3, released three years after a sphinx 3.5 instance), but the build tools of
+    any sdist among them as of the era (era.tool_limits). A checkout without tags (a depth-1
+    mirror) gets the dataset's version for setuptools-scm, said in the build log."""
+    from orchard_cli.tasks.swe.era import tool_limits
+
     uv_install = f"{shlex.quote(uv)} pip install --python {ENV_PREFIX}/bin/python"
     pinned = [d for d in deps if PINNED.match(d)]
     era = [d for d in deps if not PINNED.match(d)]
@@ -460,15 +494,21 @@ def build_script(recipe: EnvironmentRecipe, commit: str, deps: list[str], date: 
              f"export UV_CACHE_DIR={CACHE_MOUNT}/uv PIP_CACHE_DIR={CACHE_MOUNT}/pip UV_SYSTEM_CERTS=1",
              *checkout_script(commit), "source /opt/miniconda3/bin/activate", "conda activate testbed",
              "python -m pip --version || python -m ensurepip"]
+    lines.append("ORCHARD_SCM=")
+    if re.fullmatch(r"\d+(\.\d+)*", version or ""):  # for the project's own install lines only
+        lines.append(f"if ! git describe --tags >/dev/null 2>&1 && grep -qsiE 'setuptools[_-]scm' pyproject.toml "
+                     f"setup.py setup.cfg; then ORCHARD_SCM=SETUPTOOLS_SCM_PRETEND_VERSION={version}; "
+                     f"echo 'orchard: no tags in this checkout: setuptools-scm gets the dataset version {version}' >&2; fi")
     for line in recipe.pre_install:
         lines.append(f": orchard skipped a system-wide line: {shlex.quote(line)}"
                      if SYSTEM_LINE.search(line) else line)
-    for name, group, options in (("era", era, f" --exclude-newer {shlex.quote(date)}"), ("pinned", pinned, "")):
+    for name, group, options in (("era", era, f" --exclude-newer {shlex.quote(date)}"),
+                                 ("pinned", pinned, tool_limits(pinned, date))):
         if group:
             lines.append(f"cat > /tmp/orchard-{name}.txt <<'EOF_ORCHARD'\n" + "\n".join(group) + "\nEOF_ORCHARD")
             lines.append(f"{uv_install}{options} -r /tmp/orchard-{name}.txt")
     for line in recipe.install:
-        lines += era_install(editable(line), f"{uv_install} --exclude-newer {shlex.quote(date)}")
+        lines += era_install(editable(line), f"{uv_install} --exclude-newer {shlex.quote(date)}", uv_install)
     lines.append(f"git ls-files --others -z | tar --null -T - -cf {ENVS_MOUNT}/artifacts.tar")
     return "\n".join(lines) + "\n"
 
@@ -602,8 +642,11 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
         else:
             if files:
                 raise EnvironmentUnavailable(f"{record['repo']}@{setup_commit[:12]} has none of {', '.join(files)}")
+    from orchard_cli.tasks.swe import era
+
+    deps, changes = era.adjust(deps, recipe.python, index_settings())
     date = era_date(recipe, record, repo_path, commit)
-    script = build_script(recipe, commit, deps, date, staged_uv())
+    script = build_script(recipe, commit, deps, date, staged_uv(), str(record.get("version") or ""))
     spec = local_spec(key, repo_path, python=source, network="full", writable_env=True,
                       timeout=int(BUILD_TIMEOUT) + 600, labels={"orchard.swe": "env-build"})
     spec.env.update(index_settings())
@@ -627,7 +670,8 @@ def _build_local(env: Any, key: str, recipe: EnvironmentRecipe, record: dict[str
                                      f" — see {folder / 'build.log'}")
     marker = {"key": key, "repo": record["repo"], "version": record.get("version", ""),
               "recipe": recipe.model_dump(), "python": str(source), "exclude_newer": date,
-              "commit": commit, "built_at": time.time(), "build_seconds": round(time.time() - started, 2)}
+              "commit": commit, "built_at": time.time(), "build_seconds": round(time.time() - started, 2),
+              "era": changes}
     tmp = folder / ".env.json.tmp"
     tmp.write_text(json.dumps(marker, indent=1))
     tmp.replace(folder / "env.json")

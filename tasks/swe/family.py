@@ -17,6 +17,7 @@ from orchard_cli.outcome import CategoryInfo
 from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
 from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
+from orchard_cli.tasks.swe import envcheck, patchdeps
 from orchard_cli.tasks.swe import environment as envs
 from orchard_cli.tasks.swe.environment import EnvironmentUnavailable
 from orchard_cli.tasks.swe.grading import DEFAULT_TEST_TIMEOUT, failing_tests, run_and_grade
@@ -32,7 +33,9 @@ class SWEFamily(PatchFamily):
     name = "swe"
     environment_error = (EnvironmentUnavailable,)
     categories = {**PatchFamily.categories,
-                  "needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0")}
+                  "needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0"),
+                  "missing_dependency": CategoryInfo(label="a dependency the package index lacks",
+                                                     color="#9b7fd0")}
     suites = (
         SuiteInfo("swe-verified", "swe", "princeton-nlp/SWE-bench_Verified",
                   "SWE-bench Verified: 500 human-validated Python issues (test split)",
@@ -49,6 +52,9 @@ class SWEFamily(PatchFamily):
                  test_timeout: float = DEFAULT_TEST_TIMEOUT) -> None:
         self.repo_mirror = repo_mirror or os.environ.get("ORCHARD_SWE_REPOS")
         self.test_timeout = test_timeout
+        self.network = "none"
+        """The run's --network: 'full' gives the instances' sandboxes (grading too) the network,
+        as the official harness's containers have it; else none reaches anything (drop)."""
         self.dataset_sha256: str | None = None
         self.dataset_source: str | None = None
         self._recipes: dict[str, EnvironmentRecipe] = {}
@@ -64,6 +70,7 @@ class SWEFamily(PatchFamily):
         """Tasks of the suite's file or hub dataset (or `selection.dataset`), filtered."""
         if selection.repo_mirror:
             self.repo_mirror = selection.repo_mirror
+        self.network = selection.network
         source = selection.dataset or suite.source
         data = ds.read_source(source, split=suite.split, data_file=None if selection.dataset else suite.data_file)
         self.dataset_sha256, self.dataset_source = data.sha256, data.source
@@ -122,18 +129,23 @@ class SWEFamily(PatchFamily):
 
     def repository(self, task: Task):
         """The local git repository holding the task's base commit. A synthesized instance (one
-        with a `source` field) is rebuilt from its recorded sdist (`orchard tasks synth`)."""
+        with a `source` field) is rebuilt from its recorded source, an sdist or a repository's commit (`orchard tasks synth`)."""
         if task.record.get("source"):
-            from orchard_cli.tasks.synth.source import rebuild_repository
+            from orchard_cli.tasks.synth.origins import rebuild_repository
 
             return rebuild_repository(task.record)
         return envs.repository(task.record["repo"], self.repo_mirror)
 
+    def sandbox_network(self, backend: str) -> str:
+        """'full' under --network full; else 'drop' where the backend has it (envs.grading_network)."""
+        return "full" if self.network == "full" else envs.grading_network(backend)
+
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
         labels = {"orchard.task": task.task_id[:63], "orchard.family": self.name}
+        network = self.sandbox_network(backend)
         if backend == "local":
             repo_path = self.repository(task)
-            return envs.local_spec(self.env_key(task), repo_path, labels=labels,
+            return envs.local_spec(self.env_key(task), repo_path, labels=labels, network=network,
                                    python=envs.interpreter(self.recipe(task).python))
         if backend in ("docker", "kubernetes"):
             image = task.record.get("image")
@@ -141,13 +153,13 @@ class SWEFamily(PatchFamily):
             with self._lock:
                 self._official[task.task_id] = official
             if official:
-                return SandboxSpec(image=image, workdir=TESTBED, network=envs.grading_network("docker"), memory="8Gi",
+                return SandboxSpec(image=image, workdir=TESTBED, network=network, memory="8Gi",
                                    cpu=2.0, pids=4096, timeout=4 * 3600, labels=labels)
             if backend == "docker":  # built locally, from the recipe the local backend uses
                 from orchard_cli.tasks.swe import docker_env
 
                 return docker_env.sandbox_spec(self.env_key(task), self.recipe(task), task.record,
-                                               self.repository(task), labels, self._stop)
+                                               self.repository(task), labels, self._stop, network=network)
             raise EnvironmentUnavailable(
                 f"{task.task_id}: the {backend} backend needs the image "
                 f"{image or '(none named)'}, which it cannot pull; orchard builds SWE environments "
@@ -175,15 +187,40 @@ class SWEFamily(PatchFamily):
             raise EnvironmentUnavailable(
                 f"{task.task_id}: could not check out {task.record['base_commit'][:12]} "
                 f"of {task.record['repo']}: {last.strip()[:300]}")
+        command = recipe.test_cmd or envcheck.script_test_command(task.record.get("eval_script"))
+        problem = command and envcheck.check_runner(sandbox, command, self.checks_dir(task))
+        if problem:
+            raise EnvironmentUnavailable(f"{task.task_id}: {problem}")
+
+    def checks_dir(self, task: Task) -> Path:
+        """Where the environment checks of the task's environment are kept (envcheck.py)."""
+        from orchard_cli.home import state_dir
+
+        return state_dir("swe", "checks", self.env_key(task))
 
     def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        """Check the environment for this instance (once; envcheck.py), install what a patch
+        changing the project's dependencies declares (patchdeps.py), apply the patch, run the
+        tests, grade; an unresolved verdict where the environment cannot run the tests is
+        env_error."""
         recipe = self.recipe(task)
         script = eval_script(task.record, recipe, keep_install=official_image(sandbox))
+        check = None
+        if (evidence.patch or "").strip():
+            check = envcheck.check_instance(sandbox, task.record, eval_script(task.record, recipe),
+                                            self.checks_dir(task))
+        declared = None
+        if check is not None and not official_image(sandbox) and patchdeps.touched(evidence.patch or "", recipe):
+            declared = patchdeps.install(self, task, sandbox, evidence.patch or "")
+            script = patchdeps.with_user_site(script)
         outcome = run_and_grade(task.record, sandbox, evidence.patch or "", script, timeout=self.test_timeout,
                                 parser_name=task.record.get("log_parser") or recipe.log_parser)
+        if declared and not outcome.resolved:
+            outcome = outcome.model_copy(update={"error": f"{outcome.error}; {declared}" if outcome.error else declared})
         if outcome.category == "unresolved" and sandbox.info.backend == "local":
             outcome = without_system_packages(outcome, recipe)
-        return outcome
+        marker = self.environment_info(task) if not official_image(sandbox) else None
+        return envcheck.judge(outcome, check, ((marker or {}).get("era") or {}).get("left_out"))
 
     def eval_script(self, task: Task, backend: str | None = None) -> str | None:
         """The script grade() runs (or would run on `backend`): the instance's own, whole, on its

@@ -94,7 +94,7 @@ def verdict(record: dict[str, Any], log: str, parser_name: str | None = None) ->
 
 
 # What a failed name lookup prints (getaddrinfo's EAI_AGAIN / EAI_NONAME, as Python and curl say
-# them): a test that needs the internet, which no grading sandbox has.
+# them): a test that needs the internet, which grading sandboxes reach only under --network full.
 NO_INTERNET = re.compile(r"Temporary failure in name resolution|Name or service not known|"
                          r"nodename nor servname provided|Could not resolve host")
 # A terminal colour code: tox runs pytest with colours, which wrap its section headers.
@@ -174,8 +174,8 @@ def run_and_grade(record: dict[str, Any], sandbox: SandboxHandle, patch: str, sc
     offline = [] if resolved or not report["log_valid"] else needs_internet(report, log)
     if offline:
         category = "needs_network"
-        error = (f"{len(offline)} test(s) failed looking up internet hosts, which no grading sandbox "
-                 f"reaches: {', '.join(offline[:20])}{' ...' if len(offline) > 20 else ''}")
+        error = (f"{len(offline)} test(s) failed looking up internet hosts, which grading sandboxes "
+                 f"reach only under --network full: {', '.join(offline[:20])}{' ...' if len(offline) > 20 else ''}")
     return Outcome(resolved=resolved, category=category,
                    reward=1.0 if resolved else 0.0, tests=report, log=clip(log), error=error)
 

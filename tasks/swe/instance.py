@@ -20,7 +20,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.tasks.swe import official
 
 # Bump when the way a recipe turns into an environment changes: every cache key changes with it.
-RECIPE_FORMAT = 3  # 3: the era date of environment.era_date
+RECIPE_FORMAT = 5  # 3: the era date of environment.era_date; 4-5: era build tools (era.py)
 TESTBED = "/testbed"
 ENV_PREFIX = "/opt/miniconda3/envs/testbed"
 ACTIVATE = "/opt/miniconda3/bin/activate"

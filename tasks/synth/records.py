@@ -17,8 +17,9 @@ DIFF_FLAGS = ("diff", "--no-color", "--no-ext-diff", "--full-index", "--no-renam
               "--diff-algorithm=myers", "--src-prefix=a/", "--dst-prefix=b/", "-U3")
 
 
-def repo_name(package: str) -> str:
-    return f"pypi/{canonical(package)}"
+def repo_name(package: str, source: Any = None) -> str:
+    """pypi/NAME for a package's sdist, local/NAME for a repository (--from-repo)."""
+    return f"{'local' if getattr(source, 'type', '') == 'git-repo' else 'pypi'}/{canonical(package)}"
 
 
 def instance_id(package: str, version: str, mutation: Mutation) -> str:
@@ -40,10 +41,10 @@ def mutant_commit(scratch: Path, package: str, version: str, mutation: Mutation,
     return base, patch
 
 
-def clean_record(package: str, version: str, source: SdistSource, environment: dict[str, Any],
+def clean_record(package: str, version: str, source: SdistSource | Any, environment: dict[str, Any],
                  created_at: str) -> dict[str, Any]:
     """The instance of the unmutated tree: what the search sandbox is set up from."""
-    return {"instance_id": f"{canonical(package)}__{version}-clean", "repo": repo_name(package),
+    return {"instance_id": f"{canonical(package)}__{version}-clean", "repo": repo_name(package, source),
             "base_commit": source.commit, "environment_setup_commit": source.commit, "patch": "",
             "test_patch": "", "problem_statement": "", "hints_text": "", "created_at": created_at,
             "version": version, "FAIL_TO_PASS": [], "PASS_TO_PASS": [],
@@ -52,12 +53,12 @@ def clean_record(package: str, version: str, source: SdistSource, environment: d
 
 def task_record(*, package: str, version: str, mutation: Mutation, base_commit: str, patch: str,
                 statement: str, fail_to_pass: list[str], pass_to_pass: list[str],
-                environment: dict[str, Any], source: SdistSource, created_at: str,
+                environment: dict[str, Any], source: SdistSource | Any, created_at: str,
                 seed: int) -> dict[str, Any]:
     """A SWE-bench instance (plus `environment` and `source`, which orchard reads)."""
     return {
         "instance_id": instance_id(package, version, mutation),
-        "repo": repo_name(package),
+        "repo": repo_name(package, source),
         "base_commit": base_commit,
         "patch": patch,
         "test_patch": "",

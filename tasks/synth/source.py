@@ -239,8 +239,9 @@ def build_repository(record: dict[str, Any], dest: Path) -> str:
     return commit
 
 
-def rebuild_repository(record: dict[str, Any]) -> Path:
-    """The (cached) repository of a synthesized instance: one commit, `base_commit`, at HEAD."""
+def rebuild_repository(record: dict[str, Any], build: Any = None) -> Path:
+    """The (cached) repository of a synthesized instance: one commit, `base_commit`, at HEAD,
+    made by `build(record, folder)` (default: from its sdist, build_repository)."""
     if not record.get("source"):
         raise UsageError(f"{record.get('instance_id', '?')} has no 'source': it is not synthesized")
     base = record["base_commit"]
@@ -255,7 +256,7 @@ def rebuild_repository(record: dict[str, Any]) -> Path:
         shutil.rmtree(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{base[:12]}.", dir=target.parent))
     try:
-        build_repository(record, tmp)
+        (build or build_repository)(record, tmp)
         try:
             tmp.replace(target)
         except OSError:  # built meanwhile by another thread or process: theirs is as good

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchard_cli.errors import OrchardError, UsageError
+from orchard_cli.errors import EXIT_BELOW_BAR, OrchardError, UsageError
 from orchard_cli.home import state_dir
 from orchard_cli.tasks.synth import records, source, statement, tests_run
 from orchard_cli.tasks.synth.ids import COLLECTIONS, IdCheck, test_file
@@ -33,21 +33,52 @@ SCHEMA_VERSION = 1
 DEFAULT_MAX_FAILING = 10
 CANDIDATES_PER_TASK = 25
 BASELINE_TIMEOUT = 1200.0
-MAX_UNREADABLE = 0.5
-"""A package is refused when more than this share of its test ids cannot be read back."""
+MIN_TESTS = 10
+"""The floor: a package is refused only when fewer of its tests than this pass reliably, with ids
+the grader reads back (tests that fail before any mutation and unreadable ids are left out and
+counted, as SWE-bench leaves them out of PASS_TO_PASS)."""
 
 Say = Callable[[str], None]
 
 
 class SynthError(OrchardError):
-    """A package cannot be made into tasks (no tests, tests failing before mutation, ...)."""
+    """A package cannot be made into tasks (no tests, too few passing before mutation, ...)."""
+
+
+class PackagesRefused(OrchardError):
+    """Some packages gave no tasks (the others' were written): exit 1, as a run below its bar."""
+
+    exit_code = EXIT_BELOW_BAR
+
+
+def refusals(report: "SynthReport") -> PackagesRefused | None:
+    """The error to end a synth run with when any package was refused, else None."""
+    refused = [p for p in report.packages if p.refused]
+    if not refused:
+        return None
+    kept = f"{report.tasks} tasks from the others written to {report.out}" if report.tasks else "no tasks written"
+    return PackagesRefused(f"{len(refused)} of {len(report.packages)} packages refused ({kept}): "
+                           + "; ".join(p.refused or "" for p in refused),
+                           hint="each reason is in the report (--format json: packages[].refused)")
 
 
 class SynthConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    packages: list[str] = Field(min_length=1)
+    packages: list[str] = Field(default_factory=list)
     """NAME==VERSION of each package."""
+    from_repo: str | None = None
+    """A local git repository (checkout or bare mirror) to make tasks of, at `commit`."""
+    commit: str | None = None
+    """The commit of `from_repo`: its tree is the package, its date the era of the environment."""
+
+    @model_validator(mode="after")
+    def _sources(self) -> "SynthConfig":
+        if not self.packages and not self.from_repo:
+            raise ValueError("give --package NAME==VERSION or --from-repo PATH --commit SHA")
+        if bool(self.from_repo) != bool(self.commit):
+            raise ValueError("--from-repo and --commit go together")
+        return self
     n: int = Field(10, ge=1)
     """Tasks wanted per package."""
     seed: int = 0
@@ -82,6 +113,11 @@ class PackageReport(BaseModel):
     (parameters numbered in the order of a set, say), so the grader would not find them."""
     unreadable: int = 0
     """Collected tests left out: the SWE-bench pytest parser cannot read their ids back."""
+    failing: int = 0
+    """Tests left out as they fail or error before any mutation (SWE-bench leaves such tests out
+    of PASS_TO_PASS)."""
+    refused: str | None = None
+    """Why the package gave no tasks (the others' tasks are written all the same)."""
     candidates: int = 0
     """Mutants enumerated in the package's non-test code."""
     tried: int = 0
@@ -132,10 +168,14 @@ def _names(mutation: Mutation) -> list[str]:
 
 
 class _Package:
-    def __init__(self, config: SynthConfig, spec: str, env: Any, family: Any, say: Say) -> None:
+    def __init__(self, config: SynthConfig, spec: str | None, env: Any, family: Any, say: Say) -> None:
+        """`spec`: NAME==VERSION of an sdist; None: config.from_repo at config.commit."""
         self.config, self.env, self.family, self.say = config, env, family, say
-        self.name, self.version = source.parse_spec(spec)
-        self.label = f"{self.name}=={self.version}"
+        if spec is None:
+            self.name, self.version = Path(config.from_repo or "repo").name, (config.commit or "")[:12]
+        else:
+            self.name, self.version = source.parse_spec(spec)
+        self.label = f"{self.name}=={self.version}" if spec else f"{config.from_repo}@{self.version}"
         self.report = PackageReport(package=self.name, version=self.version, wanted=config.n,
                                     kinds={k: KindStats() for k in KINDS})
 
@@ -148,14 +188,22 @@ class _Package:
         started = time.monotonic()
         self.work = Path(tempfile.mkdtemp(prefix="synth-", dir=state_dir("synth", "work")))
         self.scratch = self.work / "tree"
-        self.say(f"{self.label}: fetching the sdist")
-        clean, digest, archive = source.clean_tree(self.name, self.version, None, self.scratch)
+        if self.label.startswith(f"{self.name}=="):
+            self.say(f"{self.label}: fetching the sdist")
+            clean, digest, archive = source.clean_tree(self.name, self.version, None, self.scratch)
+            self.report.sha256 = digest
+            self.src: Any = source.SdistSource(package=self.name, version=self.version,
+                                               filename=archive.name, sha256=digest, commit=clean)
+        else:
+            from orchard_cli.tasks.synth import gitsource
+
+            self.say(f"{self.label}: reading its tree")
+            self.src = gitsource.clean_tree(self.config.from_repo or "", self.config.commit or "", self.scratch)
+            self.name, self.version = self.src.package, self.src.version
+            self.report.package, self.report.version = self.name, self.version
         if not tests_run.ships_tests(self.scratch):
-            raise SynthError(f"{self.label} ships no tests in its sdist")
-        self.report.sha256 = digest
-        self.src = source.SdistSource(package=self.name, version=self.version,
-                                      filename=archive.name, sha256=digest, commit=clean)
-        self.environment = tests_run.recipe(self.scratch, self.config.python)
+            raise SynthError(f"{self.label} ships no tests" + (" in its sdist" if self.report.sha256 else ""))
+        self.environment = tests_run.recipe(self.scratch, self.config.python, self.name)
         self.report.seconds["fetch"] = round(time.monotonic() - started, 1)
 
     def close(self) -> None:
@@ -173,6 +221,10 @@ class _Package:
     def _run(self) -> list[dict[str, Any]]:
         scratch, src, environment = self.scratch, self.src, self.environment
         created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if getattr(src, "committed_at", None):  # a repository's commit: its own day is the era
+            from orchard_cli.tasks.swe.environment import utc
+
+            created_at = utc(src.committed_at)
         clean_task = self.family.task(
             records.clean_record(self.name, self.version, src, environment, created_at), "synth")
         self.say(f"{self.label}: building its environment, collecting its tests and running them twice")
@@ -201,23 +253,17 @@ class _Package:
                 each.__exit__(None, None, None)
 
     def _check_ids(self, bench: tests_run.Workbench) -> IdCheck:
-        """Collect the suite in fresh processes; refuse a package most of whose test ids the
-        grader cannot read back, else say how many are left out."""
+        """Collect the suite in fresh processes; ids the grader cannot read back are left out
+        (counted), whatever their share: the floor of passing tests decides (_check_baseline)."""
         found = bench.check_ids(COLLECTIONS, BASELINE_TIMEOUT)
         if found.collected is None:
             self.say(f"{self.label}: pytest gave no list of its test ids; judging them by two runs")
             return found
         self.report.unreadable = bad = found.unreadable_in_first()
-        total = len(found.collected)
         if bad:
             example = sorted(found.unreadable & set(found.collected))[0]
-            line = (f"{bad} of {total} test ids cannot be read back from a pytest log by the "
-                    f"SWE-bench parser (e.g. {example!r})")
-            if bad > MAX_UNREADABLE * total:
-                raise SynthError(f"{self.label}: {line}; too many to make tasks of",
-                                 hint="pick another package, or a release whose parametrized "
-                                      "test ids hold no spaces")
-            self.say(f"{self.label}: {line}; they are left out")
+            self.say(f"{self.label}: {bad} of {len(found.collected)} test ids cannot be read back from a "
+                     f"pytest log by the SWE-bench parser (e.g. {example!r}); they are left out")
         return found
 
     def _check_baseline(self, base: tests_run.Baseline, runs: list[tests_run.Run]) -> None:
@@ -226,10 +272,19 @@ class _Package:
         if not base.reliable and not base.broken:
             last = next((l for l in reversed(runs[0].log.splitlines()) if l.strip()), "no output")
             raise SynthError(f"{self.label}: its test suite ran no test ({last.strip()[:200]})")
+        self.report.failing = len(base.broken)
         if base.broken:
             example = sorted(base.broken)[0]
-            raise SynthError(f"{self.label}: {len(base.broken)} of {base.tests} tests fail before "
-                             f"any mutation (e.g. {example})",
+            self.say(f"{self.label}: {len(base.broken)} of {base.tests} tests fail before any mutation "
+                     f"(e.g. {example}); they are left out")
+        if len(base.reliable) < MIN_TESTS:
+            left = [f"{n} {what}" for n, what in ((len(base.broken), "failing before any mutation"),
+                                                   (self.report.unreadable, "with ids the grader cannot read back"),
+                                                   (len(base.unstable), "with ids that move from run to run"),
+                                                   (len(base.flaky), "flaky")) if n]
+            raise SynthError(f"{self.label}: {len(base.reliable)} tests left to make tasks of, fewer than "
+                             f"the floor of {MIN_TESTS} (tests passing reliably, with ids the grader reads back)"
+                             + (f"; left out: {', '.join(left)}" if left else ""),
                              hint="pick another release, or one whose tests pass on Python "
                                   f"{self.config.python}")
         report = self.report
@@ -241,7 +296,7 @@ class _Package:
                  f"{unstable}{base.seconds:.1f} s per run")
 
     def _search(self, benches: list[tests_run.Workbench], base: tests_run.Baseline, scratch: Path,
-                src: source.SdistSource, environment: dict[str, Any],
+                src: Any, environment: dict[str, Any],
                 created_at: str) -> list[dict[str, Any]]:
         config, report = self.config, self.report
         texts = {p: (scratch / p).read_text(errors="replace") for p in _tracked(scratch)
@@ -308,7 +363,7 @@ class _Package:
         return out
 
     def _record(self, scratch: Path, mutation: Mutation, original: str, failing: set[str],
-                base: tests_run.Baseline, run: tests_run.Run, src: source.SdistSource,
+                base: tests_run.Baseline, run: tests_run.Run, src: Any,
                 environment: dict[str, Any], created_at: str) -> dict[str, Any]:
         base_commit, patch = records.mutant_commit(scratch, self.name, self.version, mutation, original)
         ordered = sorted(failing)
@@ -332,7 +387,9 @@ class _Package:
 
 
 def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dict[str, Any]], SynthReport]:
-    """Tasks for every package of `config`, validated; raises SynthError on the first bad package."""
+    """Tasks for every package of `config`, validated. A package that cannot give tasks (no
+    tests, too few passing, an environment that will not build...) is refused, with the reason
+    in its report (`refused`), and the others go on: their tasks are returned all the same."""
     from orchard_cli.env import connect
     from orchard_cli.tasks.registry import load_family
 
@@ -342,16 +399,23 @@ def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dic
     report = SynthReport(seed=config.seed, max_failing=config.max_failing)
     family = load_family("swe")
     packages = [_Package(config, spec, None, family, say) for spec in config.packages]
+    if config.from_repo:
+        from orchard_cli.tasks.synth.gitsource import resolve
+
+        resolve(config.from_repo, config.commit or "")  # a folder or commit that is not there: bad input (exit 2)
+        packages.append(_Package(config, None, None, family, say))
     report.packages = [p.report for p in packages]
     tasks: list[dict[str, Any]] = []
     env = None
     try:
-        for package in packages:
-            package.prepare()
-        env = connect(config.backend)
-        for package in packages:
+        ready = [p for p in packages if _refusing(p, p.prepare)]
+        if ready:
+            env = connect(config.backend)
+        for package in ready:
             package.env = env
-            tasks += package.run()
+            kept: list[dict[str, Any]] = []
+            if _refusing(package, lambda: kept.extend(package.run())):
+                tasks += kept
     finally:
         for package in packages:
             package.close()
@@ -360,6 +424,18 @@ def synthesize(config: SynthConfig, say: Say = lambda _: None) -> tuple[list[dic
     report.tasks = len(tasks)
     report.seconds = round(time.monotonic() - started, 1)
     return tasks, report
+
+
+def _refusing(package: "_Package", step: Callable[[], Any]) -> bool:
+    """Run one step of a package; a failure of the package (an OrchardError) refuses it, with
+    the reason in its report, and returns False. Ctrl-C and bugs go on up."""
+    try:
+        step()
+        return True
+    except OrchardError as exc:
+        package.report.refused = " ".join(str(exc.message).split())
+        package.say(f"refused: {package.report.refused}")
+        return False
 
 
 def write_suite(tasks: list[dict[str, Any]], out: Path) -> None:

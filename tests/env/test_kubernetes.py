@@ -87,6 +87,18 @@ def test_pod_body_names_and_bad_ids():
     assert [v["mountPath"] for v in pod["spec"]["containers"][0]["volumeMounts"]] == ["/tmp"]
 
 
+def test_pods_without_egress_resolve_names_nowhere_at_once():
+    """network='none'/'drop': a nameserver on the pod's loopback (a lookup is refused at once,
+    not dropped and retried); 'proxy' and 'full' keep the cluster's DNS."""
+    for network in ("none", "drop"):
+        pod = m.pod_body("sb-1", SandboxSpec(network=network), namespace="n", owner=OWNER, expires_at=1.0)
+        model_check(pod)
+        assert pod["spec"]["dnsPolicy"] == "None"
+        assert pod["spec"]["dnsConfig"] == {"nameservers": ["127.0.0.1"]}
+    for spec in (SandboxSpec(network="full"), SandboxSpec(network="proxy", proxy_url="http://10.0.0.5:8080")):
+        assert "dnsPolicy" not in m.pod_body("sb-1", spec, namespace="n", owner=OWNER, expires_at=1.0)["spec"]
+
+
 def test_network_policies_none_proxy_full():
     none = m.network_policy_body("sb-1", SandboxSpec(network="none"), namespace="n", owner=OWNER,
                                  expires_at=5.0)

@@ -71,13 +71,17 @@ backend-path = ["."]
 """
 
 
+def project_files(name: str, version: str, files: dict[str, str]) -> dict[str, str]:
+    """A project's files: pyproject.toml, the backend and `files` (what a repository holds)."""
+    return {"pyproject.toml": PYPROJECT, "tiny_backend.py": BACKEND.format(name=name, version=version),
+            **{path: textwrap.dedent(text) for path, text in files.items()}}
+
+
 def make_sdist(folder: Path, name: str, version: str, files: dict[str, str]) -> Path:
     """NAME-VERSION.tar.gz with PKG-INFO, pyproject.toml, the backend and `files`."""
     base = f"{name.replace('-', '_')}-{version}"
     content = {"PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-               "pyproject.toml": PYPROJECT,
-               "tiny_backend.py": BACKEND.format(name=name, version=version),
-               **{path: textwrap.dedent(text) for path, text in files.items()}}
+               **project_files(name, version, files)}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
         for path in sorted(content):

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from synth_pkgindex import CALC, make_index, make_sdist
+from synth_pkgindex import CALC, make_index, make_sdist, project_files
 
 from orchard_cli.evidence import Evidence
 from orchard_cli.main import main
@@ -19,16 +19,13 @@ from orchard_cli.tasks.synth.source import sha256_file
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 NO_TESTS = {"src/quiet/__init__.py": "def answer():\n    return 42\n"}
-BROKEN = {**CALC, "tests/test_more.py": "from tinycalc import mean\n\n\ndef test_mean_is_wrong():\n"
-                                        "    assert mean([1, 3]) == 3\n"}
 
 
 @pytest.fixture()
 def index(tmp_path_factory, monkeypatch):
     root = tmp_path_factory.mktemp("index")
     archives = [make_sdist(root / "dists", "tinycalc", "0.1", CALC),
-                make_sdist(root / "dists", "quiet", "1.0", NO_TESTS),
-                make_sdist(root / "dists", "brokencalc", "0.3", BROKEN)]
+                make_sdist(root / "dists", "quiet", "1.0", NO_TESTS)]
     monkeypatch.setenv("PIP_INDEX_URL", make_index(root, archives))
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
     monkeypatch.setenv("PIP_FIND_LINKS", "")
@@ -108,23 +105,69 @@ def _check_with_the_family(out, records) -> None:
 
 
 @pytest.mark.parametrize("spec,message", [
-    ("quiet==1.0", "error: quiet==1.0 ships no tests in its sdist"),
-    ("tinycalc==9.9", "error: tinycalc==9.9: no such release with a source distribution (latest: 0.1)"),
-    ("brokencalc==0.3", "error: brokencalc==0.3: 1 of 13 tests fail before any mutation "
-                        "(e.g. tests/test_more.py::test_mean_is_wrong)"),
+    ("quiet==1.0", "error: 1 of 1 packages refused (no tasks written): quiet==1.0 ships no tests in its sdist"),
+    ("tinycalc==9.9", "error: 1 of 1 packages refused (no tasks written): tinycalc==9.9: no such release "
+                      "with a source distribution (latest: 0.1)"),
 ])
-def test_bad_packages_fail_in_one_line_and_write_nothing(tmp_path, index, capsys, spec, message):
+def test_a_refused_package_says_why_in_one_line_and_writes_nothing(tmp_path, index, capsys, spec, message):
     out = tmp_path / "never.jsonl"
-    code, stdout, stderr = _synth(capsys, "-p", spec, "--n", "1", "--out", str(out))
-    assert code == 2
+    code, stdout, stderr = _synth(capsys, "-p", spec, "--n", "1", "--out", str(out), "--format", "json")
+    assert code == 1
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert errors == [message]
-    assert not out.exists() and not stdout
+    assert not out.exists() and json.loads(stdout)["packages"][0]["refused"] in message
 
 
-def test_one_bad_package_means_no_suite(tmp_path, index, capsys):
-    out = tmp_path / "never.jsonl"
-    code, _, stderr = _synth(capsys, "-p", "tinycalc==0.1", "-p", "quiet==1.0", "--n", "1",
-                             "--out", str(out))
-    assert code == 2 and "quiet==1.0 ships no tests" in stderr
-    assert not out.exists()
+def test_a_refused_package_leaves_the_others_tasks(tmp_path, index, capsys):
+    """`--package A --package B`: B refused, A's tasks written all the same; exit 1 says so."""
+    out = tmp_path / "suite.jsonl"
+    code, stdout, stderr = _synth(capsys, "-p", "quiet==1.0", "-p", "tinycalc==0.1", "--n", "1",
+                                  "--out", str(out), "--format", "json")
+    assert code == 1, stderr
+    report = json.loads(stdout)
+    assert [p["refused"] for p in report["packages"]] == ["quiet==1.0 ships no tests in its sdist", None]
+    assert report["tasks"] == 1 and [r["repo"] for r in _records(out)] == ["pypi/tinycalc"]
+    assert "1 of 2 packages refused (1 tasks from the others written to" in stderr
+
+
+def test_tasks_from_a_repository_at_a_commit(tmp_path, capsys):
+    """`--from-repo PATH --commit SHA`: the tree of that commit (not a later one, not the work
+    tree's leftovers), its date the era of the environment; the family rebuilds each task's
+    repository from the record and grades it."""
+    import subprocess
+
+    repo = tmp_path / "calc-repo"
+    for path, text in project_files("tinycalc", "0.1", CALC).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a",
+           "GIT_AUTHOR_DATE": "2023-03-04T05:06:07Z", "GIT_COMMITTER_DATE": "2023-03-04T05:06:07Z", "PATH": "/usr/bin:/bin"}
+    git = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,  # noqa: E731
+                                       text=True, env=env).stdout.strip()
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-qm", "tinycalc")
+    first = git("rev-parse", "HEAD")
+    (repo / "tests" / "test_later.py").write_text("def test_later():\n    assert False\n")
+    git("add", "-A")
+    git("commit", "-qm", "later")
+    (repo / "tests" / "test_untracked.py").write_text("def test_untracked():\n    assert False\n")
+    out = tmp_path / "mine.jsonl"
+    code, stdout, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", first[:10], "--n", "1",
+                                  "--out", str(out), "--format", "json", "--jobs", "1")
+    assert code == 0, stderr
+    package = json.loads(stdout)["packages"][0]
+    assert (package["package"], package["version"], package["tests"]) == ("calc-repo", first[:12], 12)  # its folder: no [project] name
+    records = _records(out)
+    assert records[0]["repo"] == "local/calc-repo" and records[0]["created_at"] == "2023-03-04T05:06:07Z"
+    assert records[0]["source"]["type"] == "git-repo" and records[0]["source"]["revision"] == first
+    assert not [t for r in records for t in r["PASS_TO_PASS"] + r["FAIL_TO_PASS"] if "later" in t or "untracked" in t]
+    _check_with_the_family(out, records)
+    code, _, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", "f" * 40, "--out", str(out))
+    assert code == 2 and f"has no commit {'f' * 40!r}" in stderr
+    (repo / "tests" / "host.txt").symlink_to("/etc/hostname")  # a tree that reaches out of itself
+    git("add", "-A")
+    git("commit", "-qm", "a link out")
+    code, _, stderr = _synth(capsys, "--from-repo", str(repo), "--commit", "HEAD", "--out", str(tmp_path / "no.jsonl"))
+    assert code == 1 and "tests/host.txt" in stderr and "a link to the absolute path /etc/hostname" in stderr, stderr
+    assert not (tmp_path / "no.jsonl").exists()

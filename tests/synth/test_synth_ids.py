@@ -100,14 +100,14 @@ def test_moving_and_unreadable_ids_are_left_out(tmp_path, index, capsys):
 
 @pytest.mark.bwrap
 @pytest.mark.slow
-def test_a_package_of_unreadable_ids_is_refused_in_one_line(tmp_path, index, capsys):
+def test_a_package_with_too_few_readable_ids_is_refused_in_one_line(tmp_path, index, capsys):
     out = tmp_path / "never.jsonl"
     code, stdout, stderr = _synth(capsys, "-p", "tinycalc==0.3", "--n", "1", "--out", str(out))
-    assert code == 2 and not stdout and not out.exists()
+    assert code == 1 and not out.exists()
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: tinycalc==0.3: 3 of 4 test ids cannot be read back from a pytest log "
-                      "by the SWE-bench parser (e.g. 'tests/test_calc.py::test_words[a b]'); "
-                      "too many to make tasks of"]
+    assert errors == ["error: 1 of 1 packages refused (no tasks written): tinycalc==0.3: 1 tests left to "
+                      "make tasks of, fewer than the floor of 10 (tests passing reliably, with ids the grader "
+                      "reads back); left out: 3 with ids the grader cannot read back"]
 
 
 @pytest.mark.parametrize("lists,unreadable,ambiguous,moving", [

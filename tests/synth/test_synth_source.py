@@ -103,15 +103,3 @@ def test_rebuild_gives_one_commit_with_the_bug(tmp_path, index) -> None:
     assert source.rebuild_repository(record) == repo
     with pytest.raises(source.SourceMismatch, match="base_commit"):
         source.build_repository({**record, "base_commit": clean}, tmp_path / "again")
-
-
-def test_a_package_whose_pytest_config_asks_for_coverage_gets_pytest_cov(tmp_path):
-    """semver 3.0.2 and wcwidth 0.2.13 put `--cov` in their pytest addopts: without pytest-cov,
-    pytest stops at its command line and synth finds one 'test' failing ('usage:')."""
-    from orchard_cli.tasks.synth.tests_run import test_requirements
-
-    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: p\nRequires-Dist: attrs\n")
-    (tmp_path / "setup.cfg").write_text("[tool:pytest]\naddopts =\n    --cov=p\n    --doctest-modules\n")
-    assert test_requirements(tmp_path) == ["attrs", "pytest", "pytest-cov"]
-    (tmp_path / "setup.cfg").write_text("[tool:pytest]\n# addopts = --cov=p\naddopts = -ra\n")
-    assert test_requirements(tmp_path) == ["attrs", "pytest"]

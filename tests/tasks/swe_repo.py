@@ -70,6 +70,18 @@ def diff_of(work: Path, path: str, new_text: str) -> str:
         target.write_text(old)
 
 
+def make_project(mirror: Path, repo: str, files: dict[str, str]) -> tuple[Path, str]:
+    """A git repository `repo` (owner/name) under the mirror folder holding `files`: (work tree, commit)."""
+    work = mirror / repo
+    for path, text in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", f"{repo} as it was")
+    return work, git(work, "rev-parse", "HEAD").strip()
+
+
 def make_repo(mirror: Path) -> tuple[Path, str]:
     work = mirror / "acme" / "calc"
     (work / "calc").mkdir(parents=True)
@@ -138,8 +150,8 @@ def dataset_style_script(base: str, test_patch: str) -> str:
 
 
 def write_wheel(folder: Path, name: str = "calc-extras", version: str = "1.0",
-                code: str = "TWO = 2\n", requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel written by hand (no build tools, no network)."""
+                code: str = "TWO = 2\n", requires: tuple[str, ...] = (), tag: str = "py3-none-any") -> Path:
+    """A pure-Python wheel written by hand (no build tools, no network), tagged `tag`."""
     import base64
     import hashlib
     import zipfile
@@ -147,11 +159,11 @@ def write_wheel(folder: Path, name: str = "calc-extras", version: str = "1.0",
     folder.mkdir(parents=True, exist_ok=True)
     module = name.replace("-", "_")
     info = f"{module}-{version}.dist-info"
-    path = folder / f"{module}-{version}-py3-none-any.whl"
+    path = folder / f"{module}-{version}-{tag}.whl"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + \
         "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {f"{module}.py": code, f"{info}/METADATA": meta,
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: {tag}\n"}
     record = []
     with zipfile.ZipFile(path, "w") as wheel:
         for entry, text in files.items():
@@ -208,10 +220,96 @@ class JsonIndex:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
 
-    def add(self, name: str, version: str, uploaded: str, requires: tuple[str, ...] = ()) -> None:
-        wheel = write_wheel(self.root, name, version, f"VERSION = {version!r}\n", requires)
+    def add(self, name: str, version: str, uploaded: str, requires: tuple[str, ...] = (),
+            tag: str = "py3-none-any") -> None:
+        wheel = write_wheel(self.root, name, version, f"VERSION = {version!r}\n", requires, tag)
         self.files.setdefault(name, []).append((wheel, uploaded))
+
+    def add_sdist(self, name: str, version: str, uploaded: str, files: dict[str, str]) -> None:
+        """An sdist NAME-VERSION.tar.gz of `files` (a setup.py among them), published `uploaded`."""
+        import io
+        import tarfile
+
+        base = f"{name.replace('-', '_')}-{version}"
+        path = self.root / f"{base}.tar.gz"
+        self.root.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for member, text in sorted({"PKG-INFO": f"Metadata-Version: 1.1\nName: {name}\nVersion: {version}\n",
+                                        **files}.items()):
+                data = text.encode()
+                info = tarfile.TarInfo(f"{base}/{member}")
+                info.size, info.mtime = len(data), 1_500_000_000
+                tar.addfile(info, io.BytesIO(data))
+        path.write_bytes(buffer.getvalue())
+        self.files.setdefault(name, []).append((path, uploaded))
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class LoopbackInternet:
+    """The internet, on this host's loopback: a DNS server at a random 127.x.y.z:53 that answers
+    `name` with 127.0.0.1, and an HTTP server on 127.0.0.1 that says `hello`. `resolv_conf` names
+    it first and an unroutable nameserver (TEST-NET-1) second: a sandbox sharing the host's
+    network resolves `name` at once; one in a namespace of its own finds nothing on its own
+    loopback and moves on to the unroutable one, whose packets are dropped unless the sandbox
+    makes it unreachable (each lookup would wait 10 s)."""
+
+    def __init__(self, name: str = "internet.orchard.test") -> None:
+        import http.server
+        import random
+        import socket
+        import threading
+
+        class Hello(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Length", "5")
+                self.end_headers()
+                self.wfile.write(b"hello")
+
+        self.name = name
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+        self.port = self.http.server_address[1]
+        self.dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for _ in range(20):
+            self.address = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(1, 254)}"
+            try:
+                self.dns.bind((self.address, 53))
+                break
+            except OSError:
+                continue
+        self.resolv_conf = f"nameserver {self.address}\nnameserver 192.0.2.53\n"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        threading.Thread(target=self._answer, daemon=True).start()
+
+    def _answer(self) -> None:
+        import struct
+
+        while True:
+            try:
+                query, peer = self.dns.recvfrom(512)
+            except OSError:
+                return
+            labels, i = [], 12
+            while i < len(query) and query[i]:
+                labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace"))
+                i += 1 + query[i]
+            question = query[12:i + 5]
+            qtype = struct.unpack("!H", query[i + 1:i + 3])[0]
+            known = ".".join(labels).lower() == self.name
+            answer = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + bytes([127, 0, 0, 1]) \
+                if known and qtype == 1 else b""
+            flags = 0x8180 if known else 0x8183  # a response; NXDOMAIN for any other name
+            reply = query[:2] + struct.pack("!HHHHH", flags, 1, 1 if answer else 0, 0, 0) + question + answer
+            self.dns.sendto(reply, peer)
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+        self.dns.close()

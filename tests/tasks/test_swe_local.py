@@ -113,7 +113,7 @@ def test_grading_categories(world, home, instance, patch, category):
     family, tasks = load(world)
     task = tasks[instance]
     outcome = grade(world, family, task, world["instances"][patch] if patch else "")
-    assert outcome.category == category, outcome.log[-2000:]
+    assert outcome.category == category, (outcome.category, outcome.error, outcome.log[-2000:])
     assert outcome.resolved is (category == "resolved")
     if category in ("resolved", "unresolved"):
         tests = outcome.tests
@@ -229,6 +229,189 @@ def test_grading_network_waits_like_a_networked_machine(world, home):
     outcome = grade(world, family, task, world["instances"]["gold"])
     assert outcome.category == "needs_network" and not outcome.resolved, outcome.log[-3000:]
     assert lookup in outcome.error
+
+
+INTERNET_TESTS = '''
+
+class InternetTests(unittest.TestCase):
+    def fetch(self):
+        import urllib.request
+        with urllib.request.urlopen("http://{name}:{port}/", timeout=20) as reply:
+            self.assertEqual(reply.read(), b"hello")
+
+    def test_fetch_1(self):
+        self.fetch()
+
+    def test_fetch_2(self):
+        self.fetch()
+
+    def test_fetch_3(self):
+        self.fetch()
+'''
+GRADE_IN_NAMESPACE = '''
+import json, sys
+from orchard_cli.env import SandboxHandle, connect
+from orchard_cli.evidence import Evidence
+from orchard_cli.tasks.registry import load_family
+args = json.load(open(sys.argv[1]))
+family = load_family("swe")
+family.repo_mirror, family.network = args["mirror"], args["network"]
+task = family.task(args["record"], "t")
+env = connect("local")
+try:
+    with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
+        family.setup(task, sandbox)
+        out = family.grade(task, Evidence(patch=args["patch"]), sandbox)
+finally:
+    env.close()
+print(json.dumps({"category": out.category, "seconds": out.tests.get("seconds"), "error": out.error,
+                  "log": (out.log or "")[-3000:]}))
+'''
+
+
+def test_grading_reaches_the_internet_only_under_network_full(world, home, tmp_path):
+    """`--network full` grades with the network, as the official harness does: tests that fetch
+    from an internet host (a DNS server and a web server on this host's loopback, standing in)
+    pass. Without it the same tests are needs_network, in seconds: each lookup fails at once
+    (no resolver waits), though the sandbox's resolv.conf names an unroutable nameserver.
+    The grading runs in a mount namespace of its own whose /etc/resolv.conf names the stand-in."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.fail("this test needs root and unshare (util-linux): it binds its own resolv.conf")
+    internet = swe_repo.LoopbackInternet()
+    try:
+        family, tasks = load(world)
+        task = tasks["acme__calc-2"]
+        work = world["root"] / "mirror" / "acme" / "calc"
+        text = swe_repo.TESTS.replace("from calc import mul, sub", "from calc import add, mul, sub").replace(
+            "    def test_sub(self):", "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+                                   "    def test_sub(self):") + INTERNET_TESTS.format(name=internet.name, port=internet.port)
+        fetches = [f"test_fetch_{i} (tests.test_calc.InternetTests)" for i in (1, 2, 3)]
+        record = {**task.record, "test_patch": swe_repo.diff_of(work, "tests/test_calc.py", text),
+                  "PASS_TO_PASS": [*task.record["PASS_TO_PASS"], *fetches]}
+        resolv = tmp_path / "resolv.conf"
+        resolv.write_text(internet.resolv_conf)
+        verdicts = {}
+        for network in ("full", "none"):
+            args = tmp_path / f"{network}.json"
+            args.write_text(json.dumps({"mirror": str(world["root"] / "mirror"), "network": network,
+                                        "record": record, "patch": world["instances"]["gold"]}))
+            script = tmp_path / "grade.py"
+            script.write_text(GRADE_IN_NAMESPACE)
+            done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                   'mount --bind "$1" /etc/resolv.conf && exec "$2" "$3" "$4"', "sh",
+                                   str(resolv), sys.executable, str(script), str(args)],
+                                  capture_output=True, text=True, timeout=900,
+                                  env={**os.environ, "ORCHARD_HOME": str(home)})
+            assert done.returncode == 0, done.stderr[-3000:]
+            verdicts[network] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        internet.close()
+    full, offline = verdicts["full"], verdicts["none"]
+    assert full["category"] == "resolved", full["log"]
+    assert offline["category"] == "needs_network", offline["log"]
+    assert all(f in offline["error"] for f in fetches)
+    assert offline["seconds"] < 15, offline  # three lookups: 30 s and more if each waited
+
+
+def test_an_environment_that_cannot_run_the_tests_is_env_error_never_unresolved(world, home):
+    """A test run that gives no results is decided from the environment, not from its log: an
+    environment without its test runner fails when it is built (env_error, naming the check);
+    one without a module the tests import (not the repository's own) fails the instance's
+    collection check, so gold there is env_error with the cause, not `unresolved`."""
+    family, tasks = load(world)
+    task = tasks["acme__calc-2"]
+    record = task.record
+    no_runner = {**record, "instance_id": "acme__calc-nopytest",
+                 "environment": {**record["environment"], "test_cmd": "python -m pytest -rA tests/test_calc.py",
+                                 "log_parser": "pytest"}}
+    task = family.task(no_runner, "t")
+    with pytest.raises(EnvironmentUnavailable, match="cannot run its tests: `python -c 'import pytest'` failed"):
+        grade(world, family, task, world["instances"]["gold"])
+    assert family.environment_info(task)["key"] == family.env_key(tasks["acme__calc-2"])  # built, shared
+
+    work = world["root"] / "mirror" / "acme" / "calc"
+    text = swe_repo.TESTS.replace("import calc_extras\n", "import calc_extras\nimport orchard_not_installed\n")
+    lacking = {**record, "instance_id": "acme__calc-lacking",
+               "test_patch": swe_repo.diff_of(work, "tests/test_calc.py", text)}
+    outcome = grade(world, family, family.task(lacking, "t"), world["instances"]["gold"])
+    assert outcome.category == "env_error", (outcome.category, outcome.error, outcome.log[-2000:])
+    assert "No module named 'orchard_not_installed'" in outcome.error
+
+
+def test_the_environment_check_leaves_the_tree_as_it_found_it(world, home):
+    """The check collects the tests at the base commit, before the patch: it leaves no bytecode
+    (a module edited by the patch to the same size within the same second would run from its
+    stale .pyc: gold `a - b` -> `a + b`) and no file of the test patch behind."""
+    from orchard_cli.tasks.swe import envcheck
+    from orchard_cli.tasks.swe.instance import eval_script
+
+    family, tasks = load(world)
+    for task in tasks.values():
+        with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
+            family.setup(task, sandbox)
+            check = envcheck.check_instance(sandbox, task.record, eval_script(task.record, family.recipe(task)),
+                                            family.checks_dir(task))
+            assert check["ok"] and check["checked"], check
+            left = sandbox.exec("git status --porcelain --untracked-files=all; find . -name '*.pyc' | head -3")
+            assert left.stdout.strip() == "", left.stdout
+
+
+def test_the_check_resets_what_a_dataset_reset_line_does_not(world, home):
+    """A dataset's eval script resets the test files with one `git checkout BASE files...` that
+    names the files the test patch creates too; git then resets none of them (pylint-6528,
+    sphinx-10614). The check still leaves the tree as setup left it, so the graded run applies
+    the test patch cleanly and gold resolves."""
+    family, tasks = load(world)
+    task = tasks["acme__calc-1"]
+    extra = "diff --git a/tests/test_extra.py b/tests/test_extra.py\nnew file mode 100644\n--- /dev/null\n" \
+            "+++ b/tests/test_extra.py\n@@ -0,0 +1,6 @@\n+import unittest\n+\n+\n+class ExtraTests(unittest.TestCase):\n" \
+            "+    def test_extra(self):\n+        self.assertTrue(True)\n"
+    test_patch = task.record["test_patch"].rstrip("\n") + "\n" + extra
+    script = "\n".join(line + " tests/test_extra.py" if line.startswith("git checkout") else
+                       line + " tests.test_extra" if line == swe_repo.TEST_CMD else line
+                       for line in swe_repo.dataset_style_script(task.record["base_commit"], test_patch).split("\n"))
+    record = {**task.record, "instance_id": "acme__calc-newfile", "test_patch": test_patch, "eval_script": script,
+              "PASS_TO_PASS": [*task.record["PASS_TO_PASS"], "test_extra (tests.test_extra.ExtraTests)"]}
+    outcome = grade(world, family, family.task(record, "t"), world["instances"]["gold"])
+    assert outcome.category == "resolved", (outcome.category, outcome.error, outcome.log[-3000:])
+
+
+def test_a_patch_that_breaks_the_import_stays_unresolved(world, home):
+    """A gold-like patch with a syntax error gives no test results either, but the environment
+    passes its check: the patch is at fault (`unresolved`), as SWE-bench counts it."""
+    family, tasks = load(world)
+    broken = world["instances"]["gold"].replace("+    return a + b", "+    return a + b)")
+    for task_id in ("acme__calc-1", "acme__calc-2"):
+        outcome = grade(world, family, tasks[task_id], broken)
+        assert outcome.category == "unresolved", (task_id, outcome.error, outcome.log[-2000:])
+        assert outcome.tests["counts"]["FAIL_TO_PASS_success"] == 0
+
+
+def test_a_patch_declaring_a_new_dependency_is_graded_with_it(world, home, monkeypatch, tmp_path):
+    """SWE-bench installs the project again after the patch (pylint-4661's fix adds appdirs to
+    setup.cfg and imports it). The grading sandbox stays offline; what the patched project
+    declares is installed through a helper sandbox into a user site, so the fix resolves."""
+    index = swe_repo.JsonIndex(tmp_path / "index")
+    try:
+        index.add("orchard-newdep", "1.0", "2024-01-01T00:00:00Z")
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        family, tasks = load(world)
+        task = tasks["acme__calc-2"]
+        work = world["root"] / "mirror" / "acme" / "calc"
+        fix = swe_repo.diff_of(work, "calc/__init__.py", "import orchard_newdep\n\n\n" + swe_repo.BUGGY.replace(
+            "return a - b", "return a + b if orchard_newdep.VERSION else None", 1))
+        declare = swe_repo.diff_of(work, "setup.py", 'from setuptools import setup\n\n'
+                                   'setup(name="calc", version="0.1", packages=["calc"], install_requires=["orchard-newdep"])\n')
+        outcome = grade(world, family, task, fix + declare)
+        assert outcome.category == "resolved", (outcome.category, outcome.error, outcome.log[-3000:])
+        assert grade(world, family, task, fix).category == "unresolved"  # not declared: not installed
+    finally:
+        index.close()
 
 
 def test_a_missing_system_package_is_the_environments_fault_only_with_evidence(world, home, monkeypatch):
