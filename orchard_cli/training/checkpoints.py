@@ -45,7 +45,7 @@ def save_checkpoint(root: Any, optimizer: Any, folder: Path, step: int, dist: Di
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     barrier(dist)
-    dcp.save(_states(root, optimizer), checkpoint_id=str(partial / STATE))
+    dcp.save(_states(root, optimizer), checkpoint_id=str(partial / STATE), no_dist=_alone())
     if dist.main:
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
@@ -75,7 +75,7 @@ def load_checkpoint(root: Any, optimizer: Any, folder: Path, dist: Dist | None =
         raise UsageError(f"{folder} is not a checkpoint{old}", hint="start the run in a new folder")
     states = _states(root, optimizer)
     try:
-        dcp.load(states, checkpoint_id=str(folder / STATE))
+        dcp.load(states, checkpoint_id=str(folder / STATE), no_dist=_alone())
     except Exception as exc:  # noqa: BLE001 - DCP raises several kinds for a mismatch
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"checkpoint {folder} does not match the model ({first})") from None
@@ -86,6 +86,12 @@ def load_checkpoint(root: Any, optimizer: Any, folder: Path, dist: Dist | None =
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
     return int(folder.name.split("-")[1])
+
+
+def _alone() -> bool:
+    import torch
+
+    return not (torch.distributed.is_available() and torch.distributed.is_initialized())
 
 
 def latest_checkpoint(folder: Path) -> Path | None:
