@@ -23,7 +23,6 @@ import pytest
 
 from orchard_cli.main import main
 from orchard_cli.training.synthetic import synthetic_trajectory
-from tiny_model import make_tiny_model
 from train_helpers import write_trajectories
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
@@ -32,8 +31,8 @@ TIMEOUT = 600  # a 2-process run takes ~15 s here when quiet
 
 
 @pytest.fixture(scope="module")
-def tiny(smollm2_dir, tmp_path_factory) -> Path:
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", smollm2_dir)
+def tiny(tiny_dir) -> Path:
+    return tiny_dir
 
 
 @pytest.fixture(scope="module")
