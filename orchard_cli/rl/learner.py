@@ -259,6 +259,8 @@ class Learner:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         passes = cfg.updates
+        if not micro and items and temp == 1.0:  # no update, but the sync is still checked
+            gap = self._gap_only(items)
         total_loss, clipped, kl_sum = self.parallel.all_sum(total_loss, clipped, kl_sum)
         gap = self._worst(gap)
         active_tokens = sum(it.kept for it in active)
@@ -267,6 +269,32 @@ class Learner:
                            kl=kl_sum / max(1, active_tokens * passes) if cfg.beta > 0 else None,
                            tokens=tokens, trained_tokens=trained, sequences=sequences, logprob_gap=gap,
                            seconds=time.perf_counter() - started, passes=passes)
+
+    def _gap_only(self, items: list[_Item]) -> float | None:
+        """The largest gap between the served and the learner's log-probabilities over every
+        trainable sequence (a step without an update: every group's rewards were equal)."""
+        import torch
+
+        from orchard_cli.training.batches import collate, pack_rows
+
+        by_sample = {id(it.sample): it for it in items}
+        rows = pack_rows([it.sample for it in items], self.config.max_seq_len, True)
+        micro = [rows[i:i + self.config.rows_per_micro_batch]
+                 for i in range(0, len(rows), self.config.rows_per_micro_batch)]
+        mine = micro[self.dist.rank::self.dist.world]
+        gap: float | None = None
+        with torch.no_grad():
+            for k in range(self.parallel.passes(len(micro))):
+                chunk = mine[k] if k < len(mine) else micro[0]
+                logps = self.parallel.root(collate(chunk, self.pad_id, self.device))
+                if k >= len(mine):
+                    continue
+                served = torch.tensor([lp for r in chunk for s in r.samples for lp in by_sample[id(s)].rollout_logps],
+                                      device=self.device)
+                if served.numel() == logps.numel() and served.numel():
+                    here = float((logps - served).abs().max())
+                    gap = here if gap is None else max(gap, here)
+        return gap
 
     def _worst(self, gap: float | None) -> float | None:
         if self.dist.world <= 1:
