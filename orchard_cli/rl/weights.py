@@ -115,10 +115,14 @@ class LoraPush:
     def _load(self, url: str, path: Path, version: int) -> None:
         body = {"lora_name": self.name, "lora_path": str(path.resolve()), "load_inplace": True,
                 "weight_version": str(version)}
-        reply = _post(f"{url.rstrip('/')}/load_lora_adapter", body, self.key)
+        base = url.rstrip("/")
+        reply = _post(f"{base}/load_lora_adapter", body, self.key)
+        if reply.status_code == 404 and server_root(url) != base:  # SGLang serves it without /v1
+            base = server_root(url)
+            reply = _post(f"{base}/load_lora_adapter", body, self.key)
         if reply.status_code == 400 and "already" in reply.text.lower():  # a server without load_inplace
-            _post(f"{url.rstrip('/')}/unload_lora_adapter", {"lora_name": self.name}, self.key)
-            reply = _post(f"{url.rstrip('/')}/load_lora_adapter", body, self.key)
+            _post(f"{base}/unload_lora_adapter", {"lora_name": self.name}, self.key)
+            reply = _post(f"{base}/load_lora_adapter", body, self.key)
         if reply.status_code != 200:
             raise InfraError(f"weight sync: {url} refused the adapter ({reply.status_code}: {reply.text[:200].strip()})",
                              hint="serve the policy with runtime LoRA loading on: vllm serve MODEL --enable-lora "
