@@ -16,7 +16,7 @@ from orchard_cli.rl.records import Rollout
 
 if TYPE_CHECKING:
     from orchard_cli.rl.learner import UpdateStats
-    from orchard_cli.rl.loop import RLConfig
+    from orchard_cli.rl.config import RLConfig
 
 
 def share(dist: Any, message: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchard_cli.rl.loop import RLConfig, StepRecord
+    from orchard_cli.rl.config import RLConfig, StepRecord
 
 
 def plot_curve(history: list[StepRecord], evals: list[dict[str, Any]], path: Path) -> str | None:
