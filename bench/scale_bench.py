@@ -1,10 +1,15 @@
 """orchard train and orchard rl past one process: DDP against FSDP2, and the RL step with --sync lora.
 
     .venv/bin/python bench/scale_bench.py [--model smollm2] [--steps 6] [--procs 2] [--skip-rl]
+    python bench/scale_bench.py --random-model 2048,8192,24,32 --tokenizer DIR --skip-rl   # a GPU
 
 Where torch sees CUDA devices, the processes run on GPUs (NCCL; `--procs` default: every GPU), in
 bf16; otherwise on the CPU (gloo, 1 torch thread per process, fp32). `--model` is `smollm2` or a
-checkpoint folder (on a GPU machine: the largest student it holds).
+checkpoint folder (on a GPU machine: the largest student it holds); `--random-model
+HIDDEN,FFN,LAYERS,HEADS` makes a Llama of that shape with random weights and `--tokenizer`'s
+vocabulary (for machines that reach no model hub: throughput and memory do not depend on the
+weights). With one GPU there is no second process: the runs are 1 process, with
+`--grad-checkpointing`, and with `--lora`.
 
 1. train: the same trajectories and settings (synthetic bash-agent episodes, per-call samples,
    `--max-seq-len 512`, batch 2 x grad-accum 2, `--steps` steps) in 1 process, and in N processes
@@ -66,6 +71,26 @@ def write_data(folder: Path, episodes: int) -> Path:
     return path
 
 
+def random_model(shape: str, tokenizer_dir: str, folder: Path) -> str:
+    """A Llama of HIDDEN,FFN,LAYERS,HEADS with random bf16 weights and the tokenizer's vocabulary."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    hidden, ffn, layers, heads = (int(x) for x in shape.split(","))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=4096,
+                         tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
+    print(f"random Llama {shape}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters", flush=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    del model
+    return str(folder)
+
+
 def part_train(args: argparse.Namespace, work: Path, gpus: int) -> None:
     data = write_data(work, 16)
     procs = args.procs or max(2, gpus)
@@ -75,11 +100,15 @@ def part_train(args: argparse.Namespace, work: Path, gpus: int) -> None:
               "--lr", "1e-5", "--save-every", "1000"]
     if not gpus:
         common += ["--threads", "1"]
+    plans = [("1 process", 1, ["--shard", "auto"]), (f"{procs} x DDP", procs, ["--shard", "none"]),
+             (f"{procs} x FSDP2", procs, ["--shard", "full"])]
+    if gpus == 1:  # one GPU: no second process
+        plans = [("1 process", 1, []), ("1 + grad ckpt", 1, ["--grad-checkpointing"]), ("1 + LoRA", 1, ["--lora"])]
     runs = {}
-    for name, n, shard in (("1 process", 1, "auto"), (f"{procs} x DDP", procs, "none"), (f"{procs} x FSDP2", procs, "full")):
-        out = work / name.replace(" ", "")
+    for name, n, extra in plans:
+        out = work / name.replace(" ", "").replace("+", "")
         started = time.monotonic()
-        summary = orchard(*common, "--out", str(out), "--shard", shard, procs=n)
+        summary = orchard(*common, "--out", str(out), *extra, procs=n)
         losses = [json.loads(line)["loss"] for line in (out / "training_log.jsonl").read_text().splitlines()]
         runs[name] = (summary, losses, time.monotonic() - started)
         shutil.rmtree(out, ignore_errors=True)
@@ -89,12 +118,13 @@ def part_train(args: argparse.Namespace, work: Path, gpus: int) -> None:
     print(f"   {'run':<12} {'shard':>6} {'tok/s':>8} {'peak MiB/proc':>14} {'params+optim MiB/proc':>22} "
           f"{'max rel. loss diff':>19} {'wall s':>7}")
     for name, (s, losses, wall) in runs.items():
-        diff = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
+        diff = "-" if "LoRA" in name else f"{max(abs(a - b) / abs(b) for a, b in zip(losses, ref)):.2e}"
         print(f"   {name:<12} {s['shard']:>6} {s['tokens_per_s'] or 0:>8.1f} {s['peak_memory_mib']:>14.0f} "
-              f"{s['state_mib']:>22.1f} {diff:>19.2e} {wall:>7.0f}")
+              f"{s['state_mib']:>22.1f} {diff:>19} {wall:>7.0f}")
     one = runs["1 process"][0]["state_mib"]
-    print(f"   FSDP2 params+optim per process / 1 process: {runs[f'{procs} x FSDP2'][0]['state_mib'] / one:.3f}; "
-          f"DDP: {runs[f'{procs} x DDP'][0]['state_mib'] / one:.3f}")
+    if f"{procs} x FSDP2" in runs:
+        print(f"   FSDP2 params+optim per process / 1 process: {runs[f'{procs} x FSDP2'][0]['state_mib'] / one:.3f}; "
+              f"DDP: {runs[f'{procs} x DDP'][0]['state_mib'] / one:.3f}")
 
 
 def serve(home_env: dict, log: Path) -> tuple[subprocess.Popen, str]:
@@ -139,10 +169,14 @@ def main() -> int:
     parser.add_argument("--rl-steps", type=int, default=4)
     parser.add_argument("--skip-rl", action="store_true")
     parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--random-model", default=None, help="HIDDEN,FFN,LAYERS,HEADS")
+    parser.add_argument("--tokenizer", default=None, help="a folder with the tokenizer (--random-model)")
     args = parser.parse_args()
     gpus = cuda_devices()
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         work = Path(tmp)
+        if args.random_model:
+            args.model = random_model(args.random_model, args.tokenizer, work / "random-model")
         if not args.skip_train:
             part_train(args, work, gpus)
         if not args.skip_rl:
