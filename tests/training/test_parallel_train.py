@@ -8,7 +8,8 @@ FSDP2 computes what one process computes.
   1 (from the 2-process sharded checkpoint) logs the same losses and ends with the same weights;
 - the consolidated model (gathered from the shards into safetensors) gives the logits of the
   one-process run's unsharded save;
-- LoRA: a sharded base with trainable adapters saves the adapter one process trains.
+- LoRA: a sharded frozen base with trainable adapters, merged on rank 0, gives the base plus the
+  adapter one process trains.
 """
 
 from __future__ import annotations
@@ -137,18 +138,28 @@ def test_consolidated_model_gives_the_unsharded_logits(runs) -> None:
     assert json.loads((folders["two"] / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
 
 
-def test_lora_on_a_sharded_base_saves_the_one_process_adapter(tiny, data, tmp_path) -> None:
+def test_lora_on_a_sharded_base_trains_the_one_process_adapter(tiny, data, tmp_path) -> None:
+    """1 process saves the adapter; 2 processes (sharded frozen base) merge theirs on rank 0: the
+    merged weights are the base plus the one-process adapter's product."""
     from safetensors.torch import load_file
 
     lora = ["--lora", "--max-steps", "3"]
     assert main(args(data, tiny, tmp_path / "one", *lora)) == 0
-    done = torchrun(args(data, tiny, tmp_path / "two", *lora))
+    done = torchrun(args(data, tiny, tmp_path / "two", *lora, "--merge"))
     assert done.returncode == 0, done.stderr[-3000:]
-    one, two = (load_file(str(tmp_path / d / "adapter_model.safetensors")) for d in ("one", "two"))
-    assert one.keys() == two.keys() and any("lora_B" in k for k in one)
-    moved = 0
-    for key in one:
-        assert (one[key] - two[key]).abs().max() <= 1e-5, key
-        moved += "lora_B" in key and bool(one[key].abs().max() > 0)  # B starts at 0: the adapter learned
-    assert moved
     assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-4)
+    adapter = load_file(str(tmp_path / "one" / "adapter_model.safetensors"))
+    base = load_file(str(tiny / "model.safetensors"))
+    merged = load_file(str(tmp_path / "two" / "model.safetensors"))
+    assert merged.keys() == base.keys() and not any("lora" in k for k in merged)
+    scale = 2.0  # lora_alpha = 2 * r
+    checked = 0
+    for key, a in adapter.items():
+        if ".lora_A." not in key:
+            continue
+        b = adapter[key.replace(".lora_A.", ".lora_B.")]
+        target = key.split("base_model.model.", 1)[1].replace(".lora_A.weight", ".weight")
+        expected = base[target] + scale * (b @ a)
+        assert (merged[target] - expected).abs().max() <= 1e-5, target
+        checked += bool(b.abs().max() > 0)  # B starts at 0: the adapter learned
+    assert checked >= 7 * 2  # every linear layer of both blocks
