@@ -1,4 +1,4 @@
-"""`orchard distill --teacher MODEL ...` and `orchard distill export FILE --format hf --out DIR`.
+"""`orchard distill --teacher MODEL ...` and `orchard distill export FILE --format hf|trl|verl-sft --out DIR`.
 
 Exit codes of `orchard distill`:
   0  the run completed (some episodes may have ended in env/infra errors, up to --max-errors)
@@ -37,7 +37,7 @@ from orchard_cli.commands._common import (
 )
 
 app = typer.Typer(
-    cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf --out DIR"),
+    cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf|trl|verl-sft --out DIR"),
     help="Record a teacher model driving a real harness on every task: one graded trajectory per "
          "episode, appended to --out as it finishes. Export them with `orchard distill export`.",
     no_args_is_help=True)
@@ -187,29 +187,44 @@ def _render(summary, console, fmt: OutputFormat) -> None:  # type: ignore[no-unt
 def export(
     file: Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False, help="A trajectories file written by `orchard distill`.")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Dataset folder to create.")],
-    format_: Annotated[str, typer.Option("--format", help="Output format: hf (Parquet, the published Orchard layout).")] = "hf",
-    keep: Annotated[str, typer.Option("--keep", help="all, or resolved: only resolved episodes.")] = "all",
+    format_: Annotated[str, typer.Option("--format", help="hf (Parquet, the published Orchard layout), trl (TRL's SFTTrainer: orchard's samples pre-tokenized with their assistant mask), verl-sft (verl's multi-turn SFT Parquet). docs/training.md.")] = "hf",
+    keep: Annotated[Optional[str], typer.Option("--keep", help="all, or resolved: only resolved episodes (default: hf all; trl and verl-sft resolved, as orchard train).")] = None,
+    base_model: Annotated[Optional[str], typer.Option("--base-model", help="trl, verl-sft: the model the samples are made for (smollm2, a checkpoint folder, a hub id): its tokenizer and chat template.")] = None,
+    builder: Annotated[Optional[str], typer.Option("--builder", help="trl, verl-sft: per-call or merged, as orchard train (default: trl per-call, verl-sft merged).")] = None,
+    max_seq_len: Annotated[int, typer.Option("--max-seq-len", min=16, help="trl, verl-sft: longest sample in tokens, as orchard train.")] = 2048,
+    token_ids: Annotated[str, typer.Option("--token-ids", help="trl: auto (recorded token ids when they are the model's) or never.")] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Write trajectories as a Hugging Face dataset (Parquet: tools, messages, metadata).
+    """Write trajectories as a dataset: hf (tools, messages, metadata), trl or verl-sft.
 
     \b
     Example:
       orchard distill export runs/claw.jsonl --format hf --out datasets/claw
+      orchard distill export runs/claw.jsonl --format trl --base-model smollm2 --out datasets/claw-trl
     """
     from orchard_cli.errors import UsageError
-    from orchard_cli.export import export_hf
+    from orchard_cli.export import ExportOptions, export as run_export, names
 
-    if format_ != "hf":
-        raise UsageError(f"--format {format_!r}: the only export format is hf")
-    if keep not in ("all", "resolved"):
+    if format_ not in names():
+        raise UsageError(f"--format {format_!r}: use {', '.join(names())}")
+    if keep not in (None, "all", "resolved"):
         raise UsageError(f"--keep {keep!r}: use all or resolved")
-    result = export_hf(file, out, keep=keep)  # type: ignore[arg-type]
+    if builder not in (None, "per-call", "merged"):
+        raise UsageError(f"--builder {builder!r}: use per-call or merged")
+    if token_ids not in ("auto", "never"):
+        raise UsageError(f"--token-ids {token_ids!r}: use auto or never")
+    if format_ == "hf" and (base_model or builder):
+        raise UsageError("--base-model and --builder shape the training formats (trl, verl-sft), not hf")
+    options = ExportOptions(keep=keep, base_model=base_model, builder=builder, max_seq_len=max_seq_len,  # type: ignore[arg-type]
+                            token_ids=token_ids)  # type: ignore[arg-type]
+    result = run_export(format_, file, out, options)
     if json_:
         emit_json(result.model_dump(mode="json"))
         return
     stats = ", ".join(f"{k} {v}" for k, v in result.by_status.items())
-    stderr_console().print(f"exported {result.rows} trajectories ({stats}); {result.skipped} left out",
+    what = "trajectories" if result.samples is None else \
+        f"samples ({result.samples['trainable_tokens']} trained tokens of {result.samples['tokens']}) from episodes"
+    stderr_console().print(f"exported {result.rows} {what} ({stats}); {result.skipped} left out",
                            soft_wrap=True, highlight=False)
     for path in result.files:
         typer.echo(path)

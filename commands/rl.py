@@ -146,15 +146,21 @@ def rl(
     seed: Annotated[int, typer.Option("--seed", help="Seeds the task order and the sampling.")] = 0,
     shuffle_rewards: Annotated[bool, typer.Option("--shuffle-rewards", help="Control run: rewards shuffled across each step's episodes.")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Torch threads of the learner.")] = None,
+    policy_url: Annotated[Optional[list[str]], typer.Option("--policy-url", help="A server orchard did not start (vLLM, SGLang, orchard serve) serving --model: rollouts call it and it gets the new weights after each update (--sync). Repeat for several. Default: the policy is served in this process.")] = None,
+    sync: Annotated[Optional[str], typer.Option("--sync", help="With --policy-url: lora (train a LoRA adapter, loaded through POST /v1/load_lora_adapter: vLLM --enable-lora, orchard serve --enable-lora) or checkpoint (the whole model, reloaded through POST /update_weights_from_disk: SGLang, orchard serve --enable-weight-updates).")] = None,
+    lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank (--sync lora).")] = 16,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the --policy-url servers' key.")] = None,
+    shard: Annotated[str, typer.Option("--shard", help="Under torchrun: full (FSDP2, the default with several processes), grad-op, or none (DDP).")] = "auto",
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
     quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """On-policy RL (GRPO): roll out, update, sync the served weights, repeat.
 
-    Each step samples tasks, rolls out G attempts of each against the policy served in this process,
-    updates with the clipped policy-gradient loss (TRL's GRPO loss), and copies the new weights into
-    the served copy; checkpoints, --resume, held-out evaluations with scorecards, a reward curve.
+    Each step samples tasks, rolls out G attempts of each against the policy (served in this
+    process, or by --policy-url servers), updates with the clipped policy-gradient loss (TRL's GRPO
+    loss), and syncs the new weights into the served policy (copied in place, or pushed with
+    --sync); checkpoints, --resume, held-out evaluations with scorecards, a reward curve.
 
     \b
     Example:
@@ -168,18 +174,24 @@ def rl(
 
     if loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
         raise UsageError(f"--loss-type {loss_type!r}: use dapo, grpo, bnpo or dr_grpo")
+    if sync not in (None, "lora", "checkpoint"):
+        raise UsageError(f"--sync {sync!r}: use lora or checkpoint")
+    if shard not in ("auto", "full", "grad-op", "none"):
+        raise UsageError(f"--shard {shard!r}: use full, grad-op or none")
     selection = TaskSelection(**selection_fields(suite, family=family, dataset=None, instances=instances, repo=None,
                                                  limit=limit, slice_=slice_, repo_mirror=None)) if suite else None
     eval_selection = TaskSelection(suite=eval_suite, family=family) if eval_suite else None
     learner = config_of(LearnerConfig, lr=lr, beta=beta, epsilon_low=epsilon, epsilon_high=epsilon,
-                        loss_type=loss_type, updates=updates, threads=threads)
+                        loss_type=loss_type, updates=updates, threads=threads, shard=shard, lora=sync == "lora",
+                        lora_r=lora_r, lora_alpha=2 * lora_r)
     config = config_of(RLConfig, selection=selection, eval_selection=eval_selection,
                        rollouts_file=str(rollouts.resolve()) if rollouts else None, model=model,
                        out=str(out.resolve()), harness=harness, steps=steps, tasks_per_step=tasks_per_step,
                        group_size=group_size, sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
                        learner=learner, eval_every=eval_every if eval_suite else 0, eval_attempts=eval_attempts,
                        save_every=save_every, workers=workers, backend=backend, seed=seed,
-                       shuffle_rewards=shuffle_rewards, resume=resume)
+                       shuffle_rewards=shuffle_rewards, resume=resume, policy_urls=list(policy_url or []),
+                       sync=sync, api_key_env=api_key_env)
     if eval_suite and not eval_every:
         config = config.model_copy(update={"eval_every": steps})
     run = plan_rl(config)
@@ -199,9 +211,10 @@ def rl(
 
         def on_step(record) -> None:  # type: ignore[no-untyped-def]
             progress.tick(resolved=bool(record.mean_reward))
+            gap = "" if record.logprob_gap is None else f", logprob gap {record.logprob_gap:.1e}"
             progress.say(f"  step {record.step}: mean reward {record.mean_reward}, loss {record.loss:+.4f}, "
                          f"grad {record.grad_norm:.3f}, rollout {record.rollout_seconds:.1f} s, update "
-                         f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms")
+                         f"{record.update_seconds:.1f} s, sync {record.sync_seconds * 1000:.0f} ms{gap}")
 
         def on_eval(row) -> None:  # type: ignore[no-untyped-def]
             progress.say(f"  eval at step {row['step']}: held-out mean reward {row['mean_reward']:.3f} "

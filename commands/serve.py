@@ -3,7 +3,9 @@
 Serves /v1/chat/completions (streamed or not; tool calls parsed from orchard's tool-call format),
 /v1/responses (so the Codex CLI can drive the model), /v1/models and /health, with token ids and
 logprobs when a request asks (`return_token_ids`, `logprobs`); a vision-language checkpoint also takes
-`image_url` parts as data URLs (docs/vision.md). Prints the base URL on stdout; stops
+`image_url` parts as data URLs (docs/vision.md). With `--enable-lora` / `--enable-weight-updates` it
+takes weights an RL trainer pushes: `POST /v1/load_lora_adapter` (vLLM's API) and `POST
+/update_weights_from_disk` (SGLang's), as `orchard rl --policy-url ... --sync` calls them (docs/rl.md). Prints the base URL on stdout; stops
 cleanly on Ctrl-C or SIGTERM. On GPU machines vLLM or SGLang serve the same checkpoint folder much
 faster, and every orchard command takes their URL unchanged.
 
@@ -47,6 +49,13 @@ def serve(
     prefix_cache: Annotated[bool, typer.Option(
         "--prefix-cache/--no-prefix-cache", help="Keep the last generation's KV cache so a conversation's "
                                                  "next turn only processes its new tokens.")] = True,
+    enable_lora: Annotated[bool, typer.Option(
+        "--enable-lora", help="Take LoRA adapters at runtime: POST /v1/load_lora_adapter and /v1/unload_lora_adapter "
+                              "(vLLM's API; what orchard rl --sync lora calls).")] = False,
+    max_loras: Annotated[int, typer.Option("--max-loras", min=1, help="Adapters held at once (each is a merged copy of the model).")] = 2,
+    enable_weight_updates: Annotated[bool, typer.Option(
+        "--enable-weight-updates", help="Reload weights from a checkpoint folder: POST /update_weights_from_disk "
+                                        "(SGLang's API; what orchard rl --sync checkpoint calls).")] = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Serve a local model (CPU) behind an OpenAI-compatible API. On GPU machines prefer vLLM or SGLang.
@@ -64,11 +73,13 @@ def serve(
     read_key(api_key_env)  # ... or when the named key variable is unset
     endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
                              default_temperature=temperature, default_max_tokens=max_tokens,
-                             prefix_cache=prefix_cache)
+                             prefix_cache=prefix_cache, enable_lora=enable_lora, max_loras=max_loras,
+                             enable_weight_updates=enable_weight_updates)
     say(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...")
     loaded = endpoint.load()
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key_env:
-        say(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it")
+        say(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it"
+            + (" (and load weights from any path this machine reads)" if enable_lora or enable_weight_updates else ""))
 
     def ready(url: str) -> None:
         if fmt == OutputFormat.json:

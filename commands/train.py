@@ -1,5 +1,7 @@
 """`orchard train --trajectories FILE... --base-model MODEL --out DIR`: supervised fine-tuning on
 recorded trajectories (loss on the assistant tokens only). DIR becomes a transformers checkpoint.
+Under `torchrun --nproc-per-node N -m orchard_cli.main train ...` the model is sharded with FSDP2
+(`--shard`); docs/training.md has the launch lines.
 
 Exit codes:
   0  trained (or, with --resume, the run in DIR had already finished)
@@ -10,6 +12,7 @@ Exit codes:
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -22,6 +25,13 @@ from orchard_cli.commands._common import FormatOpt, OutputFormat, config_of, emi
 class BuilderOpt(str, Enum):
     per_call = "per-call"
     merged = "merged"
+
+
+class ShardOpt(str, Enum):
+    auto = "auto"
+    full = "full"
+    grad_op = "grad-op"
+    none = "none"
 
 
 class PrecisionOpt(str, Enum):
@@ -63,6 +73,8 @@ def train(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the data order and initialisation.")] = 0,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch (default: 1 on machines with at most 2 cores, else torch's choice).")] = None,
     precision: Annotated[PrecisionOpt, typer.Option("--precision", help="auto: bf16 autocast where the hardware has it, else fp32.")] = PrecisionOpt.auto,
+    shard: Annotated[ShardOpt, typer.Option("--shard", help="Under torchrun: full (FSDP2 shards parameters, gradients and optimizer state; the default with several processes), grad-op (FSDP2, gathered weights kept forward to backward), none (DDP). docs/training.md.")] = ShardOpt.auto,
+    grad_checkpointing: Annotated[bool, typer.Option("--grad-checkpointing", help="Recompute activations in the backward pass (less memory, more compute).")] = False,
     save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 100,
     val_fraction: Annotated[float, typer.Option("--val-fraction", min=0.0, max=0.9, help="Share of episodes held out for a validation loss.")] = 0.0,
     token_ids: Annotated[str, typer.Option("--token-ids", help="auto: train on recorded token ids when they are the base model's; never: always render.")] = "auto",
@@ -81,7 +93,7 @@ def train(
 
     if token_ids not in ("auto", "never"):
         raise UsageError(f"--token-ids must be auto or never, not {token_ids!r}")
-    console = stderr_console()
+    console = stderr_console(quiet=os.environ.get("RANK", "0") != "0")  # under torchrun, rank 0 speaks
     config = config_of(
         TrainConfig,
         trajectories=[str(p) for p in trajectories], base_model=base_model, out=str(out), builder=builder.value,
@@ -90,6 +102,7 @@ def train(
         token_ids=token_ids, epochs=epochs, max_steps=max_steps, lr=lr, max_seq_len=max_seq_len,
         batch_size=batch_size, grad_accum=grad_accum, packing=packing, lora=lora, lora_r=lora_r,
         lora_alpha=2 * lora_r, merge=merge, seed=seed, threads=threads, precision=precision.value,
+        shard=shard.value, grad_checkpointing=grad_checkpointing,
         save_every=save_every, val_fraction=val_fraction, eval_suite=eval_suite, allow_overlap=allow_overlap,
         resume=resume)
     if eval_source and not eval_suite:
@@ -102,6 +115,8 @@ def train(
         console.print(f"[bold yellow]warning:[/] {message}")
 
     summary = run_training(config, eval_task_ids=eval_ids, progress=True, warn=warn)
+    if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 reports
+        return
     if fmt == OutputFormat.json:
         emit_json(summary.model_dump(mode="json"))
         return
@@ -109,8 +124,10 @@ def train(
         typer.echo(f"{summary.out}: this run had already finished ({summary.steps} steps); nothing to do")
         return
     s = summary.samples
+    where = f"{summary.device}, {summary.precision}" + (
+        f", {summary.processes} processes, shard {summary.shard}" if summary.processes > 1 else "")
     typer.echo(f"trained {summary.base_model} for {summary.steps} steps in {summary.seconds:.0f} s "
-               f"({summary.device}, {summary.precision}, median {summary.tokens_per_s or 0:,.0f} tok/s)")
+               f"({where}, median {summary.tokens_per_s or 0:,.0f} tok/s)")
     typer.echo(f"data: {summary.data.episodes_used} of {summary.data.episodes_read} episodes, {s['samples']} samples "
                f"({s['builder']}), {s['tokens']} tokens, {s['trainable_tokens']} trained")
     typer.echo(f"loss: {summary.first_loss} -> {summary.final_loss}"

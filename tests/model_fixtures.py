@@ -68,3 +68,12 @@ def smollm2(smollm2_home: Path) -> Any:
         model = load_model("smollm2", threads=1)
     assert model.name == "smollm2"
     return model
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(smollm2_dir: Path, tmp_path_factory) -> Path:
+    """A tiny Llama (2 layers, width 64) with SmolLM2's tokenizer, made here (tests/tiny_model.py):
+    what the multi-process tests train, where the arithmetic matters and the model's quality does not."""
+    from tiny_model import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", smollm2_dir)

@@ -62,7 +62,7 @@ def test_export_only_resolved_and_refuses_a_used_folder(distilled, tmp_path, cap
     code, _, stderr = cli(capsys, "distill", "export", str(distilled), "--out", str(out))
     assert code == 2 and "is not empty" in stderr
     code, _, stderr = cli(capsys, "distill", "export", str(distilled), "--out", str(tmp_path / "x"), "--format", "csv")
-    assert code == 2 and "only export format is hf" in stderr
+    assert code == 2 and "use hf, trl, verl-sft" in stderr
     (tmp_path / "junk.jsonl").write_text('{"schema_version": 1, "colour": "red"}\n')
     code, _, stderr = cli(capsys, "distill", "export", str(tmp_path / "junk.jsonl"), "--out", str(tmp_path / "y"))
     assert code == 2 and "record 1 is not a trajectory" in stderr

@@ -34,6 +34,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator
@@ -230,17 +231,19 @@ class LocalModel:
                     self._kv, self._kv_ids = cache, fed[:held]
 
     def load_weights_from(self, module: Any, version: str | None = None) -> float:
-        """Copy `module`'s parameters (same architecture, any device or dtype) into this model in
-        place, between generations, and drop the prefix cache; returns the seconds it took. The
-        weight sync of an RL learner: it trains its own copy (`load_weights`), this one serves.
-        `version` (when given) becomes `weight_version`, which every answer then names."""
+        """Copy `module`'s parameters (same architecture, any device or dtype), or a state dict
+        holding every parameter, into this model in place, between generations, and drop the
+        prefix cache; returns the seconds it took. The weight sync of an RL learner: it trains its
+        own copy (`load_weights`), this one serves. `version` (when given) becomes
+        `weight_version`, which every answer then names."""
         torch = _import_torch()
         started = time.perf_counter()
         with self.lock, torch.no_grad():
-            theirs = dict(module.named_parameters())
+            theirs = dict(module) if isinstance(module, Mapping) else dict(module.named_parameters())
             ours = dict(self.model.named_parameters())
-            if theirs.keys() != ours.keys():
-                odd = sorted(theirs.keys() ^ ours.keys())
+            odd = sorted(ours.keys() - theirs.keys()) if isinstance(module, Mapping) else \
+                sorted(theirs.keys() ^ ours.keys())
+            if odd:
                 raise UsageError(f"cannot load weights into {self.name}: the parameters differ "
                                  f"({len(odd)} name(s), e.g. {', '.join(odd[:3])})",
                                  hint="pass a module of the same architecture (merge a LoRA adapter first)")

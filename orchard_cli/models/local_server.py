@@ -8,6 +8,9 @@ Routes (each also without the /v1 prefix):
   chat by `orchard_cli.proxy.translate`: every output item gets `response.output_item.done`
   before `response.completed`.
 - GET  /v1/models, GET /health.
+- POST /v1/load_lora_adapter, /v1/unload_lora_adapter (vLLM's runtime LoRA API; `enable_lora`) and
+  POST /update_weights_from_disk (SGLang's; `enable_weight_updates`): weights pushed by an RL
+  trainer (`models.adapters`); every answer then names its `weight_version`.
 
 One generation runs at a time (the CPU is the bottleneck); other requests wait their turn. A
 client that goes away mid-stream stops its generation. Requests without `temperature` decode
@@ -79,15 +82,19 @@ async def _iterate(make: Callable[[threading.Event], Iterator[Any]]) -> Any:
 
 
 def build_app(model: LocalModel, *, key_env: str | None = None, default_temperature: float = 0.0,
-              default_max_tokens: int | None = None) -> web.Application:
+              default_max_tokens: int | None = None, enable_lora: bool = False, max_loras: int = 2,
+              enable_weight_updates: bool = False) -> web.Application:
     from aiohttp import web
 
+    from orchard_cli.models.adapters import Weights
     from orchard_cli.models.local_chat import DEFAULT_MAX_TOKENS, ChatJob
     from orchard_cli.proxy.sse import DONE, encode_event
     from orchard_cli.proxy.translate import ResponsesStream, chat_completion_to_response, responses_to_chat
 
+    weights = Weights(model, max_loras)
+
     def job_for(chat: dict[str, Any]) -> ChatJob:
-        return ChatJob(model, chat, default_temperature=default_temperature,
+        return ChatJob(weights.model_for(chat.get("model")), chat, default_temperature=default_temperature,
                        default_max_tokens=default_max_tokens or DEFAULT_MAX_TOKENS)
 
     async def health(request: web.Request) -> web.Response:
@@ -96,7 +103,55 @@ def build_app(model: LocalModel, *, key_env: str | None = None, default_temperat
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
             {"id": model.name, "object": "model", "created": 0, "owned_by": "orchard",
-             "root": str(model.source), "max_model_len": model.context}]})
+             "root": str(model.source), "max_model_len": model.context}, *weights.listing()]})
+
+    async def load_lora(request: web.Request) -> web.Response:
+        body = await body_of(request)
+        if not isinstance(body, dict):
+            return body
+        if not enable_lora:
+            return _error(404, "runtime LoRA loading is off: start orchard serve with --enable-lora")
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not isinstance(name, str) or not isinstance(path, str):
+            return _error(400, "load_lora_adapter needs lora_name and lora_path (strings)")
+        version = body.get("weight_version")
+        try:
+            found = await asyncio.to_thread(weights.load_lora, name, path, inplace=bool(body.get("load_inplace")),
+                                            version=None if version is None else str(version))
+        except Exception as exc:
+            return _error_for(exc)
+        return web.Response(text=f"Success: LoRA adapter '{name}' added successfully (weight_version {found}).")
+
+    async def unload_lora(request: web.Request) -> web.Response:
+        body = await body_of(request)
+        if not isinstance(body, dict):
+            return body
+        if not enable_lora:
+            return _error(404, "runtime LoRA loading is off: start orchard serve with --enable-lora")
+        try:
+            weights.unload_lora(str(body.get("lora_name")))
+        except Exception as exc:
+            return _error_for(exc)
+        return web.Response(text=f"Success: LoRA adapter '{body.get('lora_name')}' removed successfully.")
+
+    async def update_weights(request: web.Request) -> web.Response:
+        body = await body_of(request)
+        if not isinstance(body, dict):
+            return body
+        if not enable_weight_updates:
+            return web.json_response({"success": False, "message": "weight updates are off: start orchard serve "
+                                                                    "with --enable-weight-updates"}, status=404)
+        path, version = body.get("model_path"), body.get("weight_version")
+        if not isinstance(path, str):
+            return web.json_response({"success": False, "message": "model_path (a string) is needed"}, status=400)
+        try:
+            seconds = await asyncio.to_thread(weights.update_from_disk, path,
+                                              None if version is None else str(version))
+        except Exception as exc:
+            message = exc.message if isinstance(exc, OrchardError) else f"{type(exc).__name__}: {exc}"
+            return web.json_response({"success": False, "message": message}, status=400)
+        return web.json_response({"success": True, "message": f"weights of {path} loaded in {seconds:.2f} s",
+                                  "weight_version": model.weight_version})
 
     async def body_of(request: web.Request) -> dict[str, Any] | web.Response:
         expected = read_key(key_env)
@@ -165,10 +220,13 @@ def build_app(model: LocalModel, *, key_env: str | None = None, default_temperat
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_get("/health", health)
+    app.router.add_post("/update_weights_from_disk", update_weights)
     for prefix in ("/v1", ""):
         app.router.add_get(f"{prefix}/models", models)
         app.router.add_post(f"{prefix}/chat/completions", chat)
         app.router.add_post(f"{prefix}/responses", responses)
+        app.router.add_post(f"{prefix}/load_lora_adapter", load_lora)
+        app.router.add_post(f"{prefix}/unload_lora_adapter", unload_lora)
     return app
 
 
@@ -184,8 +242,11 @@ class LocalEndpoint(LoopbackEndpoint):
     def __init__(self, checkpoint: str = "smollm2", *, host: str = "127.0.0.1", port: int = 0,
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
                  default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True,
-                 model: LocalModel | None = None) -> None:
+                 model: LocalModel | None = None, enable_lora: bool = False, max_loras: int = 2,
+                 enable_weight_updates: bool = False) -> None:
         super().__init__(host=host, port=port, key_env=key_env)
+        self._weights = {"enable_lora": enable_lora, "max_loras": max_loras,
+                         "enable_weight_updates": enable_weight_updates}
         self.checkpoint = checkpoint
         self._threads, self._cache = threads, cache
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
@@ -212,7 +273,7 @@ class LocalEndpoint(LoopbackEndpoint):
 
     def app(self) -> Any:
         return build_app(self.load(), key_env=self.key_env, default_temperature=self._temperature,
-                         default_max_tokens=self._max_tokens)
+                         default_max_tokens=self._max_tokens, **self._weights)
 
     def info(self, root: str) -> EndpointInfo:
         return EndpointInfo(name="smollm2" if self.checkpoint == "smollm2" else "local", base_url=f"{root}/v1",

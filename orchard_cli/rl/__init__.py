@@ -6,6 +6,9 @@
                     evidence, grader) against policy endpoints; JSONL as groups finish
     columns.py      the Parquet layout, named as verl's batch fields
     loss.py         the clipped policy-gradient loss (GRPO, as TRL computes it) and token log-probs
-    learner.py      the optimizer side: batches from rollouts, updates, checkpoints
+    learner.py      the optimizer side: batches from rollouts, updates (FSDP2 under torchrun)
+    learning.py     every process's part of a run: learner, checkpoints, weight sync, final model
+    weights.py      the weight sync: in place, or pushed to servers (LoRA adapters, checkpoints)
     loop.py         `orchard rl`: sample tasks, roll out, update, sync the served weights, repeat
+    report.py       the reward curve and summary.json
 """

@@ -1,12 +1,15 @@
-"""`orchard rl`: the on-policy loop on one machine.
+"""`orchard rl`: the on-policy loop.
 
-    load the policy twice: a served copy (`orchard serve`'s server, in this process, on loopback)
-    and the learner's copy (fp32, train mode); plus a frozen reference when beta > 0
+    load the learner's copy of the policy (fp32, train mode; a LoRA adapter with --sync lora),
+    plus a frozen reference when beta > 0; the served policy is a copy in this process (`orchard
+    serve`'s server, on loopback), or servers orchard did not start (`--policy-url`)
     for each step:
         sample `tasks_per_step` tasks (seeded by the step), roll out G attempts each through the
-        rollout core against the served copy (`rl.rollouts`), group advantages
+        rollout core against the served policy (`rl.rollouts`), group advantages
         update the learner on the step's rollouts (`rl.learner`)
-        copy the learner's weights into the served copy (the weight sync; its time is logged)
+        sync the weights (`rl.weights`: copied in place, or pushed to the servers as a LoRA
+        adapter or a whole checkpoint; its time is logged, and `logprob_gap` says how far the
+        served log-probabilities were from the learner's)
         every `eval_every` steps: an eval run on the held-out suite, sampled as in training, with
         its own scorecard (DIR/eval/step-N/)
         every `save_every` steps: a resumable checkpoint (DIR/checkpoints/step-N)
@@ -20,130 +23,28 @@ task order; lines written after that checkpoint are dropped first, so each step 
 is named): its groups, `tasks_per_step` at a time, in file order.
 
 Under `torchrun` (several processes), rank 0 does everything above and sends each step's rollouts
-to the others; every process takes its share of the step's micro-batches and the gradients are
-summed before each optimizer step (`Learner`), so all copies stay equal.
+to the others (`rl.learning`); every process takes its share of the step's micro-batches, the
+model is sharded with FSDP2 (`--shard`), and every process joins the weight sync's gathering and
+the checkpoints.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from orchard_cli import __version__
 from orchard_cli.errors import UsageError
-from orchard_cli.records import JsonlWriter, iter_jsonl, read_json, write_json
-from orchard_cli.rl.learner import LearnerConfig, UpdateStats
+from orchard_cli.records import JsonlWriter, iter_jsonl, write_json
+from orchard_cli.rl.config import STATE_FILE, RLConfig, RunState, StepRecord, check_out, fingerprint
+from orchard_cli.rl.learner import UpdateStats
 from orchard_cli.rl.records import Rollout, assign_advantages, reward_stats
-from orchard_cli.rl.rollouts import Sampling, nothing_trainable
-from orchard_cli.rollout.agent import EpisodeOptions
-from orchard_cli.tasks.base import TaskSelection
+from orchard_cli.rl.rollouts import nothing_trainable
 
-STATE_FILE = "orchard_rl.json"
-_RESUMABLE = {"out", "resume", "steps", "save_every", "eval_every", "workers"}
-
-
-class RLConfig(BaseModel):
-    """Everything `orchard rl` was asked to do (DIR/orchard_rl.json)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = 1
-    selection: TaskSelection | None = None
-    """The tasks to train on (None with `rollouts_file`)."""
-    eval_selection: TaskSelection | None = None
-    """Held-out tasks, evaluated every `eval_every` steps."""
-    rollouts_file: str | None = None
-    model: str = "smollm2"
-    out: str
-    harness: str = "chat"
-    steps: int = Field(20, ge=1)
-    tasks_per_step: int = Field(4, ge=1)
-    group_size: int = Field(4, ge=2)
-    sampling: Sampling = Field(default_factory=Sampling)
-    learner: LearnerConfig = Field(default_factory=LearnerConfig)
-    eval_every: int = Field(0, ge=0)
-    eval_attempts: int = Field(4, ge=1)
-    save_every: int = Field(5, ge=1)
-    workers: int = Field(1, ge=1)
-    backend: str = "local"
-    seed: int = 0
-    shuffle_rewards: bool = False
-    """A control run: rewards are shuffled across the step's episodes before advantages."""
-    options: EpisodeOptions = Field(default_factory=lambda: EpisodeOptions(timeout_seconds=300, max_turns=10))
-    resume: bool = False
-    orchard_version: str = __version__
-
-
-class RunState(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: Literal[1] = 1
-    fingerprint: str
-    status: Literal["running", "finished"] = "running"
-    config: RLConfig
-    step: int = 0
-
-
-class StepRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: Literal[1] = 1
-    step: int
-    tasks: list[str]
-    episodes: int
-    trainable: int
-    mean_reward: float | None
-    groups_with_signal: int
-    loss: float
-    grad_norm: float
-    clipped: float
-    kl: float | None
-    logprob_gap: float | None
-    tokens: int
-    trained_tokens: int
-    rollout_seconds: float
-    update_seconds: float
-    sync_seconds: float
-    learner_tokens_per_s: float | None
-
-
-def fingerprint(config: RLConfig) -> str:
-    fixed = config.model_dump(mode="json", exclude=_RESUMABLE | {"learner"})
-    fixed["learner"] = config.learner.model_dump(mode="json", exclude={"threads"})
-    if config.rollouts_file:
-        fixed["rollouts_sha256"] = hashlib.sha256(Path(config.rollouts_file).read_bytes()).hexdigest()
-    return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:20]
-
-
-def check_out(config: RLConfig, fp: str) -> RunState | None:
-    """The state to resume, None for a fresh run; a folder that is not this run is refused."""
-    out = Path(config.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is a file", hint="pass a new folder")
-    if not out.exists() or not any(out.iterdir()):
-        return None
-    path = out / STATE_FILE
-    if not path.is_file():
-        raise UsageError(f"--out {out} exists and is not an orchard rl run (no {STATE_FILE})",
-                         hint="pass a new or empty folder")
-    try:
-        state = RunState.model_validate(read_json(path))
-    except ValueError as exc:
-        raise UsageError(f"{path} is not an orchard rl state: {str(exc).splitlines()[0]}") from None
-    if state.fingerprint != fp:
-        raise UsageError(f"--out {out} holds another rl run (other tasks, model or settings)",
-                         hint="pass a new folder, or the same arguments as that run with --resume")
-    if not config.resume:
-        raise UsageError(f"--out {out} already holds this run ({state.status}, step {state.step})",
-                         hint="add --resume to continue it, or pass a new folder")
-    return state
+__all__ = ["RLConfig", "RLRun", "RunState", "StepRecord", "STATE_FILE", "plan_rl"]
 
 
 def shuffle_rewards(rollouts: list[Rollout], rng: random.Random) -> None:
@@ -205,49 +106,45 @@ class RLRun:
                 on_eval: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         import torch
 
-        from orchard_cli.models.local_model import LocalModel, load_weights
-        from orchard_cli.models.local_server import LocalEndpoint
-        from orchard_cli.rl.learner import Learner
-        from orchard_cli.training.trainer import Dist, latest_checkpoint, load_checkpoint, save_checkpoint
+        from orchard_cli.rl.learning import Learning, share, step_message
+        from orchard_cli.rl.report import plot_curve, summarize
+        from orchard_cli.training.checkpoints import latest_checkpoint
+        from orchard_cli.training.parallel import Dist, init_distributed
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
         dist = Dist.from_env()
-        if dist.world > 1 and not torch.distributed.is_initialized():
-            if torch.cuda.is_available():
-                torch.cuda.set_device(dist.local_rank)
-            from datetime import timedelta
-
-            # Followers wait in a broadcast while rank 0 rolls out and evaluates: hours, not minutes.
-            torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo",
-                                                 timeout=timedelta(hours=12))
+        # Followers wait in a broadcast while rank 0 rolls out and evaluates: hours, not minutes.
+        init_distributed(dist, timeout_s=12 * 3600)
+        if dist.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+        learning = Learning(cfg, self.out, dist)
         if not dist.main:
-            return self._follow(dist)
-        self.out.mkdir(parents=True, exist_ok=True)
-        start = 0
-        learner_model, tokenizer, source = load_weights(cfg.model)
-        reference = load_weights(cfg.model)[0] if cfg.learner.beta > 0 else None
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        learner = Learner(learner_model, cfg.learner, pad_id=tokenizer.pad_token_id, reference=reference, dist=dist)
+            learning.resume(None)
+            learning.sync = self._sync(learning, None)
+            told = share(dist, None)
+            if told is None:  # rank 0 failed before the first step
+                return {}
+            learning.push(told["start"])
+            learning.follow()
+            return {}
+        found = latest_checkpoint(self.out / "checkpoints") if self.state is not None else None
+        start = learning.resume(found)
+        try:
+            target, served, endpoint = self._serve(learning)
+        except BaseException:
+            share(dist, None)
+            raise
+        share(dist, {"start": start})
+        learning.push(start)  # the servers hold the learner's weights (a resumed run's too)
         if self.state is not None:
-            found = latest_checkpoint(self.out / "checkpoints")
-            if found is not None:
-                start = load_checkpoint(learner_model, learner.optimizer, found, learner.device)
             for name in ("steps.jsonl", "rollouts.jsonl"):
                 _keep_lines(self.out / name, start)
             _keep_lines(self.out / "evals.jsonl", start if start else -1)  # step 0's evaluation runs again
         state = RunState(fingerprint=self.fp, config=cfg, step=start)
         write_json(self.out / STATE_FILE, state)
-        needs_serving = bool(not self.offline or self.eval_tasks)
-        served = endpoint = info = None
-        if needs_serving:  # the policy's own copy, in the server (the learner's copy is synced into it)
-            name = "smollm2" if cfg.model == "smollm2" else Path(source).name
-            served = LocalModel(name, Path(source), tokenizer, load_weights(cfg.model)[0].eval())
-            served.load_weights_from(learner_model, version=str(start))  # the weights after `start` steps
-            endpoint = LocalEndpoint(cfg.model, model=served, default_temperature=cfg.sampling.temperature)
-            info = endpoint.start()
-        env = policy = None
+        env = None
+        policies: list[Any] = []
         steps_log = JsonlWriter(self.out / "steps.jsonl")
         rollouts_log = JsonlWriter(self.out / "rollouts.jsonl")
         evals_log = JsonlWriter(self.out / "evals.jsonl")
@@ -260,13 +157,16 @@ class RLRun:
                 from orchard_cli.rl.rollouts import Policy, Rollouts
                 from orchard_cli.rollout.agent import Upstream
 
+                assert target is not None
                 env = connect(cfg.backend)
-                policy = Policy(Upstream(info.base_url), info.model, self.harness, cfg.sampling, cfg.options)
-                engine = Rollouts(self.family, [policy], env=env, backend=cfg.backend, workers=cfg.workers)
+                urls = cfg.policy_urls or [target[0]]
+                policies = [Policy(Upstream(url, cfg.api_key_env), target[1], self.harness, cfg.sampling, cfg.options)
+                            for url in urls]
+                engine = Rollouts(self.family, policies, env=env, backend=cfg.backend, workers=cfg.workers)
             due = cfg.eval_every and self.eval_tasks and (start == 0 or start % cfg.eval_every == 0
                                                          or start == cfg.steps)
             if due and not any(e.get("step") == start for e in evals):  # step 0, or one a crash cut short
-                evals.append(self.evaluate(start, info, evals_log, on_eval))
+                evals.append(self.evaluate(start, target, evals_log, on_eval))
             for step in range(start + 1, cfg.steps + 1):
                 clock = time.monotonic()
                 if self.offline:
@@ -283,28 +183,24 @@ class RLRun:
                     nothing_trainable(rollouts, where="the step's rollouts in rollouts.jsonl")
                 if cfg.shuffle_rewards:
                     shuffle_rewards(rollouts, random.Random(cfg.seed * 7919 + step))
-                _share(dist, rollouts)
+                share(dist, step_message(step, rollouts))
                 updating = True  # the followers are in the update's collectives now, not in a broadcast
-                stats = learner.update(rollouts, temperature=cfg.sampling.temperature,
-                                       max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
+                stats, sync_s = learning.step(step, rollouts)
                 updating = False
-                sync_s = served.load_weights_from(learner_model, version=str(step)) if served is not None else 0.0
-                record = _step_record(step, names, rollouts, stats, rollout_s, sync_s)
+                record = _step_record(step, names, rollouts, stats, rollout_s, sync_s, learning.sync is not None)
                 steps_log.write(record)
                 history.append(record)
                 if on_step is not None:
                     on_step(record)
                 if step % cfg.save_every == 0 or step == cfg.steps:
-                    save_checkpoint(learner_model, learner.optimizer, self.out / "checkpoints", step,
-                                    extra={"step": step})
                     state.step = step
                     write_json(self.out / STATE_FILE, state)
                 if cfg.eval_every and self.eval_tasks and (step % cfg.eval_every == 0 or step == cfg.steps):
-                    evals.append(self.evaluate(step, info, evals_log, on_eval))
+                    evals.append(self.evaluate(step, target, evals_log, on_eval))
         except BaseException:
             if not updating:  # the other processes stop too (mid-update, torchrun ends them)
                 try:
-                    _share(dist, None)
+                    share(dist, None)
                 except Exception:  # noqa: BLE001 - the original error is the one to report
                     pass
             raise
@@ -312,16 +208,15 @@ class RLRun:
             steps_log.close()
             rollouts_log.close()
             evals_log.close()
-            if policy is not None:
+            for policy in policies:
                 policy.close()
             if env is not None:
                 env.close()
             if endpoint is not None:
                 endpoint.stop()
-        _share(dist, None)  # the run is over: the other processes return
+        share(dist, {"finish": True})  # every process takes part in gathering the final policy
         final = self.out / "model"
-        learner_model.save_pretrained(final)
-        tokenizer.save_pretrained(final)
+        learning.finish(final)
         curve = plot_curve(history, evals, self.out / "reward_curve.png")
         state.status, state.step = "finished", cfg.steps
         write_json(self.out / STATE_FILE, state)
@@ -329,30 +224,44 @@ class RLRun:
         write_json(self.out / "summary.json", summary)
         return summary
 
-    def _follow(self, dist: Any) -> dict[str, Any]:
-        """A process other than rank 0 (torchrun): the learner's share of each step, on the
-        rollouts rank 0 made and sends; rank 0 serves, rolls out, logs and saves."""
-        from orchard_cli.models.local_model import load_weights
-        from orchard_cli.rl.learner import Learner
-        from orchard_cli.training.trainer import latest_checkpoint, load_checkpoint
+    def _serve(self, learning: Any) -> tuple[tuple[str, str] | None, Any, Any]:
+        """Rank 0: where rollouts and evaluations call the policy, (base URL, model name); the
+        served copy and its endpoint when the policy is served in this process."""
+        cfg = self.config
+        if cfg.policy_urls:
+            learning.sync = self._sync(learning, None)
+            return (cfg.policy_urls[0], learning.sync.model_name()), None, None
+        if self.offline and not self.eval_tasks:
+            return None, None, None
+        from orchard_cli.models.local_model import LocalModel, load_weights
+        from orchard_cli.models.local_server import LocalEndpoint
+
+        name = "smollm2" if cfg.model == "smollm2" else Path(learning.source).name
+        served = LocalModel(name, Path(learning.source), learning.tokenizer, load_weights(cfg.model)[0].eval())
+        endpoint = LocalEndpoint(cfg.model, model=served, default_temperature=cfg.sampling.temperature)
+        info = endpoint.start()
+        learning.sync = self._sync(learning, served)
+        return (info.base_url, info.model), served, endpoint
+
+    def _sync(self, learning: Any, served: Any) -> Any:
+        """The weight sync this run uses (followers build the same kind, to join its gathers)."""
+        from orchard_cli.models.base import read_key
+        from orchard_cli.rl.weights import CheckpointPush, InProcess, LoraPush, served_model
 
         cfg = self.config
-        model, tokenizer, _ = load_weights(cfg.model)
-        reference = load_weights(cfg.model)[0] if cfg.learner.beta > 0 else None
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        learner = Learner(model, cfg.learner, pad_id=tokenizer.pad_token_id, reference=reference, dist=dist)
-        found = latest_checkpoint(self.out / "checkpoints") if cfg.resume else None  # before rank 0 writes one
-        if found is not None:
-            load_checkpoint(model, learner.optimizer, found, learner.device)
-        while True:
-            rollouts = _share(dist, None)
-            if rollouts is None:
-                return {}
-            learner.update(rollouts, temperature=cfg.sampling.temperature,
-                           max_completion_length=cfg.sampling.max_new_tokens or cfg.learner.max_seq_len)
+        main = learning.dist.main
+        key = read_key(cfg.api_key_env) if main else None
+        urls = cfg.policy_urls if main else []
+        if cfg.sync == "lora":
+            return LoraPush(learning.learner, urls, self.out, key)
+        if cfg.sync == "checkpoint":
+            name = served_model(urls[0], key) if main else ""
+            return CheckpointPush(learning.learner, urls, self.out, key, learning.tokenizer, name)
+        if not self.offline or self.eval_tasks:
+            return InProcess(learning.learner, served)
+        return None
 
-    def evaluate(self, step: int, info: Any, log: JsonlWriter,
+    def evaluate(self, step: int, target: Any, log: JsonlWriter,
                  on_eval: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
         """An eval run of the served policy on the held-out tasks, with its own scorecard."""
         from orchard_cli.rollout.agent import AgentSolver, Upstream
@@ -365,11 +274,12 @@ class RLRun:
             import shutil
 
             shutil.rmtree(folder)
-        solver = AgentSolver(self.harness, model=info.model, upstream=Upstream(info.base_url), options=cfg.options,
-                             proxy_options=cfg.sampling.proxy_options())
+        base_url, model = target
+        solver = AgentSolver(self.harness, model=model, upstream=Upstream(base_url, cfg.api_key_env),
+                             options=cfg.options, proxy_options=cfg.sampling.proxy_options())
         config = EvalConfig(suite=sel.suite, family=sel.family, dataset=sel.dataset, instances=sel.instances,
                             limit=sel.limit, slice=sel.slice, backend=cfg.backend, attempts=cfg.eval_attempts,
-                            source=solver.name, model=info.model, base_url=info.base_url, harness=cfg.harness,
+                            source=solver.name, model=model, base_url=base_url, harness=cfg.harness,
                             workers=cfg.workers, out=str(folder))
         card = EvalRun(config, self.eval_family, self.eval_tasks, solver, folder, False).execute()
         graded = card.mean_score_graded if card.mean_score_graded is not None else card.resolved_rate_graded
@@ -382,21 +292,12 @@ class RLRun:
         return row
 
 
-def _share(dist: Any, rollouts: list[Rollout] | None) -> list[Rollout] | None:
-    """Rank 0 sends a step's rollouts (None: stop) to the other processes; they receive them."""
-    if dist.world <= 1:
-        return rollouts
-    import torch
-
-    box: list[Any] = [[r.model_dump(mode="json") for r in rollouts] if rollouts is not None else None]
-    torch.distributed.broadcast_object_list(box, src=0)
-    return None if box[0] is None else [Rollout.model_validate(r) for r in box[0]]
-
-
 def _step_record(step: int, names: list[str], rollouts: list[Rollout], stats: UpdateStats, rollout_s: float,
-                 sync_s: float) -> StepRecord:
+                 sync_s: float, pushed: bool) -> StepRecord:
     trainable, mean, signal = reward_stats(rollouts)
+    versions = sorted({c.weight_version for r in rollouts for c in r.calls if c.weight_version is not None})
     return StepRecord(
+        weight_version=step if pushed else None, served_versions=versions,
         step=step, tasks=names, episodes=len(rollouts), trainable=trainable, mean_reward=mean,
         groups_with_signal=signal, loss=round(stats.loss, 6),
         grad_norm=round(stats.grad_norm, 6), clipped=round(stats.clipped, 4),
@@ -407,50 +308,6 @@ def _step_record(step: int, names: list[str], rollouts: list[Rollout], stats: Up
         learner_tokens_per_s=round(stats.tokens_per_s, 1) if stats.tokens_per_s else None)
 
 
-def plot_curve(history: list[StepRecord], evals: list[dict[str, Any]], path: Path) -> str | None:
-    """The mean reward per step (training rollouts) and at each evaluation (held-out), as a PNG."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ModuleNotFoundError:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    points = [(h.step, h.mean_reward) for h in history if h.mean_reward is not None]
-    if points:
-        ax.plot(*zip(*points), marker=".", color="#6b8fbf", label="training rollouts (mean reward)")
-    held = [(e["step"], e["mean_reward"]) for e in evals if e.get("mean_reward") is not None]
-    if held:
-        ax.plot(*zip(*held), marker="o", color="#d0703c", label="held-out tasks (mean reward)")
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("step")
-    ax.set_ylabel("mean reward")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    partial = path.with_name(path.name + ".partial.png")
-    fig.savefig(partial)
-    plt.close(fig)
-    partial.replace(path)
-    return str(path)
-
-
-def summarize(cfg: RLConfig, history: list[StepRecord], evals: list[dict[str, Any]], model: Path,
-              curve: str | None) -> dict[str, Any]:
-    rates = [h.learner_tokens_per_s for h in history if h.learner_tokens_per_s]
-    syncs = sorted(h.sync_seconds for h in history if h.sync_seconds)
-    return {"schema_version": 1, "out": cfg.out, "steps": len(history), "model": str(model), "reward_curve": curve,
-            "first_mean_reward": history[0].mean_reward if history else None,
-            "last_mean_reward": history[-1].mean_reward if history else None,
-            "evals": evals, "episodes": sum(h.episodes for h in history),
-            "median_learner_tokens_per_s": sorted(rates)[len(rates) // 2] if rates else None,
-            "median_sync_seconds": syncs[len(syncs) // 2] if syncs else None}
-
-
 def plan_rl(config: RLConfig) -> RLRun:
     """Check the options, the run folder and the tasks; nothing is started or written yet."""
     from orchard_cli.rollout.agent import load_ready_harness
@@ -458,6 +315,17 @@ def plan_rl(config: RLConfig) -> RLRun:
 
     if (config.selection is None) == (config.rollouts_file is None):
         raise UsageError("name the tasks to train on (SUITE) or a rollouts file (--rollouts FILE), not both")
+    if config.policy_urls and config.sync is None:
+        raise UsageError("--policy-url servers need to be told of new weights: add --sync lora or --sync checkpoint",
+                         hint="docs/rl.md says which sync each server supports")
+    if config.sync is not None and not config.policy_urls:
+        raise UsageError(f"--sync {config.sync} pushes weights to servers: name them with --policy-url URL",
+                         hint="without --policy-url the policy is served in this process and synced in place")
+    for url in config.policy_urls:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--policy-url {url!r} is not an http(s) URL", hint="e.g. --policy-url http://127.0.0.1:8000/v1")
+    if config.learner.lora != (config.sync == "lora"):
+        raise UsageError("a LoRA policy is pushed as an adapter: use --sync lora with --policy-url")
     if config.rollouts_file is not None and not Path(config.rollouts_file).is_file():
         raise UsageError(f"--rollouts {config.rollouts_file}: no such file")
     from orchard_cli.models.local_model import resolve_checkpoint

@@ -18,14 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchard_cli.errors import UsageError
 from orchard_cli.records import read_json
 from orchard_cli.training.episodes import EpisodeFilter
+from orchard_cli.training.parallel import Shard
 from orchard_cli.training.samples import Builder, TokenIds
 
 STATE_FILE = "orchard_train.json"
 SCHEMA_VERSION = 1
 Precision = Literal["auto", "fp32", "bf16"]
 # Fields that may change between a run and its resumption.
+# The engine (--shard) and activation checkpointing change how a step is computed, not what it
+# computes: a run continues with other values, in another number of processes.
 _RESUMABLE = {"out", "resume", "threads", "save_every", "merge", "max_steps", "epochs",
-              "eval_suite", "allow_overlap"}
+              "eval_suite", "allow_overlap", "shard", "grad_checkpointing"}
 
 
 class TrainConfig(BaseModel):
@@ -62,6 +65,12 @@ class TrainConfig(BaseModel):
     seed: int = 0
     threads: int | None = Field(None, ge=1)
     precision: Precision = "auto"
+    shard: Shard = "auto"
+    """Under torchrun: full (FSDP2: parameters, gradients and optimizer state sharded; the default
+    with several processes), grad-op (FSDP2 keeping gathered weights from forward to backward) or
+    none (DDP: every process holds the whole model). One process shards nothing."""
+    grad_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~1/3 more compute)."""
     save_every: int = Field(100, ge=1)
     """Optimizer steps between resumable checkpoints."""
     val_fraction: float = Field(0.0, ge=0, lt=1)

@@ -139,3 +139,37 @@ def _hub(spec: str) -> tuple[Any, Any]:
         raise NotFoundError(f"base model {spec!r} cannot be found: it is not 'smollm2', not a folder, "
                             f"and the hub did not give it ({first[:160]})",
                             hint="pass --base-model smollm2 or a checkpoint folder on machines without a hub") from None
+
+
+def load_tokenizer(spec: str) -> Any:
+    """The tokenizer (and chat template) of `smollm2`, a checkpoint folder or a hub id, without its
+    weights where it can (SmolLM2 is converted once if it never was)."""
+    check_base_model(spec)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import_torch()
+    from transformers import AutoTokenizer
+
+    if spec == "smollm2":
+        folder = _smollm2_cache()
+        if not (folder / "tokenizer_config.json").is_file():
+            return load_base_model(spec).tokenizer  # converts and caches the GGUF
+        source: str = str(folder)
+    elif _looks_like_path(spec):
+        folder = Path(spec).expanduser()
+        from orchard_cli.models.vision_model import is_vision_language
+
+        if is_vision_language(folder):
+            raise UsageError(f"{folder} is a vision-language checkpoint: the training exports are for text models",
+                             hint="train it with orchard train (docs/vision.md)")
+        source = str(folder)
+    else:
+        source = spec
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotFoundError(f"no tokenizer for {spec!r} ({first[:160]})",
+                            hint="pass smollm2, a checkpoint folder or a hub id") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer

@@ -48,6 +48,11 @@ class TrainSummary(BaseModel):
     peak_memory_mib: float = 0.0
     device: str = "cpu"
     precision: str = "fp32"
+    processes: int = 1
+    shard: str = "none"
+    """The engine: full or grad-op (FSDP2), none (DDP, or one process)."""
+    state_mib: float = 0.0
+    """MiB of parameters and optimizer state one process held (rank 0's shards under FSDP)."""
     threads: int | None = None
     lr: float = 0.0
     data: LoadReport
@@ -86,14 +91,31 @@ def _final_loss(losses: list[float]) -> float | None:
     return round(sum(tail) / len(tail), 6)
 
 
-def _save_model(model: Any, tokenizer: Any, out: Path, config: TrainConfig) -> Any:
+def _save_model(model: Any, tokenizer: Any, out: Path, config: TrainConfig,
+                state: dict[str, Any] | None = None) -> Any:
     """The model and its tokenizer (a vision-language model's processor: tokenizer, image
-    processor and chat template) as a checkpoint folder that serves and trains again."""
+    processor and chat template) as a checkpoint folder that serves and trains again. `state`: the
+    whole model gathered from its shards (FSDP), saved in place of the sharded model's own tensors."""
+    if state is not None and config.lora and config.merge:
+        model = _unsharded_copy(model, state, config)
+        state = None
     if config.lora and config.merge:
         model = model.merge_and_unload()
-    model.save_pretrained(out)
+    model.save_pretrained(out, state_dict=state)
     tokenizer.save_pretrained(out)
     return model
+
+
+def _unsharded_copy(model: Any, state: dict[str, Any], config: TrainConfig) -> Any:
+    """A plain copy of a sharded LoRA model on this process's CPU, holding `state` (to merge)."""
+    from orchard_cli.training.model_loading import load_base_model
+    from orchard_cli.training.trainer import apply_lora
+
+    fresh = apply_lora(load_base_model(config.base_model).model, config)
+    missing, unexpected = fresh.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if "lora_" in k]:
+        raise RuntimeError(f"gathered state does not fit the model ({len(missing)} missing, {len(unexpected)} unexpected)")
+    return fresh
 
 
 def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progress: bool = True,
@@ -182,6 +204,7 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
             writer.close()
     seconds = time.perf_counter() - started
     val_after = trainer.evaluate(val_samples)
+    gathered = trainer.full_state()  # every process takes part; rank 0 gets the whole model
     history = read_log(log_path) if main else []
     summary = TrainSummary(
         out=str(out), status="finished", base_model=base.name, steps=len(steps), total_steps=len(steps),
@@ -190,10 +213,11 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
         val_loss_before=_round(val_before), val_loss_after=_round(val_after),
         tokens_per_s=median_tokens_per_s(logs), seconds=round(seconds, 2),
         peak_memory_mib=round(peak_memory_mib(trainer.device), 1), device=trainer.device,
-        precision=trainer.precision, threads=_threads(), lr=config.peak_lr, data=report,
+        precision=trainer.precision, processes=trainer.dist.world, shard=trainer.shard,
+        state_mib=trainer.state_mib(), threads=_threads(), lr=config.peak_lr, data=report,
         samples=stats.model_dump(), val_samples=len(val_samples), overlap=overlap)
     if main:
-        _save_model(model, base.processor or base.tokenizer, out, config)
+        _save_model(model, base.processor or base.tokenizer, out, config, gathered)
         has_png = write_loss_png(history, out / "loss.png")
         write_text(out / "README.md", model_card(summary.model_dump(), config.model_dump(mode="json")))
         shutil.rmtree(out / "checkpoints", ignore_errors=True)

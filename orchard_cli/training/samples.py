@@ -57,6 +57,8 @@ class Sample:
     turns: int = 1
     vision: Any = None
     """A vision-language prompt's images (`training.vision.VisionInputs`), or None."""
+    last_turn: Turn | None = None
+    """The last turn the sample holds: its prompt and answer are the sample's conversation."""
 
     @property
     def trainable(self) -> int:
@@ -207,13 +209,14 @@ def _episode_samples(episode: Episode, encoder: Encoder, builder: Builder, max_l
                 current.input_ids = prompt + answer
                 current.turns += 1
                 current.vision = vision  # the longer prompt shows the earlier images and its own
+                current.last_turn = turn
                 continue
             if prompt[:size] == current.input_ids:
                 stats.length_breaks += 1
             else:
                 stats.merge_breaks += 1
         close()
-        current = Sample(prompt + answer, [IGNORE] * len(prompt) + answer, episode_id, vision=vision)
+        current = Sample(prompt + answer, [IGNORE] * len(prompt) + answer, episode_id, vision=vision, last_turn=turn)
     close()
     return out
 

@@ -10,8 +10,10 @@ Precision `auto`: bf16 autocast on a CUDA device that supports bf16, and on a CP
 or AMX (measured on SmolLM2 here: see bench/train_bench.py); fp32 otherwise.
 
 Several processes (`torchrun` / `accelerate launch`, which set WORLD_SIZE, RANK and LOCAL_RANK):
-each takes every WORLD_SIZE-th micro-batch of a step, gradients are summed across processes by
-DistributedDataParallel, and only rank 0 writes logs, checkpoints and the model.
+each takes every WORLD_SIZE-th micro-batch of a step; the model is sharded with FSDP2 (`--shard
+full`, the default, or `grad-op`) or replicated with DDP (`--shard none`), see `parallel`; every
+process writes its shards of a checkpoint (`checkpoints`, resumable in any number of processes);
+rank 0 writes the logs and the model, gathered whole (`full_state`).
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ from __future__ import annotations
 import math
 import os
 import resource
-import shutil
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from orchard_cli.training.batches import Step, collate, fast_head, loss_sum
+from orchard_cli.training.checkpoints import load_checkpoint, save_checkpoint
 from orchard_cli.training.config import TrainConfig
+from orchard_cli.training.parallel import Dist, Parallel, barrier, enable_grad_checkpointing, init_distributed
 from orchard_cli.training.samples import Sample
 
 
@@ -105,22 +107,6 @@ class StepLog:
                 "tokens_per_s": round(self.tokens / self.seconds, 2) if self.seconds else None}
 
 
-@dataclass
-class Dist:
-    world: int = 1
-    rank: int = 0
-    local_rank: int = 0
-
-    @classmethod
-    def from_env(cls) -> "Dist":
-        return cls(int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0")),
-                   int(os.environ.get("LOCAL_RANK", "0")))
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
 def answer_loss_module(model: Any, fast: bool) -> Any:
     """The model wrapped so that one call returns the loss sum (what DDP must see as forward)."""
     import torch
@@ -153,21 +139,15 @@ class Trainer:
         if threads:
             torch.set_num_threads(threads)
         torch.manual_seed(self.config.seed)
-        if self.dist.world > 1 and not torch.distributed.is_initialized():
-            if torch.cuda.is_available():
-                torch.cuda.set_device(self.dist.local_rank)
-            torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        self.device = f"cuda:{self.dist.local_rank}" if torch.cuda.is_available() else "cpu"
+        self.device = init_distributed(self.dist)
         self.precision = resolve_precision(self.config.precision, self.device)
-        self.model.to(self.device)
+        if self.config.grad_checkpointing:
+            enable_grad_checkpointing(self.model)
         self.fast = fast_head(self.model)
-        self.module = answer_loss_module(self.model, self.fast)
-        if self.dist.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.dist.local_rank] if self.device.startswith("cuda") else None
-            self.module = DistributedDataParallel(self.module, device_ids=ids)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.parallel = Parallel(answer_loss_module(self.model, self.fast), self.model, self.dist,
+                                 shard=self.config.shard, precision=self.precision, device=self.device)
+        self.module = self.parallel.module
+        self.params = [p for p in self.parallel.root.parameters() if p.requires_grad]
         decay = [p for p in self.params if p.ndim >= 2]
         no_decay = [p for p in self.params if p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
@@ -176,53 +156,57 @@ class Trainer:
         self.step_times: list[float] = []
         self.logs: list[StepLog] = []
 
-    def _autocast(self) -> Any:
-        import torch
-
-        if self.precision == "bf16":
-            return torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16)
-        return nullcontext()
+    @property
+    def shard(self) -> str:
+        """The engine in use: full, grad-op (FSDP2), or none (DDP, or one process)."""
+        return self.parallel.mode
 
     def run_step(self, index: int) -> StepLog:
-        import torch
-
         step = self.steps[index]
         started = time.perf_counter()
         lr = lr_at(index, len(self.steps), self.config.peak_lr, self.config.warmup_ratio)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         denominator = max(1, step.trainable)
-        mine = step.micro_batches[self.dist.rank::self.dist.world]
-        idle = not mine
-        mine = mine or step.micro_batches[:1]  # a process without work still joins the gradient sum
+        world = self.dist.world
+        mine = step.micro_batches[self.dist.rank::world]
+        passes = self.parallel.passes(len(step.micro_batches))
+        # every process runs as many passes as the busiest one (FSDP's gathers are collectives);
+        # the extra ones are a real micro-batch with weight 0
+        runs = [(rows, True) for rows in mine] + [(step.micro_batches[0], False)] * (passes - len(mine))
         total = 0.0
-        for i, rows in enumerate(mine):
+        for i, (rows, real) in enumerate(runs):
             batch = collate(rows, self.pad_id, self.device)
-            sync = i == len(mine) - 1 or self.dist.world == 1
-            ctx = self.module.no_sync() if not sync and self.dist.world > 1 else nullcontext()
-            with ctx, self._autocast():
+            with self.parallel.sync(i == len(runs) - 1), self.parallel.autocast():
                 loss = self.module(batch)
-            scaled = loss * (0.0 if idle else self.dist.world / denominator)
-            scaled.backward()
-            total += 0.0 if idle else float(loss.detach())
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm)
+            # DDP and FSDP average gradients over processes: times `world`, their sum is the step's
+            (loss * (world / denominator if real else 0.0)).backward()
+            total += float(loss.detach()) if real else 0.0
+        norm = self.parallel.clip(self.params, self.config.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.dist.world > 1:
-            summed = torch.tensor([total], device=self.device)
-            torch.distributed.all_reduce(summed)
-            total = float(summed[0])
+        total = self.parallel.all_sum(total)[0]
         seconds = time.perf_counter() - started
-        return StepLog(index + 1, step.epoch, total / denominator, lr, float(norm), step.tokens, step.trainable, seconds)
+        return StepLog(index + 1, step.epoch, total / denominator, lr, norm, step.tokens, step.trainable, seconds)
+
+    def state_mib(self) -> float:
+        """MiB of parameters and optimizer state this process holds (its shards under FSDP)."""
+        return round(self.parallel.state_bytes(self.optimizer) / 2**20, 3)
 
     # ---- checkpoints ------------------------------------------------------------------------
 
     def save_checkpoint(self, step: int) -> Path:
-        return save_checkpoint(self.model, self.optimizer, self.out / "checkpoints", step)
+        """A resumable checkpoint (every process calls it: each writes its shards)."""
+        return save_checkpoint(self.parallel.root, self.optimizer, self.out / "checkpoints", step, self.dist)
 
     def load_checkpoint(self, folder: Path) -> int:
-        """Restore weights, optimizer and RNG from a checkpoint; returns its step."""
-        return load_checkpoint(self.model, self.optimizer, folder, self.device)
+        """Restore weights, optimizer and RNG from a checkpoint of any number of processes; its step."""
+        return load_checkpoint(self.parallel.root, self.optimizer, folder, self.dist)
+
+    def full_state(self) -> dict[str, Any] | None:
+        """The model's whole state dict on rank 0 (None elsewhere; None in one process, where the
+        model itself holds it): a collective under FSDP."""
+        return self.parallel.full_state() if self.parallel.sharded else None
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -236,19 +220,15 @@ class Trainer:
                 self.on_step(log)
             done = index + 1
             if done % self.config.save_every == 0 and done < len(self.steps):
-                if self.dist.main:
-                    self.save_checkpoint(done)
-                self.barrier()
+                self.save_checkpoint(done)
         return self.logs
 
     def barrier(self) -> None:
-        if self.dist.world > 1:
-            import torch
-
-            torch.distributed.barrier()
+        barrier(self.dist)
 
     def evaluate(self, samples: list[Sample]) -> float | None:
-        """Mean answer-token loss over `samples` (no gradient), one sample at a time."""
+        """Mean answer-token loss over `samples` (no gradient), one sample at a time; every
+        process computes it (under FSDP each forward is a collective)."""
         import torch
 
         from orchard_cli.training.batches import Row
@@ -257,10 +237,10 @@ class Trainer:
             return None
         self.model.eval()
         total, count = 0.0, 0
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad(), self.parallel.autocast():
             for sample in samples:
                 batch = collate([Row([sample])], self.pad_id, self.device)
-                total += float(loss_sum(self.model, batch, self.fast))
+                total += float(self.parallel.root(batch))
                 count += max(0, sum(1 for x in sample.labels[1:] if x != -100))
         self.model.train()
         return total / count if count else None
@@ -273,65 +253,3 @@ def median_tokens_per_s(logs: list[StepLog]) -> float | None:
 
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
-
-
-# ---- checkpoints (also the RL learner's) ------------------------------------------------------
-
-def trainable_state(model: Any) -> dict[str, Any]:
-    return {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def save_checkpoint(model: Any, optimizer: Any, root: Path, step: int, extra: dict[str, Any] | None = None) -> Path:
-    """root/step-N: trainable weights, optimizer state, RNG state (and `extra` as JSON), written
-    under a temporary name and renamed; older checkpoints in `root` are removed."""
-    import json
-
-    import torch
-    from safetensors.torch import save_file
-
-    target = root / f"step-{step:06d}"
-    partial = root / f".step-{step:06d}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    save_file(trainable_state(model), str(partial / "trainable.safetensors"))
-    torch.save(optimizer.state_dict(), partial / "optimizer.pt")
-    rng = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
-    torch.save(rng, partial / "rng.pt")
-    if extra is not None:
-        (partial / "state.json").write_text(json.dumps(extra) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    for old in root.glob("step-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-    return target
-
-
-def load_checkpoint(model: Any, optimizer: Any, folder: Path, device: str) -> int:
-    """Restore weights, optimizer and RNG from a checkpoint folder; returns its step."""
-    import torch
-    from safetensors.torch import load_file
-
-    weights = load_file(str(folder / "trainable.safetensors"))
-    params = dict(model.named_parameters())
-    missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
-    if missing:
-        from orchard_cli.errors import UsageError
-
-        raise UsageError(f"checkpoint {folder} does not match the model ({len(missing)} tensors missing)")
-    with torch.no_grad():
-        for name, tensor in weights.items():
-            params[name].copy_(tensor.to(params[name].device))
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=True))
-    rng = torch.load(folder / "rng.pt", weights_only=True)
-    torch.set_rng_state(rng["cpu"])
-    if "cuda" in rng and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-    return int(folder.name.split("-")[1])
-
-
-def latest_checkpoint(root: Path) -> Path | None:
-    found = sorted(root.glob("step-*")) if root.is_dir() else []
-    return found[-1] if found else None

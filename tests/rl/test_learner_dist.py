@@ -1,5 +1,7 @@
 """The learner under several processes (torchrun's layout, gloo on the CPU): two processes, each
-with half of the step's micro-batches, end the step with the same weights as one process."""
+with half of the step's micro-batches, sharded with FSDP2 (`full`, the default) or replicated
+(`none`, DDP), end the step with the same weights as one process. The model is the tiny Llama
+the tests make (SmolLM2's tokenizer): the arithmetic is what is checked."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def rollouts(tokenizer):
     return group
 
 
-def step(folder: str, rank: int, world: int, out: str) -> None:
+def step(folder: str, rank: int, world: int, out: str, shard: str = "auto") -> None:
     import torch
 
     from orchard_cli.models.local_model import load_weights
@@ -42,21 +44,33 @@ def step(folder: str, rank: int, world: int, out: str) -> None:
     torch.manual_seed(0)
     model, tokenizer, _ = load_weights(folder)
     # rows of 128 tokens hold two samples each, one row per micro-batch: each process gets one
-    learner = Learner(model, LearnerConfig(lr=1e-5, rows_per_micro_batch=1, max_seq_len=128, threads=1),
+    learner = Learner(model, LearnerConfig(lr=1e-5, rows_per_micro_batch=1, max_seq_len=128, threads=1, shard=shard),
                       pad_id=tokenizer.pad_token_id or 0, dist=Dist(world, rank, rank))
+    assert learner.parallel.mode == ("none" if world == 1 else "full" if shard == "auto" else shard)
     stats = learner.update(rollouts(tokenizer))
+    weights = learner.full_state()  # gathered from the shards (every process takes part)
     if rank == 0:
-        torch.save({"weights": {n: p.detach().clone() for n, p in model.named_parameters()},
-                    "loss": stats.loss, "clipped": stats.clipped}, out)
+        torch.save({"weights": {n: t.clone() for n, t in weights.items()}, "loss": stats.loss,
+                    "clipped": stats.clipped}, out)
     if world > 1:
         torch.distributed.destroy_process_group()
 
 
-def _worker(rank: int, folder: str, out: str) -> None:
-    step(folder, rank, 2, out)
+def _worker(rank: int, folder: str, out: str, shard: str) -> None:
+    step(folder, rank, 2, out, shard)
 
 
-def test_two_processes_end_the_step_with_one_process_weights(smollm2_dir, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def one_process(tiny_dir, tmp_path_factory):
+    import torch
+
+    out = tmp_path_factory.mktemp("one") / "one.pt"
+    step(str(tiny_dir), 0, 1, str(out))
+    return torch.load(out)
+
+
+@pytest.mark.parametrize("shard", ["auto", "none"])
+def test_two_processes_end_the_step_with_one_process_weights(tiny_dir, one_process, tmp_path, shard) -> None:
     import torch
     import torch.multiprocessing as mp
 
@@ -64,15 +78,14 @@ def test_two_processes_end_the_step_with_one_process_weights(smollm2_dir, tmp_pa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    step(str(smollm2_dir), 0, 1, str(tmp_path / "one.pt"))
-    mp.spawn(_worker, args=(str(smollm2_dir), str(tmp_path / "two.pt")), nprocs=2, join=True)
-    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    mp.spawn(_worker, args=(str(tiny_dir), str(tmp_path / "two.pt"), shard), nprocs=2, join=True)
+    one, two = one_process, torch.load(tmp_path / "two.pt")
     assert one["loss"] == pytest.approx(two["loss"], abs=1e-6)
     from orchard_cli.models.local_model import load_weights
 
-    before = dict(load_weights(str(smollm2_dir))[0].named_parameters())
+    before = dict(load_weights(str(tiny_dir))[0].named_parameters())
     moved = 0
     for name, weight in one["weights"].items():
         assert torch.allclose(weight, two["weights"][name], atol=1e-6), name
         moved += not torch.equal(weight, before[name].detach())
-    assert moved > 100  # the step did update the weights, the same way in both layouts
+    assert moved == len(one["weights"])  # the step did update every weight, the same way in both layouts

@@ -16,30 +16,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from orchard_cli.errors import MissingDependencyError, UsageError
+from orchard_cli.export import ExportOptions, ExportResult
 from orchard_cli.trajectory import Trajectory
 
 ROWS_PER_FILE = 10_000
 INSTALL = "pip install 'orchard-cli[swe]'"
 
 
-class ExportResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = 1
-    out: str
-    files: list[str]
-    rows: int
-    by_status: dict[str, int]
-    skipped: int
-    """Trajectories left out (--keep resolved)."""
-
-
-def _pyarrow() -> Any:
+def pyarrow() -> Any:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -49,12 +36,16 @@ def _pyarrow() -> Any:
     return pa, pq
 
 
-def _schema(pa: Any) -> Any:
+def message_type(pa: Any) -> Any:
+    """An OpenAI chat message as a Parquet struct (content a string; image parts as JSON)."""
     call = pa.struct([("id", pa.string()), ("type", pa.string()),
                       ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
-    message = pa.struct([("role", pa.string()), ("content", pa.string()),
-                         ("tool_call_id", pa.string()), ("tool_calls", pa.list_(call))])
-    return pa.schema([("tools", pa.string()), ("messages", pa.list_(message)), ("metadata", pa.string())])
+    return pa.struct([("role", pa.string()), ("content", pa.string()),
+                      ("tool_call_id", pa.string()), ("tool_calls", pa.list_(call))])
+
+
+def _schema(pa: Any) -> Any:
+    return pa.schema([("tools", pa.string()), ("messages", pa.list_(message_type(pa))), ("metadata", pa.string())])
 
 
 def _text(content: Any) -> str | None:
@@ -63,21 +54,28 @@ def _text(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False)  # image parts and the like, kept losslessly
 
 
-def row(t: Trajectory, images: Path | None = None) -> dict[str, Any]:
-    """One trajectory as one dataset row; its images (files in `images`, beside the trajectories
-    file) back inline as data URLs: a dataset has no folder beside it."""
+def chat_messages(messages: list[dict[str, Any]], images: Path | None = None) -> list[dict[str, Any]]:
+    """Messages in `message_type`'s shape; image references back inline as data URLs (`images`:
+    the folder beside the trajectories file)."""
     from orchard_cli.images import internalize
 
-    messages = []
-    for m in t.messages:
+    out = []
+    for m in messages:
         if images is not None:
             m = {**m, "content": internalize(m.get("content"), images)}
         calls = [{"id": c.get("id"), "type": c.get("type", "function"),
                   "function": {"name": (c.get("function") or {}).get("name"),
                                "arguments": (c.get("function") or {}).get("arguments")}}
                  for c in m.get("tool_calls") or ()]
-        messages.append({"role": m.get("role"), "content": _text(m.get("content")),
-                         "tool_call_id": m.get("tool_call_id"), "tool_calls": calls or None})
+        out.append({"role": m.get("role"), "content": _text(m.get("content")),
+                    "tool_call_id": m.get("tool_call_id"), "tool_calls": calls or None})
+    return out
+
+
+def row(t: Trajectory, images: Path | None = None) -> dict[str, Any]:
+    """One trajectory as one dataset row; its images (files in `images`, beside the trajectories
+    file) back inline as data URLs: a dataset has no folder beside it."""
+    messages = chat_messages(t.messages, images)
     metadata = {
         "verify_status": t.outcome.category, "resolved": t.outcome.resolved, "reward": t.outcome.reward,
         "instance_id": t.task_id, "suite": t.suite, "family": t.family,
@@ -114,12 +112,13 @@ def _card(families: list[str], counts: dict[str, int]) -> str:
     return "\n".join(lines)
 
 
-def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolved"] = "all") -> ExportResult:
+def export_hf(path: str | Path, out: str | Path, options: ExportOptions) -> ExportResult:
     """Write the dataset folder; an existing non-empty folder is refused (nothing is overwritten)."""
+    keep = options.keep or "all"
     from orchard_cli.images import images_dir
     from orchard_cli.trajectory import read_trajectories
 
-    pa, pq = _pyarrow()
+    pa, pq = pyarrow()
     trajectories = read_trajectories(path)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -146,5 +145,5 @@ def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolv
     by_status: dict[str, int] = {}
     for t in chosen:
         by_status[t.outcome.category] = by_status.get(t.outcome.category, 0) + 1
-    return ExportResult(out=str(out), files=files, rows=len(chosen), by_status=dict(sorted(by_status.items())),
+    return ExportResult(format="hf", out=str(out), files=files, rows=len(chosen), by_status=dict(sorted(by_status.items())),
                         skipped=len(trajectories) - len(chosen))
