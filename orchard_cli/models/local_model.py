@@ -128,6 +128,7 @@ class LocalModel:
         self.last_reused = 0
         self.prefix_cache = True  # False: every prompt is processed from scratch (and no cache is kept)
         self.weight_version: str | None = None  # said on every answer once weights were synced or loaded
+        self.engine: Any = None  # a batching.Engine once `enable_batching` turned batching on
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -154,14 +155,46 @@ class LocalModel:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def forget(self) -> None:
-        """Drop the kept prefix cache (the next prompt is processed from scratch)."""
+        """Drop the kept prefix caches (the next prompt is processed from scratch)."""
         self._kv, self._kv_ids = None, []
+        if self.engine is not None:
+            self.engine.forget()
+
+    def enable_batching(self, limits: Any = None) -> str | None:
+        """Serve concurrent requests in one batch (`batching.Engine`; `limits` a `batching.Limits`)
+        from now on; `generate` then goes through it. Returns why it cannot (an architecture the
+        packed forward does not run, a vision-language model), else None. Calling it again changes
+        the limits of the running engine."""
+        from orchard_cli.models.batching import Engine, Limits
+        from orchard_cli.models.packed import PackedRunner, unsupported
+
+        limits = limits or Limits()
+        if self.engine is not None:
+            self.engine.limits = limits
+            self.engine.cache.capacity = limits.cache_tokens
+            return None
+        why = "a vision-language model" if self.vision is not None else unsupported(self.model)
+        if why is None:
+            self.engine = Engine(self, PackedRunner(self.model), limits)
+        return why
+
+    def disable_batching(self) -> None:
+        """Back to one generation at a time (`steps`), once the batch's requests have finished."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.close()
+
+    def generate(self, prompt_ids: list[int], **options: Any) -> Generator[Step, None, None]:
+        """`steps`'s tokens, from the batch when batching is on (and the prompt has no images)."""
+        if self.engine is None or options.get("inputs"):
+            return self.steps(prompt_ids, **options)
+        return self.engine.generate(prompt_ids, **options)
 
     def _reuse(self, prompt_ids: list[int]) -> tuple[Any, int]:
         """The kept KV cache cut to the longest prefix it shares with `prompt_ids` (at least one
         prompt token is always left to process: its logits start the reply)."""
         kv, kept = self._kv, self._kv_ids
-        self.forget()  # in use from here; put back only when left consistent
+        self._kv, self._kv_ids = None, []  # in use from here; put back only when left consistent
         limit, n = min(len(kept), len(prompt_ids) - 1), 0
         while n < limit and kept[n] == prompt_ids[n]:
             n += 1
@@ -193,7 +226,7 @@ class LocalModel:
             extra = dict(inputs or {})
             keep = self.prefix_cache and not extra  # a cache holding images is never reused
             cache, reused = self._reuse(prompt_ids) if not extra else (None, 0)
-            self.forget()
+            self._kv, self._kv_ids = None, []
             self.last_reused = reused
             if info is not None:
                 info["reused"] = reused
@@ -234,9 +267,15 @@ class LocalModel:
         place, between generations, and drop the prefix cache; returns the seconds it took. The
         weight sync of an RL learner: it trains its own copy (`load_weights`), this one serves.
         `version` (when given) becomes `weight_version`, which every answer then names."""
+        if self.engine is not None:  # at a token boundary, once the running requests have finished
+            return self.engine.between_steps(lambda: self._copy_weights(module, version), drain=True)
+        with self.lock:
+            return self._copy_weights(module, version)
+
+    def _copy_weights(self, module: Any, version: str | None) -> float:
         torch = _import_torch()
         started = time.perf_counter()
-        with self.lock, torch.no_grad():
+        with torch.no_grad():
             theirs = dict(module.named_parameters())
             ours = dict(self.model.named_parameters())
             if theirs.keys() != ours.keys():
@@ -246,7 +285,7 @@ class LocalModel:
                                  hint="pass a module of the same architecture (merge a LoRA adapter first)")
             for key, param in ours.items():
                 param.copy_(theirs[key])
-            self.forget()
+            self._kv, self._kv_ids = None, []  # the engine drops its own cache after the swap
             if version is not None:
                 self.weight_version = str(version)
         return time.perf_counter() - started
