@@ -55,7 +55,7 @@ class Limits:
     max_batch: int = 8
     """Requests decoded together; more wait in the queue."""
     max_queue: int = 256
-    """Requests waiting to join; past it `submit` answers 429."""
+    """Requests waiting while the batch is full; past it `submit` answers 429."""
     max_kv_tokens: int = 65536
     """Prompt + token cap of the running requests, summed (their KV caches); a request that
     needs more than this alone still runs, alone."""
@@ -182,7 +182,7 @@ class Engine:
         with self._cv:
             if self.closed:
                 raise OverloadedError("this model's batch is closed (the server is changing its settings)")
-            if len(self._waiting) >= self.limits.max_queue:
+            if len(self._waiting) >= self.limits.max_queue + max(0, self.limits.max_batch - len(self._running)):
                 raise Busy(f"{len(self._waiting)} requests are waiting for the model (--max-queue "
                            f"{self.limits.max_queue}); try again shortly", retry_after=self._retry_after())
             self._waiting.append(request)
@@ -232,6 +232,10 @@ class Engine:
         if not ok:
             raise value
         return value
+
+    def together(self) -> Any:
+        """`with engine.together(): submit(...); submit(...)`: the requests join at one boundary."""
+        return self._cv
 
     def close(self) -> None:
         """Take no more requests; the thread ends once the queued and running ones have finished."""
