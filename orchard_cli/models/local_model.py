@@ -130,6 +130,11 @@ class LocalModel:
         self.weight_version: str | None = None  # said on every answer once weights were synced or loaded
         self.engine: Any = None  # a batching.Engine once `enable_batching` turned batching on
 
+    @property
+    def device(self) -> Any:
+        """Where the weights are (`load_model(device=...)`): the inputs are made there."""
+        return next(self.model.parameters()).device
+
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
         for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
@@ -223,7 +228,7 @@ class LocalModel:
         if temperature > 0 and seed is not None:
             generator = torch.Generator().manual_seed(int(seed))
         with self.lock, torch.inference_mode():
-            extra = dict(inputs or {})
+            extra = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in (inputs or {}).items()}
             keep = self.prefix_cache and not extra  # a cache holding images is never reused
             cache, reused = self._reuse(prompt_ids) if not extra else (None, 0)
             self._kv, self._kv_ids = None, []
@@ -231,7 +236,7 @@ class LocalModel:
             if info is not None:
                 info["reused"] = reused
             fed = list(prompt_ids)  # ids whose keys/values the cache holds after each forward pass
-            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
+            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long, device=self.device)
             consistent = True
             try:
                 for _ in range(max_tokens):
@@ -256,7 +261,7 @@ class LocalModel:
                         break
                     yield Step(token, float(logprobs[token]), top)
                     fed.append(token)
-                    feed = torch.tensor([[token]], dtype=torch.long)
+                    feed = torch.tensor([[token]], dtype=torch.long, device=self.device)
             finally:  # also when the consumer closes the generator early
                 held = cache.get_seq_length() if cache is not None and consistent else -1
                 if 0 < held <= len(fed) and keep:  # not after a forward pass that failed half-way
@@ -299,7 +304,8 @@ class LocalModel:
 
 
 def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
-    probs = torch.softmax(logits / temperature, dim=-1)
+    """One token drawn on the CPU (its seeded generator lives there, whatever the model's device)."""
+    probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < top_p
@@ -382,11 +388,13 @@ def load_weights(spec: str = SMOLLM2, *, cache: bool = True) -> tuple[Any, Any, 
         raise InfraError(f"cannot load the model from {folder}: {exc}") from exc
 
 
-def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True) -> LocalModel:
+def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True,
+               device: str = "cpu") -> LocalModel:
     """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process and
-    shared (eval mode); `load_weights` gives a private copy instead."""
+    device and shared (eval mode); `load_weights` gives a private copy instead. `device` is a torch
+    device (`cpu`, `cuda`, `cuda:1`); the weights stay fp32 there."""
     name, folder = resolve_checkpoint(spec)
-    key = SMOLLM2 if spec == SMOLLM2 else str(folder)
+    key = (SMOLLM2 if spec == SMOLLM2 else str(folder)) + ("" if device == "cpu" else f"@{device}")
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -395,6 +403,11 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
         torch = _import_torch()
         if threads:
             torch.set_num_threads(threads)
+        try:  # before the slow load: a device this torch build does not see fails at once
+            torch.empty(0, device=device)
+        except (RuntimeError, AssertionError, ValueError) as exc:
+            raise UsageError(f"cannot put {name} on {device!r}: {exc}",
+                             hint="pass --device cpu, or a device this torch build sees") from exc
         from orchard_cli.models.vision_model import VisionPrompts, is_vision_language, load_vision
 
         vision = None
@@ -408,6 +421,8 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
             raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
                                          hint=INSTALL_MODEL) from exc
         model.eval()
+        if device != "cpu":
+            model.to(device)
         path = Path(source)
         loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model, vision)
         _LOADED[key] = loaded

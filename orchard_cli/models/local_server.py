@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from orchard_cli.models.local_model import LocalModel
 
 _END = object()
-DEFAULT_MAX_BATCH = 8  # measured: bench/serve_bench.py (docs/serving.md)
+DEFAULT_MAX_BATCH = 8  # not yet tuned by measurement: bench/serve_batch_bench.py --max-batch N compares
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> Any:
@@ -214,13 +214,14 @@ class LocalEndpoint(LoopbackEndpoint):
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
                  default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True,
                  model: LocalModel | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                 max_queue: int | None = None) -> None:
+                 max_queue: int | None = None, device: str = "cpu") -> None:
         super().__init__(host=host, port=port, key_env=key_env)
         self.checkpoint = checkpoint
         self._threads, self._cache = threads, cache
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
         self._prefix_cache = prefix_cache
         self._max_batch, self._max_queue = max_batch, max_queue
+        self._device = device
         self.batching: str = "off"  # what `_use` made of `max_batch`: "on (N)", "off", or why not
         self.model: LocalModel | None = None
         if model is not None:
@@ -251,7 +252,8 @@ class LocalEndpoint(LoopbackEndpoint):
         from orchard_cli.models.local_model import load_model
 
         if self.model is None:
-            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache))
+            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache,
+                                 device=self._device))
         assert self.model is not None
         return self.model
 

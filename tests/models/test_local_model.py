@@ -269,3 +269,11 @@ def test_orchard_serve_rejects_a_folder_that_is_not_a_checkpoint(tmp_path):
 
     assert main(["serve", "--model", str(tmp_path)]) == 2
     assert main(["serve", "--model", str(tmp_path / "missing")]) == 2
+
+
+def test_orchard_serve_rejects_a_device_this_torch_does_not_see(checkpoint, capsys):
+    from orchard_cli.main import main
+
+    assert main(["serve", "--model", str(checkpoint), "--port", "0", "--device", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot put student on 'nosuch'" in err and "--device cpu" in err and "Traceback" not in err
