@@ -174,8 +174,8 @@ class Engine:
         """Queue a request; `Busy` when the queue is full."""
         import torch
 
-        if not prompt_ids:
-            raise ValueError("a request needs at least one prompt token")
+        if not prompt_ids or max_tokens < 1:
+            raise ValueError("a request needs at least one prompt token and a token cap of at least 1")
         generator = torch.Generator().manual_seed(int(seed)) if temperature > 0 and seed is not None else None
         request = Request(list(prompt_ids), max_tokens, temperature, top_p, top_logprobs, generator,
                           cancel or threading.Event(), info if info is not None else {})
@@ -274,13 +274,18 @@ class Engine:
                     self._cv.wait()
                 tasks = self._due_tasks()
                 joining = [] if any(drain for _, drain, _ in self._tasks) else self._admit()
-            for fn, drain, done in tasks:
-                self._run_task(fn, drain, done)
-            for request in joining:
-                self._prepare(request)
-            self._drop_finished()
-            if self._running:
-                self._step()
+            try:
+                for fn, drain, done in tasks:
+                    self._run_task(fn, drain, done)
+                for request in joining:
+                    self._prepare(request)
+                self._drop_finished()
+                if self._running:
+                    self._step()
+            except Exception as exc:  # a fault of the engine itself: no consumer is left waiting forever
+                for request in list(self._running):
+                    self._running.remove(request)
+                    self._finish(request, exc)
 
     def _admissible(self) -> bool:
         if not self._waiting or any(drain for _, drain, _ in self._tasks):

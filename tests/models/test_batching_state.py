@@ -127,3 +127,36 @@ def test_a_full_queue_is_a_429_with_retry_after_and_a_freed_place_is_taken(smoll
             assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 2
     finally:
         batched.enable_batching(limits)
+
+
+def test_a_failed_forward_pass_fails_its_requests_and_the_batch_goes_on(batched):
+    from orchard_cli.models.batching import Engine, Limits
+
+    class FailsOnce:  # the real packed forward, but its second pass raises (out of memory, say)
+        def __init__(self, runner: Any) -> None:
+            self.runner, self.calls = runner, 0
+
+        def slot(self, capacity: int) -> Any:
+            return self.runner.slot(capacity)
+
+        def forward(self, feeds: Any, want: Any) -> Any:
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("simulated: out of memory")
+            return self.runner.forward(feeds, want)
+
+    engine = Engine(batched, FailsOnce(batched.engine.runner), Limits(max_batch=2))
+    try:
+        ids = chat(batched, "Name a fruit.")
+        with engine.together():
+            doomed = [engine.submit(ids, max_tokens=4) for _ in range(2)]
+        for request in doomed:
+            with pytest.raises(RuntimeError, match="simulated"):
+                list(engine.stream(request))
+        after = [s.token_id for s in engine.stream(engine.submit(ids, max_tokens=4))]
+        with unbatched(batched):
+            batched.forget()
+            assert after == [s.token_id for s in batched.steps(ids, max_tokens=4)]
+        assert engine.load()["running"] == 0
+    finally:
+        engine.close()
