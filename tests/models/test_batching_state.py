@@ -73,7 +73,7 @@ def test_interleaved_conversations_each_go_on_from_their_own_cache(batched):
 
 
 def test_the_prefix_cache_is_bounded_least_recently_used_first(batched):
-    from orchard_cli.models.batching import PrefixCache
+    from orchard_cli.models.prefix_cache import PrefixCache
 
     runner = batched.engine.runner
     cache = PrefixCache(capacity=100)
