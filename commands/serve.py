@@ -47,8 +47,18 @@ def serve(
     max_tokens: Annotated[int, typer.Option(
         help="Token cap for requests that do not set max_tokens.", min=1)] = 512,
     prefix_cache: Annotated[bool, typer.Option(
-        "--prefix-cache/--no-prefix-cache", help="Keep the last generation's KV cache so a conversation's "
-                                                 "next turn only processes its new tokens.")] = True,
+        "--prefix-cache/--no-prefix-cache", help="Keep finished conversations' KV caches (least recently used "
+                                                 "dropped first) so a conversation's next turn only processes "
+                                                 "its new tokens.")] = True,
+    max_batch: Annotated[int, typer.Option(
+        "--max-batch", min=1, max=256, help="Requests decoded together (continuous batching); 1 serves one "
+                                            "request at a time, as before.")] = 8,
+    max_queue: Annotated[int, typer.Option(
+        "--max-queue", min=0, help="Requests waiting to join the batch; past it the server answers 429 "
+                                   "with Retry-After.")] = 256,
+    device: Annotated[str, typer.Option(
+        "--device", help="Torch device for the weights: cpu, or cuda / cuda:N on a GPU machine (fp32; for "
+                         "measuring orchard's batching there; vLLM or SGLang serve faster).")] = "cpu",
     enable_lora: Annotated[bool, typer.Option(
         "--enable-lora", help="Take LoRA adapters at runtime: POST /v1/load_lora_adapter and /v1/unload_lora_adapter "
                               "(vLLM's API; what orchard rl --sync lora calls).")] = False,
@@ -73,9 +83,10 @@ def serve(
     read_key(api_key_env)  # ... or when the named key variable is unset
     endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
                              default_temperature=temperature, default_max_tokens=max_tokens,
-                             prefix_cache=prefix_cache, enable_lora=enable_lora, max_loras=max_loras,
-                             enable_weight_updates=enable_weight_updates)
-    say(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...")
+                             prefix_cache=prefix_cache, max_batch=max_batch, max_queue=max_queue, device=device,
+                             enable_lora=enable_lora, max_loras=max_loras, enable_weight_updates=enable_weight_updates)
+    where = "the CPU" if device == "cpu" else device
+    say(f"# loading {model} on {where} ({threads} CPU thread{'s' if threads > 1 else ''})...")
     loaded = endpoint.load()
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key_env:
         say(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it"
@@ -89,6 +100,7 @@ def serve(
             typer.echo(f"{url}/v1")
         images = ", images as data URLs" if loaded.vision is not None else ""
         say(f"# serving {loaded.name} at {url}/v1 (chat completions, responses, models{images}); Ctrl-C stops")
+        say(f"# batching: {endpoint.batching}")
         say(f"# {GPU_NOTE}")
 
     run_foreground(endpoint.app, host=host, port=port, on_ready=ready)

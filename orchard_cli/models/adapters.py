@@ -66,13 +66,17 @@ class Weights:
         with self._lock:
             self.loads[name] = self.loads.get(name, 0) + 1
             merged.weight_version = version if version is not None else f"{name}:{self.loads[name]}"
-            self.adapters[name] = merged
-            return merged.weight_version
+            replaced, self.adapters[name] = self.adapters.get(name), merged
+        if replaced is not None:
+            replaced.disable_batching()  # its running requests finish on it, then its engine ends
+        return merged.weight_version
 
     def unload_lora(self, name: str) -> None:
         with self._lock:
-            if self.adapters.pop(name, None) is None:
-                raise NotFoundError(f"no LoRA adapter named {name!r} is loaded")
+            gone = self.adapters.pop(name, None)
+        if gone is None:
+            raise NotFoundError(f"no LoRA adapter named {name!r} is loaded")
+        gone.disable_batching()
 
     def update_from_disk(self, path: str, version: str | None = None) -> float:
         """Replace the base model's weights by the checkpoint folder's; returns the seconds it took."""
@@ -100,12 +104,20 @@ def _merged(base: Any, folder: Path, name: str) -> Any:
         raise MissingDependencyError("loading a LoRA adapter needs peft", hint="pip install 'orchard-cli[train]'") from exc
     from orchard_cli.models.local_model import LocalModel
 
-    with base.lock:  # a consistent copy: not while a weight update writes the base
-        weights = copy.deepcopy(base.model)
+    def copy_base() -> Any:
+        return copy.deepcopy(base.model)
+
+    if base.engine is not None:  # a consistent copy: at a token boundary, not during a weight update
+        weights = base.engine.between_steps(copy_base, drain=False)
+    else:
+        with base.lock:
+            weights = copy_base()
     try:
         merged = PeftModel.from_pretrained(weights, str(folder)).merge_and_unload()
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise UsageError(f"lora_path {folder}: not an adapter of this model ({str(exc).splitlines()[0][:160]})") from None
     model = LocalModel(name, folder, base.tokenizer, merged.eval(), vision=base.vision)
     model.prefix_cache = base.prefix_cache
+    if base.engine is not None:  # the adapter's requests are batched as the base's are
+        model.enable_batching(base.engine.limits)
     return model

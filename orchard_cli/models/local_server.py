@@ -25,18 +25,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from orchard_cli.errors import OrchardError
+from orchard_cli.errors import OrchardError, OverloadedError
 from orchard_cli.models.base import EndpointInfo, read_key
 from orchard_cli.models.serving import LoopbackEndpoint
 
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from orchard_cli.models.local_chat import ChatJob
     from orchard_cli.models.local_model import LocalModel
 
 _END = object()
+DEFAULT_MAX_BATCH = 8  # not yet tuned by measurement: bench/serve_batch_bench.py --max-batch N compares
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None) -> Any:
@@ -48,18 +51,35 @@ def _error(status: int, message: str, kind: str = "invalid_request_error", code:
 def _error_for(exc: Exception) -> Any:
     from orchard_cli.models.local_chat import ContextLengthError
 
+    if isinstance(exc, OverloadedError):  # the batch's queue is full: come back later
+        response = _error(exc.status_code, exc.message, "rate_limit_exceeded" if exc.status_code == 429
+                          else "server_error")
+        response.headers["Retry-After"] = f"{max(1, round(exc.retry_after))}"
+        return response
     if isinstance(exc, OrchardError):
         code = "context_length_exceeded" if isinstance(exc, ContextLengthError) else None
         return _error(exc.status_code, exc.message, code=code)
     return _error(500, f"{type(exc).__name__}: {exc}", "server_error")
 
 
-async def _iterate(make: Callable[[threading.Event], Iterator[Any]]) -> Any:
+async def _whole(request: web.Request, job: ChatJob, cancel: threading.Event, executor: Executor) -> Any:
+    """`job.run` in a worker thread; a client that hangs up before the answer frees its place."""
+    loop = asyncio.get_running_loop()
+    worker = loop.run_in_executor(executor, job.run, cancel)
+    while not worker.done():
+        await asyncio.wait([worker], timeout=0.25)
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            cancel.set()
+    return worker.result()
+
+
+async def _iterate(make: Callable[[threading.Event], Iterator[Any]], cancel: threading.Event,
+                   executor: Executor | None = None) -> Any:
     """Run a blocking iterator in a worker thread; yield its items on the event loop. Closing the
     async generator (the client went away) sets the cancel event the iterator watches."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    cancel = threading.Event()
 
     def work() -> None:
         try:
@@ -69,7 +89,7 @@ async def _iterate(make: Callable[[threading.Event], Iterator[Any]]) -> Any:
             loop.call_soon_threadsafe(queue.put_nowait, exc)
         loop.call_soon_threadsafe(queue.put_nowait, _END)
 
-    worker = loop.run_in_executor(None, work)
+    worker = loop.run_in_executor(executor, work)
     try:
         while True:
             item = await queue.get()
@@ -97,8 +117,17 @@ def build_app(model: LocalModel, *, key_env: str | None = None, default_temperat
         return ChatJob(weights.model_for(chat.get("model")), chat, default_temperature=default_temperature,
                        default_max_tokens=default_max_tokens or DEFAULT_MAX_TOKENS)
 
+    engine = model.engine
+    # one thread per request in flight (each waits on its tokens), not the loop's default few
+    workers = 32 if engine is None else max(32, engine.limits.max_batch + engine.limits.max_queue + 8)
+    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="orchard-serve")
+
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "model": model.name})
+        state: dict[str, Any] = {"status": "ok", "model": model.name}
+        if model.engine is not None:
+            state["batch"] = {**model.engine.load(), "max_batch": model.engine.limits.max_batch,
+                              "steps": model.engine.steps, "peak_batch": model.engine.peak_batch}
+        return web.json_response(state)
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
@@ -165,41 +194,36 @@ def build_app(model: LocalModel, *, key_env: str | None = None, default_temperat
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await body_of(request)
-        if not isinstance(body, dict):
-            return body
-        try:
-            job = await asyncio.to_thread(job_for, body)
-        except Exception as exc:
-            return _error_for(exc)
-        if not body.get("stream"):
-            try:
-                return web.json_response(await asyncio.to_thread(job.run))
-            except Exception as exc:
-                return _error_for(exc)
-        return await stream(request, job, None)
+        return body if not isinstance(body, dict) else await answer(request, body, None)
 
     async def responses(request: web.Request) -> web.StreamResponse:
         body = await body_of(request)
-        if not isinstance(body, dict):
-            return body
+        return body if not isinstance(body, dict) else await answer(request, body, body)
+
+    async def answer(request: web.Request, body: dict[str, Any], original: dict[str, Any] | None) -> Any:
+        """One request (chat, or Responses when `original` is its body), whole or streamed. It takes
+        its place in the batch before any byte of the answer: a full queue is a plain 429."""
+        cancel = threading.Event()
         try:
-            chat_body = responses_to_chat(body)
-            job = await asyncio.to_thread(job_for, chat_body)
+            chat_body = responses_to_chat(body) if original is not None else body
+            job = await asyncio.get_running_loop().run_in_executor(executor, job_for, chat_body)
+            job.admit(cancel)
         except Exception as exc:
             return _error_for(exc)
-        if not body.get("stream"):
-            try:
-                completion = await asyncio.to_thread(job.run)
-            except Exception as exc:
-                return _error_for(exc)
-            return web.json_response(chat_completion_to_response(completion, body))
-        return await stream(request, job, ResponsesStream(body))
-
-    async def stream(request: web.Request, job: ChatJob, translator: ResponsesStream | None) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        chunks = _iterate(job.chunks)
+        if body.get("stream"):
+            return await stream(request, job, cancel, ResponsesStream(original) if original is not None else None)
         try:
+            completion = await _whole(request, job, cancel, executor)
+        except Exception as exc:
+            return _error_for(exc)
+        return web.json_response(completion if original is None else chat_completion_to_response(completion, original))
+
+    async def stream(request: web.Request, job: ChatJob, cancel: threading.Event,
+                     translator: ResponsesStream | None) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        chunks = _iterate(job.chunks, cancel, executor)
+        try:
+            await resp.prepare(request)
             if translator is not None:
                 await resp.write(b"".join(translator.start()))
             async for chunk in chunks:
@@ -215,10 +239,15 @@ def build_app(model: LocalModel, *, key_env: str | None = None, default_temperat
         except ConnectionResetError:  # the client went away: its generation stops (below)
             pass
         finally:
+            cancel.set()
             await chunks.aclose()
         return resp
 
+    async def close_executor(app: web.Application) -> None:
+        executor.shutdown(wait=False, cancel_futures=True)
+
     app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.on_cleanup.append(close_executor)
     app.router.add_get("/health", health)
     app.router.add_post("/update_weights_from_disk", update_weights)
     for prefix in ("/v1", ""):
@@ -242,7 +271,8 @@ class LocalEndpoint(LoopbackEndpoint):
     def __init__(self, checkpoint: str = "smollm2", *, host: str = "127.0.0.1", port: int = 0,
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
                  default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True,
-                 model: LocalModel | None = None, enable_lora: bool = False, max_loras: int = 2,
+                 model: LocalModel | None = None, max_batch: int = DEFAULT_MAX_BATCH,
+                 max_queue: int | None = None, device: str = "cpu", enable_lora: bool = False, max_loras: int = 2,
                  enable_weight_updates: bool = False) -> None:
         super().__init__(host=host, port=port, key_env=key_env)
         self._weights = {"enable_lora": enable_lora, "max_loras": max_loras,
@@ -251,15 +281,31 @@ class LocalEndpoint(LoopbackEndpoint):
         self._threads, self._cache = threads, cache
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
         self._prefix_cache = prefix_cache
+        self._max_batch, self._max_queue = max_batch, max_queue
+        self._device = device
+        self.batching: str = "off"  # what `_use` made of `max_batch`: "on (N)", "off", or why not
         self.model: LocalModel | None = None
         if model is not None:
             self._use(model)
 
     def _use(self, model: LocalModel) -> LocalModel:
+        """Serve `model` with this endpoint's settings. The model object is shared in the process
+        (`load_model`): the last endpoint to configure it sets its batching."""
+        from orchard_cli.models.batching import Limits
+
         self.model = model
         if not self._prefix_cache:
             model.prefix_cache = False
             model.forget()
+        if self._max_batch > 1:
+            limits = Limits(max_batch=self._max_batch)
+            if self._max_queue is not None:
+                limits.max_queue = self._max_queue
+            why = model.enable_batching(limits)
+            self.batching = f"on (up to {self._max_batch} requests a step)" if why is None else f"off: {why}"
+        else:
+            model.disable_batching()
+            self.batching = "off (--max-batch 1: one request at a time)"
         return model
 
     def load(self) -> LocalModel:
@@ -267,7 +313,8 @@ class LocalEndpoint(LoopbackEndpoint):
         from orchard_cli.models.local_model import load_model
 
         if self.model is None:
-            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache))
+            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache,
+                                 device=self._device))
         assert self.model is not None
         return self.model
 

@@ -21,3 +21,18 @@ def smollm2_url(smollm2: Any) -> Iterator[str]:
     assert endpoint.load() is smollm2
     yield info.base_url
     endpoint.stop()
+
+
+@pytest.fixture(scope="module")
+def batched(smollm2: Any) -> Iterator[Any]:
+    """The session's model with batching on (4 a step, 24 prompt tokens a pass: long prompts join
+    over several passes while the others decode); its settings before are restored after."""
+    from orchard_cli.models.batching import Limits
+
+    before = smollm2.engine.limits if smollm2.engine is not None else None
+    assert smollm2.enable_batching(Limits(max_batch=4, step_tokens=24)) is None
+    yield smollm2
+    if before is not None:
+        smollm2.enable_batching(before)
+    else:
+        smollm2.disable_batching()
