@@ -5,7 +5,9 @@
     python3 /opt/orchard/tools/task_tool.py --list                     # the tools and their schemas
 
 A failed call prints its error on stderr and exits 1; a usage error exits 2. Environment:
-ORCHARD_TOOLS_URL (the episode's tool gateway) and ORCHARD_TOOLS_TOKEN (its Bearer token).
+ORCHARD_TOOLS_URL (the episode's tool gateway) and ORCHARD_TOOLS_TOKEN (its Bearer token);
+ORCHARD_TOOLS_MAX_ARGS_BYTES, the most one call's arguments may hold (as the gateway refuses
+more: checked here before sending, with the gateway's words).
 """
 
 import json
@@ -18,6 +20,7 @@ import urllib.request
 USAGE = ("usage: task_tool.py NAME ['JSON' | -]    call a tool (arguments: a JSON object, default {})\n"
          "       task_tool.py --list               list the tools with their input schemas")
 TIMEOUT = float(os.environ.get("ORCHARD_TOOLS_TIMEOUT_S") or 120)
+ARGS_LIMIT = int(os.environ.get("ORCHARD_TOOLS_MAX_ARGS_BYTES") or 1048576)
 
 
 class Failed(Exception):
@@ -60,7 +63,15 @@ def list_tools():
     return data["tools"]
 
 
+def oversized(size):
+    return ("the arguments are {} bytes, over the {} bytes one tool call may send: send less at once "
+            "(write large content to a file in the workspace instead)".format(size, ARGS_LIMIT))
+
+
 def call(name, arguments):
+    size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8", "replace"))
+    if size > ARGS_LIMIT:
+        raise Failed("{} failed (status 413): {}".format(name, oversized(size)))
     status, data, text = request("POST", "/" + urllib.parse.quote(name, safe=""), arguments)
     if not isinstance(data, dict) or not isinstance(data.get("ok"), bool):
         raise Failed(gateway_error(status, data, text))
