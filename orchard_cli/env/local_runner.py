@@ -453,6 +453,65 @@ def kill_jobs(jobs):
             break
 
 
+def pty_keeper(req, env, prctl):
+    """In the forked session leader of a terminal: a child subreaper (as exec's keeper) that runs
+    the command below it, waits for it, SIGKILLs whatever it left running (even a `setsid` child
+    that left its session), and exits as the command did; never returns. It ignores the signals
+    sent to its process group (the command gets them), and dies only by SIGKILL."""
+    if prctl is not None:
+        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    passed = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+    for sig in passed:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for sig in (signal.SIGPIPE, signal.SIGCHLD) + passed:
+                signal.signal(sig, signal.SIG_DFL)
+            try:
+                os.chdir(req["cwd"])
+            except OSError:
+                os.chdir("/")
+            argv = req["argv"]
+            for path in which(argv[0], env):
+                try:
+                    os.execve(path, argv, env)
+                except OSError:
+                    pass
+            os.write(2, ("orchard: command not found: %s\r\n" % argv[0]).encode())
+        finally:
+            os._exit(127)
+    status = 0
+    try:
+        while True:
+            got, code = os.waitpid(-1, 0)
+            if got == pid:
+                status = code
+                break
+    except ChildProcessError:
+        pass
+    for _ in range(50):  # what it left: no grace, the terminal is gone
+        live = {p for p in _descendants(os.getpid()) if not _zombie(p)}
+        if not live:
+            break
+        for p in live:
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.01)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
 class PtySession:
     """A process on a pseudo-terminal, in a session of its own (op "pty"): its output goes back
     as {"id", "out"} events, then {"id", "exit"} (minus the signal when one killed it); input,
@@ -470,6 +529,7 @@ class PtySession:
         self._winsize(slave, req.get("rows") or 24, req.get("cols") or 80)
         env = dict(req["env"])
         env.setdefault("TERM", "xterm-256color")
+        prctl = _prctl()  # looked up here, before the fork
         self.pid = os.fork()
         if self.pid == 0:
             try:
@@ -480,21 +540,8 @@ class PtySession:
                 for fd in (master, slave):
                     if fd > 2:
                         os.close(fd)
-                for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGUSR1):
-                    signal.signal(sig, signal.SIG_DFL)
                 signal.set_wakeup_fd(-1)
-                try:
-                    os.chdir(req["cwd"])
-                except OSError:
-                    os.chdir("/")
-                argv = req["argv"]
-                for path in which(argv[0], env):
-                    try:
-                        os.execve(path, argv, env)
-                    except OSError:
-                        pass
-                os.write(2, ("orchard: command not found: %s\r\n" % argv[0]).encode())
-                os._exit(127)
+                pty_keeper(req, env, prctl)
             finally:
                 os._exit(127)
         os.close(slave)
@@ -537,6 +584,12 @@ class PtySession:
                 self._winsize(self.master, req.get("rows") or 24, req.get("cols") or 80)
             elif op in ("pty_signal", "pty_close"):
                 sig = 9 if op == "pty_close" else int(req.get("sig") or 15)
+                if sig == 9:  # the keeper dies with it: what the command left goes first (setsid'd ones too)
+                    for pid in _descendants(self.pid):
+                        try:
+                            os.kill(pid, 9)
+                        except OSError:
+                            pass
                 try:
                     os.killpg(self.pid, sig)
                 except ProcessLookupError:  # so early that the child has no group of its own yet
@@ -565,7 +618,7 @@ class PtySession:
         code = -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
         os.close(self.master)
         try:
-            os.killpg(self.pid, 9)  # what it left on the terminal goes with it
+            os.killpg(self.pid, 9)  # what it left on the terminal goes with it (the keeper ended the rest)
         except OSError:
             pass
         self.write(dumps({"id": self.id, "exit": code}))

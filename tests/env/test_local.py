@@ -172,6 +172,23 @@ def test_isolation_and_limits_are_reported_and_enforced(env):
     assert len(cgroups.procs(dirs)) >= 2
 
 
+def test_a_setuid_program_left_in_the_workspace_is_not_one_on_the_host(env):
+    """Made by root inside, seen from the host: the workspace and /tmp are nosuid host mounts
+    (orchard as root), or the file is not root's (orchard as another user); gone at destroy."""
+    info = env.create_sandbox(SandboxSpec())
+    ok(env, info.sandbox_id, "cp /bin/true ./su-left && chmod 4755 ./su-left && cp /bin/true /tmp/su-tmp "
+                             "&& chmod 4755 /tmp/su-tmp")
+    work = Path(info.details["workspace"])
+    for path in (work / "su-left", work.parent / "tmp" / "su-tmp"):
+        assert path.stat().st_mode & 0o4000  # the bit is there ...
+        if os.geteuid() == 0:  # ... but the host does not honour it
+            assert os.statvfs(path).f_flag & os.ST_NOSUID, f"{path.parent} is not mounted nosuid"
+        else:
+            assert path.stat().st_uid != 0
+    env.delete_sandbox(info.sandbox_id)
+    assert not work.exists() and str(work) not in Path("/proc/self/mountinfo").read_text()
+
+
 def test_cgroup_v2_layout_on_a_delegated_tree(tmp_path):
     """The v2 path on a stand-in tree (this machine's v2 hierarchy has no controllers)."""
     own = tmp_path / "user.slice" / "me.scope"
