@@ -17,13 +17,16 @@ process is safe):
                      JSON from inside the sandbox.
 
 Each command runs under a *keeper*: a forked copy of the runner that makes itself a child
-subreaper (prctl PR_SET_CHILD_SUBREAPER), forks the command in its own session, and waits. Every
+subreaper (prctl PR_SET_CHILD_SUBREAPER), starts the command in its own session (posix_spawn:
+a vfork + exec, no copy of the keeper; fork + exec where the Python lacks it), and waits. Every
 process the command starts stays below the keeper, even one that left its session and its
 environment (`setsid env -i CMD &`): an orphan is re-parented to the keeper, not to init. When the
 command exits, what it left running gets GRACE seconds to finish, then the keeper SIGKILLs the
 rest and reports how many there were (`leftovers`); on a timeout the runner tells the keeper
 (SIGUSR1), which kills the whole tree. The keeper sends the command's pid, then its wait status
-and the leftover count, over a status pipe. As a fallback (a keeper killed from inside), the
+and the leftover count, over a status pipe; that status line answers the job (a command with no
+leftovers is only checked with one waitid, no /proc scan), and the keeper, exiting, is reaped
+after the reply. As a fallback (a keeper killed from inside), the
 process group and every process carrying the job's ORCHARD_JOB=<token> are SIGKILLed too. Output
 beyond `limit` bytes is read and dropped (the child never blocks), and counted.
 With `listen` in the config ([port, unix socket path] pairs: one per spec.forwards entry, then the
@@ -56,6 +59,7 @@ GRACE = 0.5     # after a command exits, this long for what it left running to f
 KEEPER_GRACE = 3.0  # after a timeout, this long for the keeper to end the tree before SIGKILL
 PR_SET_CHILD_SUBREAPER = 36
 CHUNK = 65536
+REPORT = 3      # Job.fds: the keeper's status pipe (0, 1, 2: the command's stdin, stdout, stderr)
 MAX_REMEMBERED = 10000  # finished jobs whose leftover processes the runner kills when it exits
 ERRNO_NOENT = 2
 ERRNO_AGAIN = 11
@@ -177,6 +181,46 @@ def _zombie(pid):
         return True
 
 
+def _has_children():
+    """Whether anything is left below this process (a subreaper: every leftover is re-parented
+    here), asked with one syscall, without reaping; the /proc scan only runs when it is so."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+SPAWN_SIGNALS = tuple(s for s in (signal.SIGPIPE, getattr(signal, "SIGXFSZ", None), signal.SIGCHLD, signal.SIGUSR1)
+                      if s is not None)
+
+
+def spawn(argv, cwd, env, fds):
+    """Start the command in a session of its own with `fds` as its 0, 1, 2: by posix_spawn (a vfork
+    and an exec: nothing of the keeper's memory is copied) where this Python has it (3.8+), the
+    keeper entering `cwd` first (it is disposable); else, or when that fails, by fork + child(),
+    which also writes the reason to the command's stderr."""
+    spawner = getattr(os, "posix_spawn", None)
+    if spawner is not None:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            spawner = None
+    if spawner is not None:
+        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
+        for path in which(argv[0], env):
+            try:
+                return spawner(path, argv, env, file_actions=actions, setsid=True, setsigdef=SPAWN_SIGNALS)
+            except OSError:
+                continue
+            except NotImplementedError:     # a libc without POSIX_SPAWN_SETSID (glibc < 2.26)
+                break
+    pid = os.fork()
+    if pid == 0:
+        child(argv, cwd, env, fds)
+    return pid
+
+
 def keeper(argv, cwd, env, fds, status_w, keep=False):
     """In the forked keeper: run the command below this process, wait for it, end what it left
     running, report on `status_w`; never returns."""
@@ -197,9 +241,7 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
                     os.close(int(name))
                 except OSError:
                     pass
-        pid = os.fork()
-        if pid == 0:
-            child(argv, cwd, env, fds)
+        pid = spawn(argv, cwd, env, fds)
         for fd in fds:
             os.close(fd)
         write_all(status_w, ("pid %d\n" % pid).encode())
@@ -210,7 +252,7 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
                 if got == pid:
                     status = code
             deadline = time.monotonic() + (0 if keep else GRACE)  # keep: the runner's GRACE applies
-            alive = _descendants(os.getpid())
+            alive = _descendants(os.getpid()) if _has_children() else set()
             while alive and time.monotonic() < deadline:
                 time.sleep(0.02)
                 while os.waitpid(-1, os.WNOHANG)[0] > 0:
@@ -298,8 +340,11 @@ class Job:
         self.status_r = pipes[3][0]
         os.set_blocking(self.status_r, False)
         self.report = b""
+        self.reported = None
         self.command_pid = None
         self.leftovers = None
+        self.keeper_reaped = False
+        self.fds[self.status_r] = REPORT   # the command is done when its keeper says so, not when the keeper is gone
         if self.stdin:
             self.fds[pipes[0][1]] = 0
             os.set_blocking(pipes[0][1], False)
@@ -308,6 +353,9 @@ class Job:
         self.fds[pipes[2][0]] = 2
 
     def on_ready(self, fd):
+        if self.fds[fd] == REPORT:
+            self.read_report()
+            return
         if self.fds[fd] == 0:
             try:
                 n = os.write(fd, self.stdin[:CHUNK])
@@ -333,18 +381,31 @@ class Job:
         os.close(fd)
 
     def reap(self, block=False):
-        if self.status is None:
-            try:
-                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                pid, status = self.pid, 0
-            if pid:
+        """Reap the keeper if it is gone; the command's status from it if its report did not come."""
+        if self.keeper_reaped:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.pid, 0
+        if pid:
+            self.keeper_reaped = True
+            if self.status is None:
                 self.read_report()
-                self.status = self.command_status(status)
-                self.exited_at = time.monotonic()
+            if self.status is None:
+                self.finished(self.command_status(status))
+        return self.keeper_reaped
+
+    def finished(self, status):
+        self.status = status
+        self.exited_at = time.monotonic()
 
     def read_report(self):
-        """What the keeper wrote: the command's pid, then its wait status and the leftovers."""
+        """What the keeper wrote: the command's pid, then its wait status and the leftovers. The
+        status line (written once nothing of the command runs) finishes the job."""
+        if self.status_r < 0:
+            return
+        eof = False
         while True:
             try:
                 data = os.read(self.status_r, 4096)
@@ -353,8 +414,10 @@ class Job:
             except OSError:
                 data = b""
             if not data:
+                eof = True
                 break
             self.report += data
+        done = False
         for line in self.report.decode("ascii", "replace").splitlines():
             parts = line.split()
             if parts[:1] == ["pid"] and len(parts) == 2:
@@ -362,16 +425,21 @@ class Job:
             elif parts[:1] == ["status"] and len(parts) == 4:
                 self.leftovers = int(parts[2])
                 self.reported = None if parts[1] == "-" else int(parts[1])
+                done = True
+        if done or eof:
+            self.close(self.status_r)
+            self.status_r = -1
+        if done and self.status is None:
+            self.finished(self.command_status(0))
 
     def command_status(self, keeper_status):
         """The command's own wait status, as the keeper reported it (the keeper's if it said nothing)."""
-        reported = getattr(self, "reported", None)
-        return reported if reported is not None else keeper_status
+        return self.reported if self.reported is not None else keeper_status
 
     def done(self, now):
         if self.status is None:
             return False
-        return not [s for s in self.fds.values() if s != 0] or now > self.exited_at + GRACE
+        return not [s for s in self.fds.values() if s in (1, 2)] or now > self.exited_at + GRACE
 
     def kill(self):
         """Timed out: the keeper ends the command's whole tree; failing that, SIGKILL for it, the
@@ -382,17 +450,11 @@ class Job:
             pass
         deadline = time.monotonic() + KEEPER_GRACE
         while time.monotonic() < deadline:
-            try:
-                if os.waitpid(self.pid, os.WNOHANG)[0]:
-                    self.read_report()
-                    self.status = 0
-                    self.exited_at = time.monotonic()
-                    break
-            except ChildProcessError:
+            if self.reap():
                 break
             time.sleep(0.01)
         self.read_report()
-        if self.status is None:
+        if not self.keeper_reaped:
             try:
                 os.kill(self.pid, 9)
             except OSError:
@@ -402,12 +464,12 @@ class Job:
     def result(self, draining):
         """The reply line; pipes still held by background children go on being drained."""
         for fd, stream in list(self.fds.items()):
-            if stream == 0:
-                self.close(fd)
-            else:
+            if stream in (1, 2):
                 del self.fds[fd]
                 draining.add(fd)
-        os.close(self.status_r)
+            else:
+                self.close(fd)
+        self.status_r = -1
         code = signum = None
         if not self.timed_out and self.status is not None:
             if os.WIFSIGNALED(self.status):
@@ -698,6 +760,7 @@ class Runner:
         self.config = None
         self.jobs = {}          # fd -> job
         self.active = []
+        self.exited = []        # finished jobs whose keeper is yet to be reaped (it reported, then exits)
         self.ptys = {}          # session id -> PtySession
         self.started = []       # (pid, token) of recent jobs: their leftovers die with the runner
         self.relays = []
@@ -815,7 +878,10 @@ class Runner:
             poller.register(self.wake_r, select.POLLIN)
             for fd in self.listeners:
                 poller.register(fd, select.POLLIN)
-            for fd, job in self.jobs.items():
+            for fd, job in list(self.jobs.items()):
+                if fd not in job.fds:   # a report read (and closed) while reaping
+                    del self.jobs[fd]
+                    continue
                 poller.register(fd, select.POLLOUT if job.fds[fd] == 0 else select.POLLIN)
             for fd in self.draining:
                 poller.register(fd, select.POLLIN)
@@ -840,6 +906,7 @@ class Runner:
                         pass
                     for job in self.active:
                         job.reap()
+                    self.exited = [job for job in self.exited if not job.reap()]
                     for session in self.ptys.values():
                         session.reap()
                 elif fd in self.listeners:
@@ -854,7 +921,8 @@ class Runner:
                         os.close(fd)
                 elif fd in self.jobs:
                     job = self.jobs[fd]
-                    job.on_ready(fd)
+                    if fd in job.fds:
+                        job.on_ready(fd)
                     if fd not in job.fds:
                         del self.jobs[fd]
             self.finish(time.monotonic())
@@ -878,6 +946,8 @@ class Runner:
                     self.jobs.pop(fd, None)
                 self.active.remove(job)
                 write_all(self.fd, job.result(self.draining))
+                if not job.reap():
+                    self.exited.append(job)
 
     def shutdown(self):
         kill_jobs(self.started)

@@ -114,6 +114,30 @@ def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
     assert job.status == "failed" and job.did_not_run and job.exit_code is None and "runner" in job.error, job
 
 
+def test_spawn_failures_say_why_and_finished_keepers_are_reaped(env, sid):
+    """The runner starts commands by posix_spawn; a program that is missing or cannot run still
+    exits 127 / 126 with the reason on stderr, and a job is answered from its keeper's report, the
+    keeper reaped afterwards: none is left behind as a zombie however many commands ran."""
+    job = run(env, sid, ["no-such-program-orchard"])
+    assert job.exit_code == 127 and "orchard: no-such-program-orchard: " in job.stderr, job
+    ok(env, sid, "printf 'echo hi' > /tmp/not-exec; chmod 644 /tmp/not-exec")
+    job = run(env, sid, ["/tmp/not-exec"])
+    assert job.exit_code == 126 and "Permission denied" in job.stderr, job
+    assert run(env, sid, ["sh", "-c", "exit 7"]).exit_code == 7
+    assert run(env, sid, ["sh", "-c", "kill -TERM $$"]).exit_code == 143
+    for i in range(40):
+        assert ok(env, sid, ["echo", str(i)]) == f"{i}\n"
+    runner = int(env.get_sandbox(sid).details["runner_pid"])
+    deadline = time.monotonic() + 10
+    while True:
+        children = [int(p) for t in Path(f"/proc/{runner}/task").iterdir()
+                    for p in (t / "children").read_text().split()]
+        if not children or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert children == [], f"the runner still has {len(children)} children (unreaped keepers)"
+
+
 def test_commands_cannot_forge_replies_or_regain_privileges(env, sid):
     assert env.get_sandbox(sid).details["runner_protected"] == "true"
     forged = ('{"id": %d, "exit": 0, "timed_out": false, "out": "Rk9SR0VE", "err": "", '
