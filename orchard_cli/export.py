@@ -37,6 +37,10 @@ class ExportResult(BaseModel):
     by_status: dict[str, int]
     skipped: int
     """Trajectories left out (--keep resolved)."""
+    unreadable: list[int] = []
+    """1-based numbers of the file's lines that are not records (not JSON, no schema_version), left out."""
+    torn_tail: bool = False
+    """The file ends in a fragment without a newline (a writer died mid-record); it was left out."""
 
 
 def _pyarrow() -> Any:
@@ -117,10 +121,12 @@ def _card(families: list[str], counts: dict[str, int]) -> str:
 def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolved"] = "all") -> ExportResult:
     """Write the dataset folder; an existing non-empty folder is refused (nothing is overwritten)."""
     from orchard_cli.images import images_dir
+    from orchard_cli.records import ReadReport
     from orchard_cli.trajectory import read_trajectories
 
     pa, pq = _pyarrow()
-    trajectories = read_trajectories(path)
+    report = ReadReport(path=str(path))
+    trajectories = read_trajectories(path, report=report)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} is not empty", hint="export into a new folder")
@@ -147,4 +153,5 @@ def export_hf(path: str | Path, out: str | Path, *, keep: Literal["all", "resolv
     for t in chosen:
         by_status[t.outcome.category] = by_status.get(t.outcome.category, 0) + 1
     return ExportResult(out=str(out), files=files, rows=len(chosen), by_status=dict(sorted(by_status.items())),
-                        skipped=len(trajectories) - len(chosen))
+                        skipped=len(trajectories) - len(chosen), unreadable=report.bad_lines,
+                        torn_tail=report.torn_tail)
