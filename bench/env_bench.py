@@ -13,8 +13,8 @@ Everything is measured side by side in one run and printed as one table (medians
   open-files limit; what is left afterwards (folders, cgroups, processes)
 
 Usage: .venv/bin/python bench/env_bench.py [--runs 200] [--no-docker] [--many 1000]
-       .venv/bin/python bench/env_bench.py --runner-ab OLD_RUNNER.py [--runs 1000]
-  (only the exec round trip: the floor, a local sandbox on this tree's runner and one on OLD's,
+       .venv/bin/python bench/env_bench.py --runner-ab OLD_RUNNER.py [MORE.py ...] [--runs 1000]
+  (only the exec round trip: the floor, a local sandbox on this tree's runner and one on each OLD's,
   called in turn so that load from other processes falls on all three alike; e.g.
   `git show main:orchard_cli/env/local_runner.py > /tmp/old_runner.py`)
 Docker parts need a running engine (scripts/start-dockerd.sh) and build the base image once.
@@ -110,15 +110,15 @@ def bench_exec(runs: int, docker: bool) -> list[str]:
     return lines
 
 
-def bench_runner_ab(runs: int, old: Path) -> list[str]:
-    """exec `true`: the floor, this tree's runner and `old`'s, interleaved (one sandbox each)."""
+def bench_runner_ab(runs: int, olds: list[Path]) -> list[str]:
+    """exec `true`: the floor, this tree's runner and each of `olds`, interleaved (one sandbox each)."""
     from orchard_cli.env import runner_boot
     from orchard_cli.env.manager import EnvManager
 
     current = runner_boot.SOURCE
     with EnvManager("local") as env:
         sandboxes = {}
-        for name, source in (("this tree", current), (f"{old.name}", old)):
+        for name, source in [("this tree", current)] + [(old.name, old) for old in olds]:
             runner_boot.SOURCE = source
             runner_boot._by.cache_clear()
             sandboxes[name] = env.create_sandbox(SandboxSpec()).sandbox_id
@@ -298,13 +298,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--many", type=int, default=100)
     parser.add_argument("--no-docker", action="store_true")
-    parser.add_argument("--runner-ab", type=Path, metavar="OLD_RUNNER.py",
-                        help="only compare the exec round trip with another local_runner.py")
+    parser.add_argument("--runner-ab", type=Path, nargs="+", metavar="OLD_RUNNER.py",
+                        help="only compare the exec round trip with other local_runner.py files")
     args = parser.parse_args()
     if args.runner_ab:
-        if not args.runner_ab.is_file():
-            print(f"error: no such file: {args.runner_ab}", file=sys.stderr)
-            return 2
+        for old in args.runner_ab:
+            if not old.is_file():
+                print(f"error: no such file: {old}", file=sys.stderr)
+                return 2
         print("\n".join(bench_runner_ab(args.runs, args.runner_ab)))
         return 0
     docker = not args.no_docker and shutil.which("docker") is not None and \

@@ -198,8 +198,8 @@ SPAWN_SIGNALS = tuple(s for s in (signal.SIGPIPE, getattr(signal, "SIGXFSZ", Non
 def spawn(argv, cwd, env, fds):
     """Start the command in a session of its own with `fds` as its 0, 1, 2: by posix_spawn (a vfork
     and an exec: nothing of the keeper's memory is copied) where this Python has it (3.8+), the
-    keeper entering `cwd` first (it is disposable); else, or when that fails, by fork + child(),
-    which also writes the reason to the command's stderr."""
+    keeper entering `cwd` first (it is disposable), only on the PATH entries that exist; else, or
+    when that fails, by fork + child(), which also writes the reason to the command's stderr."""
     spawner = getattr(os, "posix_spawn", None)
     if spawner is not None:
         try:
@@ -209,6 +209,10 @@ def spawn(argv, cwd, env, fds):
     if spawner is not None:
         actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
         for path in which(argv[0], env):
+            try:
+                os.stat(path)   # a failed spawn costs a vfork and an exec; a stat, a microsecond
+            except OSError:
+                continue
             try:
                 return spawner(path, argv, env, file_actions=actions, setsid=True, setsigdef=SPAWN_SIGNALS)
             except OSError:
@@ -234,16 +238,17 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
         signal.signal(signal.SIGUSR1, stop)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        needed = set(fds) | {0, 1, 2, status_w}
-        for name in os.listdir("/proc/self/fd"):    # the runner's channel and other jobs' pipes
-            if int(name) not in needed:
+        pid = spawn(argv, cwd, env, fds)
+        for fd in fds:
+            os.close(fd)
+        # The command inherited none of the runner's descriptors (all close-on-exec); the keeper
+        # lets go of them now that it runs (other jobs' stdin pipes, the runner's channel).
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) not in (0, 1, 2, status_w):
                 try:
                     os.close(int(name))
                 except OSError:
                     pass
-        pid = spawn(argv, cwd, env, fds)
-        for fd in fds:
-            os.close(fd)
         write_all(status_w, ("pid %d\n" % pid).encode())
         status, timed_out, alive = None, False, set()
         try:
