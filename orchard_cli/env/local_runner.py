@@ -300,8 +300,80 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
         os._exit(0)
 
 
+def keeper_waiting(ends):
+    """In a keeper forked ahead of its command (a spare): let go of every descriptor but its own
+    pipe ends, wait for the request (argv, cwd, env, stdin, keep: a 4-byte length, then marshal),
+    then be its keeper; exit if the runner closes the pipe without one. Never returns."""
+    req_r, stdin_r, out_w, err_w, status_w = ends
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for name in os.listdir("/proc/self/fd"):    # the runner's channel and other jobs' pipes
+            if int(name) not in (0, 1, 2) and int(name) not in ends:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = os.read(req_r, CHUNK)   # a length first: no EOF needed (another fork may hold the pipe)
+            if not chunk:
+                os._exit(0)     # the runner let it go, or is gone
+            data += chunk
+        os.close(req_r)
+        req = marshal.loads(data[4:])
+        if req["stdin"]:
+            child_in = stdin_r
+        else:
+            os.close(stdin_r)
+            child_in = os.open("/dev/null", os.O_RDONLY)
+    except BaseException:
+        os._exit(0)
+    keeper(req["argv"], req["cwd"], req["env"], (child_in, out_w, err_w), status_w, req["keep"])
+
+
+class Keeper:
+    """A forked keeper waiting for its command, and the runner's ends of its pipes."""
+
+    def __init__(self):
+        pipes = []
+        try:
+            for _ in range(5):      # request, stdin, stdout, stderr, status
+                pipes.append(os.pipe())
+            self.pid = os.fork()
+        except OSError:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            raise
+        if self.pid == 0:
+            keeper_waiting((pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1]))
+        for fd in (pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1]):
+            os.close(fd)
+        self.req_w, self.stdin_w, self.out_r, self.err_r, self.status_r = (
+            pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][0], pipes[4][0])
+
+    def start(self, req):
+        """Hand the command over; OSError if the keeper is gone (then every end is closed)."""
+        try:
+            data = marshal.dumps(req, 2)
+            write_all(self.req_w, len(data).to_bytes(4, "big") + data)
+            os.close(self.req_w)
+        except OSError:
+            self.discard()
+            raise
+
+    def discard(self):
+        """Close the runner's ends: a waiting keeper exits (it is reaped as any other)."""
+        for fd in (self.req_w, self.stdin_w, self.out_r, self.err_r, self.status_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class Job:
-    def __init__(self, req):
+    def __init__(self, req, spare=None):
         self.id = req["id"]
         self.limit = req["limit"]
         self.start = time.monotonic()
@@ -317,32 +389,26 @@ class Job:
         self.error = None
         env = dict(req["env"])
         env["ORCHARD_JOB"] = self.token
-        pipes = []
-        try:
-            if self.stdin:
-                pipes.append(os.pipe())
-                child_in = pipes[-1][0]
-            else:
-                child_in = os.open("/dev/null", os.O_RDONLY)
-                pipes.append((child_in, -1))
-            pipes.append(os.pipe())
-            pipes.append(os.pipe())
-            pipes.append(os.pipe())     # the keeper's status
-            self.pid = os.fork()
-        except OSError as exc:
-            for r, w in pipes:
-                for fd in (r, w):
-                    if fd >= 0:
-                        os.close(fd)
-            raise exc
-        if self.pid == 0:
-            keeper(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]), pipes[3][1],
-                   bool(req.get("keep")))
-        os.close(child_in)
-        os.close(pipes[1][1])
-        os.close(pipes[2][1])
-        os.close(pipes[3][1])
-        self.status_r = pipes[3][0]
+        order = {"argv": req["argv"], "cwd": req["cwd"], "env": env, "stdin": bool(self.stdin),
+                 "keep": bool(req.get("keep"))}
+        keeper = None
+        if spare is not None:   # forked ahead (off this command's path); it may have been killed
+            try:
+                spare.start(order)
+                keeper = spare
+            except OSError:
+                self.lost_spare = spare.pid
+        if keeper is None:
+            keeper = Keeper()
+            keeper.start(order)
+        self.pid = keeper.pid
+        if self.stdin:
+            os.set_blocking(keeper.stdin_w, False)
+            self.fds[keeper.stdin_w] = 0
+            self.stdin = memoryview(self.stdin)
+        else:
+            os.close(keeper.stdin_w)
+        self.status_r = keeper.status_r
         os.set_blocking(self.status_r, False)
         self.report = b""
         self.reported = None
@@ -350,12 +416,8 @@ class Job:
         self.leftovers = None
         self.keeper_reaped = False
         self.fds[self.status_r] = REPORT   # the command is done when its keeper says so, not when the keeper is gone
-        if self.stdin:
-            self.fds[pipes[0][1]] = 0
-            os.set_blocking(pipes[0][1], False)
-            self.stdin = memoryview(self.stdin)
-        self.fds[pipes[1][0]] = 1
-        self.fds[pipes[2][0]] = 2
+        self.fds[keeper.out_r] = 1
+        self.fds[keeper.err_r] = 2
 
     def on_ready(self, fd):
         if self.fds[fd] == REPORT:
@@ -604,9 +666,12 @@ class PtySession:
                 fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
                 for target in (0, 1, 2):
                     os.dup2(slave, target)
-                for fd in (master, slave):
-                    if fd > 2:
-                        os.close(fd)
+                for name in os.listdir("/proc/self/fd"):   # the runner's channel, jobs' pipes, the spare's
+                    if int(name) > 2:
+                        try:
+                            os.close(int(name))
+                        except OSError:
+                            pass
                 signal.set_wakeup_fd(-1)
                 pty_keeper(req, env, prctl)
             finally:
@@ -766,6 +831,8 @@ class Runner:
         self.jobs = {}          # fd -> job
         self.active = []
         self.exited = []        # finished jobs whose keeper is yet to be reaped (it reported, then exits)
+        self.spare = None       # a Keeper forked ahead for the next command
+        self.reaping = []       # pids of spare keepers that died unused
         self.ptys = {}          # session id -> PtySession
         self.started = []       # (pid, token) of recent jobs: their leftovers die with the runner
         self.relays = []
@@ -810,6 +877,7 @@ class Runner:
             protected = protect()
             write_all(self.fd, dumps({"ready": 1, "pid": os.getpid(), "ports": ports,
                                       "listen_error": error, "protected": protected}))
+            self.fork_spare()
             return
         op = req.get("op")
         if op == "pty":
@@ -823,17 +891,43 @@ class Runner:
             if session is not None:
                 session.control(req)
             return
+        spare, self.spare = self.spare, None
         try:
-            job = Job(req)
+            job = Job(req, spare)
         except OSError as exc:
+            if spare is not None:
+                self.reaping.append(spare.pid)
             write_all(self.fd, dumps({"id": req["id"], "exit": None, "timed_out": False,
                                 "error": ("cannot start the command: %s" % exc).encode()}))
             return
+        if getattr(job, "lost_spare", None):
+            self.reaping.append(job.lost_spare)
         self.active.append(job)
         self.started.append((job.pid, job.token))
         del self.started[:-MAX_REMEMBERED]
         for fd in job.fds:
             self.jobs[fd] = job
+
+    def fork_spare(self):
+        """Fork the next command's keeper now, while nothing waits on the runner (after a reply):
+        a command then costs a pipe write, not a fork. Where no process can be had (a pids
+        limit), the next command forks its own."""
+        if self.spare is None and not self.active:
+            try:
+                self.spare = Keeper()
+            except OSError:
+                pass
+
+    def reap_lost(self):
+        """Reap spare keepers that were killed or let go (by pid: never another's status)."""
+        left = []
+        for pid in self.reaping:
+            try:
+                if not os.waitpid(pid, os.WNOHANG)[0]:
+                    left.append(pid)
+            except ChildProcessError:
+                pass
+        self.reaping = left
 
     def listen(self, pairs):
         """Listen on 127.0.0.1:<port> for each [port, unix path], in order (a fixed port first,
@@ -912,6 +1006,7 @@ class Runner:
                     for job in self.active:
                         job.reap()
                     self.exited = [job for job in self.exited if not job.reap()]
+                    self.reap_lost()
                     for session in self.ptys.values():
                         session.reap()
                 elif fd in self.listeners:
@@ -953,8 +1048,11 @@ class Runner:
                 write_all(self.fd, job.result(self.draining))
                 if not job.reap():
                     self.exited.append(job)
+                self.fork_spare()
 
     def shutdown(self):
+        if self.spare is not None:
+            self.spare.discard()
         kill_jobs(self.started)
 
 

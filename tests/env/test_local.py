@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import shutil
@@ -115,9 +116,11 @@ def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
 
 
 def test_spawn_failures_say_why_and_finished_keepers_are_reaped(env, sid):
-    """The runner starts commands by posix_spawn; a program that is missing or cannot run still
-    exits 127 / 126 with the reason on stderr, and a job is answered from its keeper's report, the
-    keeper reaped afterwards: none is left behind as a zombie however many commands ran."""
+    """The runner starts commands by posix_spawn under a keeper forked ahead (a spare); a program
+    that is missing or cannot run still exits 127 / 126 with the reason on stderr; a job is
+    answered from its keeper's report, the keeper reaped afterwards: however many commands ran,
+    the runner's only child is the next spare, and a spare killed before its turn costs nothing
+    but a fork (it is reaped, the command runs)."""
     job = run(env, sid, ["no-such-program-orchard"])
     assert job.exit_code == 127 and "orchard: no-such-program-orchard: " in job.stderr, job
     ok(env, sid, "printf 'echo hi' > /tmp/not-exec; chmod 644 /tmp/not-exec")
@@ -125,17 +128,36 @@ def test_spawn_failures_say_why_and_finished_keepers_are_reaped(env, sid):
     assert job.exit_code == 126 and "Permission denied" in job.stderr, job
     assert run(env, sid, ["sh", "-c", "exit 7"]).exit_code == 7
     assert run(env, sid, ["sh", "-c", "kill -TERM $$"]).exit_code == 143
+    assert ok(env, sid, "cat", stdin="in\n") == "in\n" and ok(env, sid, "cat") == ""
     for i in range(40):
         assert ok(env, sid, ["echo", str(i)]) == f"{i}\n"
     runner = int(env.get_sandbox(sid).details["runner_pid"])
-    deadline = time.monotonic() + 10
-    while True:
-        children = [int(p) for t in Path(f"/proc/{runner}/task").iterdir()
-                    for p in (t / "children").read_text().split()]
-        if not children or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert children == [], f"the runner still has {len(children)} children (unreaped keepers)"
+
+    def children() -> list[tuple[int, str]]:
+        found = []
+        for task in Path(f"/proc/{runner}/task").iterdir():
+            for pid in (task / "children").read_text().split():
+                with contextlib.suppress(OSError, IndexError):
+                    found.append((int(pid), Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]))
+        return found
+
+    def settled(but: int = 0) -> list[tuple[int, str]]:
+        """The runner's children once only one is left, waiting (S), and not `but`."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = children()
+            if [state for _, state in found] == ["S"] and found[0][0] != but:
+                break
+            time.sleep(0.05)
+        return found
+
+    [(spare, state)] = settled()
+    assert state == "S", f"the runner's one child is {state}, not a waiting keeper"
+    os.kill(spare, 9)
+    assert _gone(spare), "the spare keeper did not die"
+    assert ok(env, sid, "echo after") == "after\n"
+    [(_, state)] = settled(but=spare)
+    assert state == "S"
 
 
 def test_commands_cannot_forge_replies_or_regain_privileges(env, sid):

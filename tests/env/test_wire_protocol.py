@@ -351,6 +351,18 @@ def test_pty_leftovers_die_as_execs_do_even_ones_that_left_the_session(service, 
         time.sleep(0.2)
 
 
+def test_an_open_terminal_holds_no_other_commands_pipe(service, sid, http):
+    """A terminal's processes (forked from the sandbox's runner) let go of the runner's
+    descriptors: with one open, a command given stdin still sees it end, at once."""
+    with _ws(service, sid) as ws:
+        _send(ws, type="init", cmd=["sleep", "600"], env={})
+        assert json.loads(ws.recv(timeout=60))["type"] == "ready"
+        for i in range(3):
+            job = http.post(f"/sandboxes/{sid}/exec", json={"command": "cat", "stdin": f"in {i}\n", "wait": True,
+                                                           "timeout_seconds": 20}).json()
+            assert job["stdout"] == f"in {i}\n" and job["exit_code"] == 0 and not job["timed_out"], job
+
+
 def test_pty_refusals_carry_the_published_codes(service, sid):
     from websockets.exceptions import ConnectionClosed, InvalidStatus
 
