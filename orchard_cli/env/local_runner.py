@@ -26,7 +26,9 @@ rest and reports how many there were (`leftovers`); on a timeout the runner tell
 (SIGUSR1), which kills the whole tree. The keeper sends the command's pid, then its wait status
 and the leftover count, over a status pipe; that status line answers the job (a command with no
 leftovers is only checked with one waitid, no /proc scan), and the keeper, exiting, is reaped
-after the reply. As a fallback (a keeper killed from inside), the
+after the reply. The next command's keeper is forked ahead, once a reply is sent and no command
+runs (a *spare*: it closes the runner's descriptors and waits on its own pipes for a length-
+prefixed request), so a command costs a pipe write rather than a fork. As a fallback (a keeper killed from inside), the
 process group and every process carrying the job's ORCHARD_JOB=<token> are SIGKILLed too. Output
 beyond `limit` bytes is read and dropped (the child never blocks), and counted.
 With `listen` in the config ([port, unix socket path] pairs: one per spec.forwards entry, then the
