@@ -13,6 +13,10 @@ Everything is measured side by side in one run and printed as one table (medians
   open-files limit; what is left afterwards (folders, cgroups, processes)
 
 Usage: .venv/bin/python bench/env_bench.py [--runs 200] [--no-docker] [--many 1000]
+       .venv/bin/python bench/env_bench.py --runner-ab OLD_RUNNER.py [MORE.py ...] [--runs 1000]
+  (only the exec round trip: the floor, a local sandbox on this tree's runner and one on each OLD's,
+  called in turn so that load from other processes falls on all three alike; e.g.
+  `git show main:orchard_cli/env/local_runner.py > /tmp/old_runner.py`)
 Docker parts need a running engine (scripts/start-dockerd.sh) and build the base image once.
 The service with hundreds of clients: bench/sdk_compat.py --only-concurrent --num 200 (the SDK's
 own bench_concurrent.py).
@@ -103,6 +107,30 @@ def bench_exec(runs: int, docker: bool) -> list[str]:
             r = statistics.median(raw)
             lines.append(row("orchard docker (in-process)", ours, floor=f, ref=r))
             lines.append(row(f"raw `docker exec` CLI (ref, n={raw_runs})", raw, floor=f))
+    return lines
+
+
+def bench_runner_ab(runs: int, olds: list[Path]) -> list[str]:
+    """exec `true`: the floor, this tree's runner and each of `olds`, interleaved (one sandbox each)."""
+    from orchard_cli.env import runner_boot
+    from orchard_cli.env.manager import EnvManager
+
+    current = runner_boot.SOURCE
+    with EnvManager("local") as env:
+        sandboxes = {}
+        for name, source in [("this tree", current)] + [(old.name, old) for old in olds]:
+            runner_boot.SOURCE = source
+            runner_boot._by.cache_clear()
+            sandboxes[name] = env.create_sandbox(SandboxSpec()).sandbox_id
+        runner_boot.SOURCE = current
+        runner_boot._by.cache_clear()
+        calls = [lambda: subprocess.run(["true"])] + [
+            (lambda sid=sid: env.exec(sid, TRUE)) for sid in sandboxes.values()]
+        samples = interleaved(*calls[:2], runs, *calls[2:])
+    floor = statistics.median(samples[0])
+    lines = [f"exec round trip of `true`, interleaved (n={runs}, load {os.getloadavg()[0]:.2f})",
+             row("floor: subprocess.run(['true'])", samples[0])]
+    lines += [row(f"local, runner of {name}", got, floor=floor) for name, got in zip(sandboxes, samples[1:])]
     return lines
 
 
@@ -270,7 +298,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--many", type=int, default=100)
     parser.add_argument("--no-docker", action="store_true")
+    parser.add_argument("--runner-ab", type=Path, nargs="+", metavar="OLD_RUNNER.py",
+                        help="only compare the exec round trip with other local_runner.py files")
     args = parser.parse_args()
+    if args.runner_ab:
+        for old in args.runner_ab:
+            if not old.is_file():
+                print(f"error: no such file: {old}", file=sys.stderr)
+                return 2
+        print("\n".join(bench_runner_ab(args.runs, args.runner_ab)))
+        return 0
     docker = not args.no_docker and shutil.which("docker") is not None and \
         subprocess.run(["docker", "info"], capture_output=True).returncode == 0
     out = [f"orchard env benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} cpus, "

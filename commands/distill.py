@@ -222,9 +222,15 @@ def export(
         emit_json(result.model_dump(mode="json"))
         return
     stats = ", ".join(f"{k} {v}" for k, v in result.by_status.items())
+    unread = ""
+    if result.unreadable:
+        lines = ", ".join(str(n) for n in result.unreadable[:5]) + (", ..." if len(result.unreadable) > 5 else "")
+        unread += f"; {len(result.unreadable)} unreadable line(s) left out (line {lines})"
+    if result.torn_tail:
+        unread += "; a torn last line left out"
     what = "trajectories" if result.samples is None else \
         f"samples ({result.samples['trainable_tokens']} trained tokens of {result.samples['tokens']}) from episodes"
-    stderr_console().print(f"exported {result.rows} {what} ({stats}); {result.skipped} left out",
+    stderr_console().print(f"exported {result.rows} {what} ({stats}); {result.skipped} left out{unread}",
                            soft_wrap=True, highlight=False)
     for path in result.files:
         typer.echo(path)

@@ -43,6 +43,13 @@ def proxy(
     max_tokens: Annotated[Optional[int], typer.Option(help="Cap on total tokens per episode.", min=1)] = None,
     max_retries: Annotated[int, typer.Option(help="Retries on upstream 429/5xx.", min=0, max=10)] = 3,
     read_timeout: Annotated[float, typer.Option(help="Seconds of upstream silence before giving up.", min=0.1, max=86400)] = 600.0,
+    max_request_mb: Annotated[float, typer.Option(
+        help="Largest model-call request, in MiB: a larger one is refused with 413 before it is read.",
+        min=0.01, max=4096)] = 32.0,
+    max_record_mb: Annotated[Optional[float], typer.Option(
+        help="Per episode, MiB of model calls kept in records; past it the episode is capped "
+             "(default: none, since an episode here lasts as long as the proxy).",
+        min=0.01, max=1 << 20)] = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Record every model call a harness makes, forwarding it to the upstream model.
@@ -57,6 +64,7 @@ def proxy(
     config, key, owned = configure(upstream, key_env, dialects, {
         "host": host, "port": port, "out": out, "model": model, "max_calls": max_calls,
         "max_tokens": max_tokens, "max_retries": max_retries, "read_timeout_s": read_timeout,
+        "max_request_bytes": int(max_request_mb * (1 << 20)), "max_record_bytes": int(max_record_mb * (1 << 20)) if max_record_mb else None,
         "auto_episodes": True, "keep_records": False})
     if host not in ("127.0.0.1", "localhost", "::1"):
         stderr_console().print(f"warning: listening on {host}: anyone who can reach it can spend "

@@ -109,8 +109,12 @@ def tools_mounts(*, mcp: bool) -> list[Mount]:
 
 
 def tools_env(access: ToolAccess) -> dict[str, str]:
-    """What task_tool.py and mcp_server.mjs read: the episode's tool gateway and its token."""
-    return {"ORCHARD_TOOLS_URL": access.url.rstrip("/"), "ORCHARD_TOOLS_TOKEN": access.token}
+    """What task_tool.py and mcp_server.mjs read: the episode's tool gateway, its token, and the
+    most one call's arguments may hold (the gateway's own limit)."""
+    from orchard_cli.tools.spec import ARGUMENTS_LIMIT
+
+    return {"ORCHARD_TOOLS_URL": access.url.rstrip("/"), "ORCHARD_TOOLS_TOKEN": access.token,
+            "ORCHARD_TOOLS_MAX_ARGS_BYTES": str(ARGUMENTS_LIMIT)}
 
 
 def mcp_launch(access: ToolAccess) -> McpLaunch:

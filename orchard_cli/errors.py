@@ -83,6 +83,13 @@ class TooLargeError(UsageError):
     status_code = 413
 
 
+class LimitError(UsageError):
+    """A number the backend cannot honour (pids above the kernel's pid_max, say): refused before
+    anything is made, as HTTP 422."""
+
+    status_code = 422
+
+
 class PathEscapeError(UsageError):
     """A file path that would leave the sandbox's workspace."""
 

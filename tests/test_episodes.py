@@ -98,6 +98,21 @@ def test_a_capped_episode_says_so(world):
     assert [c.status for c in t.calls] == [200, 200, 400]
 
 
+def test_an_agent_that_loops_large_calls_is_capped_with_its_records_bounded(world):
+    """Each model answer a 100 KB tool call, the conversation growing with each: past the episode's
+    records ceiling (1 MiB here, ProxyConfig.max_record_bytes) the call that passes it is kept
+    without its bodies, the episode is capped, and the trajectory stays small."""
+    large = {"tool_calls": [{"name": "bash", "arguments": {"command": "true " + "x" * 100_000}}]}
+    t = run_one(world, [large] * 20, options=EpisodeOptions(timeout_seconds=120, max_calls=20),
+                max_record_bytes=1 << 20)
+    assert any(e.startswith("capped: records ceiling") for e in t.errors), t.errors
+    assert t.outcome.category == "empty_patch" and t.metadata["proxy"]["capped"]
+    cut = [c for c in t.calls if c.error is not None and c.error.type == "capped" and c.status == 200]
+    assert len(cut) == 1 and cut[0].response is None and str(cut[0].request).startswith("[orchard: not kept")
+    assert t.calls[-1].status == 400 and len(t.calls) < 20
+    assert len(t.model_dump_json()) < 3 << 20
+
+
 class SleepingHarness:
     """A harness whose program hangs in the sandbox (it honours its time limit)."""
 

@@ -48,7 +48,21 @@ def test_export_writes_parquet_with_the_three_columns(distilled, tmp_path, capsy
     assert messages[3]["tool_call_id"] == call["id"] and messages[4]["content"] == "add() now adds."
     card = (out / "README.md").read_text()
     assert 'path: "swe/train/*.parquet"' in card and "num_examples: 4" in card
-    assert "exported 4 trajectories" in stderr
+    assert "exported 4 trajectories" in stderr and "unreadable" not in stderr and "torn" not in stderr
+
+
+def test_export_counts_the_lines_it_could_not_read(distilled, tmp_path, capsys):
+    """Lines that are not records and a torn tail are left out, and said (not silently dropped)."""
+    damaged = tmp_path / "damaged.jsonl"
+    lines = distilled.read_bytes().splitlines(keepends=True)
+    damaged.write_bytes(lines[0] + b"not json at all\n" + b"".join(lines[1:]) + b'[1, 2]\n{"schema_version": 1, "ep')
+    code, stdout, stderr = cli(capsys, "distill", "export", str(damaged), "--out", str(tmp_path / "hf"), "--json")
+    result = json.loads(stdout)
+    assert code == 0 and result["rows"] == 4, stderr
+    assert result["unreadable"] == [2, len(lines) + 2] and result["torn_tail"] is True, result
+    code, _, stderr = cli(capsys, "distill", "export", str(damaged), "--out", str(tmp_path / "hf2"))
+    assert code == 0 and "2 unreadable line(s) left out (line 2, %d)" % (len(lines) + 2) in stderr, stderr
+    assert "a torn last line left out" in stderr, stderr
 
 
 def test_export_only_resolved_and_refuses_a_used_folder(distilled, tmp_path, capsys):

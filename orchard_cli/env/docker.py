@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchard_cli.env import cgroups, netdrop, pidkill, runner_boot
+from orchard_cli.env import cgroups, netdrop, nosuid, pidkill, runner_boot
 from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
 from orchard_cli.env.runner_channel import RunnerChannel
@@ -59,13 +59,14 @@ from orchard_cli.env.models import (
     check_file_mode,
     check_file_size,
 )
-from orchard_cli.errors import InfraError, NotFoundError, SandboxError, UsageError
+from orchard_cli.errors import InfraError, LimitError, NotFoundError, SandboxError, UsageError
 from orchard_cli.home import orchard_home, state_dir
 
 CTL = "/run/orchard"          # the control folder inside the container
 PROXY_PORT = SANDBOX_PROXY_PORT  # where the sandbox reaches its proxy (its own loopback)
 LABEL = "orchard"
 RUNNER_WAIT = 30.0            # seconds the runner may take to come up
+DOCKER_MEMORY_MIN = 6 * 1024 * 1024  # the engine refuses a smaller memory limit
 # The container's main process (under docker-init): start the runner, which connects back to the
 # control socket, note what the image offers, then sleep, ignoring the signals a stray `pkill` or
 # `kill -TERM -1` in the sandbox would send (the container lives as long as this sleep does).
@@ -329,6 +330,11 @@ class DockerBackend:
                              "(`python -m orchard_cli.env.images` makes that one)") from None
         return spec.image, attrs
 
+    def check(self, spec: SandboxSpec) -> None:
+        """Numbers the engine refuses, before anything is made (422): memory below its 6 MiB."""
+        if spec.memory_bytes < DOCKER_MEMORY_MIN:
+            raise LimitError(f"memory {spec.memory} is below the {DOCKER_MEMORY_MIN} bytes (6Mi) docker allows")
+
     def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> DockerSandbox:
         image, attrs = self._image(spec)  # first: reports a missing SDK, engine or image
         import docker.errors
@@ -338,6 +344,8 @@ class DockerBackend:
         (root / "owner.json").write_text(json.dumps({"owner": owner, "expires_at": expires_at}))
         for sub in ("workspace", "tmp", "ctl"):
             (root / sub).mkdir(exist_ok=True)
+        for sub in ("workspace", "tmp"):  # no setuid program made inside is one on the host (nosuid.py)
+            nosuid.seal(root / sub)
         os.chmod(root / "tmp", 0o1777)
         os.chmod(root / "ctl", 0o1777)  # the image's user may not be root
         runner_boot.place(root / "ctl", _compiled())
@@ -554,6 +562,8 @@ class DockerBackend:
             channel.close()
         close_relays(relays)
         for folder in folders:
+            for sub in ("workspace", "tmp"):
+                nosuid.release(Path(folder) / sub)
             shutil.rmtree(folder, ignore_errors=True)
 
     def _reap(self, name: str, sandbox_id: str) -> bool:

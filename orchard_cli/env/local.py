@@ -41,7 +41,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.env import cgroups, runner_boot, limits, netdrop
+from orchard_cli.env import cgroups, nosuid, runner_boot, limits, netdrop
 from orchard_cli.env.base import CAPABILITIES
 from orchard_cli.env.io_loop import io_loop
 from orchard_cli.env.local_spawn import OutputTail, spawn
@@ -60,7 +60,7 @@ from orchard_cli.env.models import (
     SandboxInfo,
     SandboxSpec,
 )
-from orchard_cli.errors import SandboxError, UsageError
+from orchard_cli.errors import LimitError, SandboxError, UsageError
 from orchard_cli.home import orchard_home, state_dir
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -195,6 +195,13 @@ class LocalBackend:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
+    def check(self, spec: SandboxSpec) -> None:
+        """Numbers this host's kernel cannot honour, refused before anything is made (422)."""
+        pid_max = _pid_max()
+        if pid_max and spec.pids > pid_max:
+            raise LimitError(f"pids {spec.pids} is above this host's pid_max ({pid_max}): the kernel cannot "
+                             "honour it", hint="ask for fewer (see /proc/sys/kernel/pid_max)")
+
     def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> LocalSandbox:
         if not self.bwrap and os.environ.get("ORCHARD_ALLOW_NO_ISOLATION") != "1":
             raise SandboxError(
@@ -218,6 +225,7 @@ class LocalBackend:
         _write_meta(folder, meta)
         for sub in ("work", "tmp"):
             (folder / sub).mkdir()
+            nosuid.seal(folder / sub)  # no setuid program made inside is one on the host (nosuid.py)
         (folder / "tmp").chmod(0o1777)
         dirs = cgroups.create(self.cgroups, sandbox_id, memory=spec.memory_bytes, pids=spec.pids,
                               cpu=spec.cpu) if self.cgroups.usable else []
@@ -326,6 +334,8 @@ class LocalBackend:
     @staticmethod
     def _remove(folder: Path, cgroup_dirs: list[str]) -> None:
         cgroups.kill_and_remove(cgroup_dirs)     # raises if they stay busy: keep the folder then
+        for sub in ("work", "tmp"):
+            nosuid.release(folder / sub)
         if folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
         if folder.exists():
@@ -360,5 +370,13 @@ def _write_meta(folder: Path, meta: dict) -> None:
 def _read_meta(folder: Path) -> dict | None:
     try:
         return json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _pid_max() -> int | None:
+    """The kernel's pid_max (no process id is above it), or None where it cannot be read."""
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
     except (OSError, ValueError):
         return None

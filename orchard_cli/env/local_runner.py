@@ -17,13 +17,18 @@ process is safe):
                      JSON from inside the sandbox.
 
 Each command runs under a *keeper*: a forked copy of the runner that makes itself a child
-subreaper (prctl PR_SET_CHILD_SUBREAPER), forks the command in its own session, and waits. Every
+subreaper (prctl PR_SET_CHILD_SUBREAPER), starts the command in its own session (posix_spawn:
+a vfork + exec, no copy of the keeper; fork + exec where the Python lacks it), and waits. Every
 process the command starts stays below the keeper, even one that left its session and its
 environment (`setsid env -i CMD &`): an orphan is re-parented to the keeper, not to init. When the
 command exits, what it left running gets GRACE seconds to finish, then the keeper SIGKILLs the
 rest and reports how many there were (`leftovers`); on a timeout the runner tells the keeper
 (SIGUSR1), which kills the whole tree. The keeper sends the command's pid, then its wait status
-and the leftover count, over a status pipe. As a fallback (a keeper killed from inside), the
+and the leftover count, over a status pipe; that status line answers the job (a command with no
+leftovers is only checked with one waitid, no /proc scan), and the keeper, exiting, is reaped
+after the reply. The next command's keeper is forked ahead, once a reply is sent and no command
+runs (a *spare*: it closes the runner's descriptors and waits on its own pipes for a length-
+prefixed request), so a command costs a pipe write rather than a fork. As a fallback (a keeper killed from inside), the
 process group and every process carrying the job's ORCHARD_JOB=<token> are SIGKILLed too. Output
 beyond `limit` bytes is read and dropped (the child never blocks), and counted.
 With `listen` in the config ([port, unix socket path] pairs: one per spec.forwards entry, then the
@@ -56,6 +61,7 @@ GRACE = 0.5     # after a command exits, this long for what it left running to f
 KEEPER_GRACE = 3.0  # after a timeout, this long for the keeper to end the tree before SIGKILL
 PR_SET_CHILD_SUBREAPER = 36
 CHUNK = 65536
+REPORT = 3      # Job.fds: the keeper's status pipe (0, 1, 2: the command's stdin, stdout, stderr)
 MAX_REMEMBERED = 10000  # finished jobs whose leftover processes the runner kills when it exits
 ERRNO_NOENT = 2
 ERRNO_AGAIN = 11
@@ -177,6 +183,50 @@ def _zombie(pid):
         return True
 
 
+def _has_children():
+    """Whether anything is left below this process (a subreaper: every leftover is re-parented
+    here), asked with one syscall, without reaping; the /proc scan only runs when it is so."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+SPAWN_SIGNALS = tuple(s for s in (signal.SIGPIPE, getattr(signal, "SIGXFSZ", None), signal.SIGCHLD, signal.SIGUSR1)
+                      if s is not None)
+
+
+def spawn(argv, cwd, env, fds):
+    """Start the command in a session of its own with `fds` as its 0, 1, 2: by posix_spawn (a vfork
+    and an exec: nothing of the keeper's memory is copied) where this Python has it (3.8+), the
+    keeper entering `cwd` first (it is disposable), only on the PATH entries that exist; else, or
+    when that fails, by fork + child(), which also writes the reason to the command's stderr."""
+    spawner = getattr(os, "posix_spawn", None)
+    if spawner is not None:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            spawner = None
+    if spawner is not None:
+        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
+        for path in which(argv[0], env):
+            try:
+                os.stat(path)   # a failed spawn costs a vfork and an exec; a stat, a microsecond
+            except OSError:
+                continue
+            try:
+                return spawner(path, argv, env, file_actions=actions, setsid=True, setsigdef=SPAWN_SIGNALS)
+            except OSError:
+                continue
+            except NotImplementedError:     # a libc without POSIX_SPAWN_SETSID (glibc < 2.26)
+                break
+    pid = os.fork()
+    if pid == 0:
+        child(argv, cwd, env, fds)
+    return pid
+
+
 def keeper(argv, cwd, env, fds, status_w, keep=False):
     """In the forked keeper: run the command below this process, wait for it, end what it left
     running, report on `status_w`; never returns."""
@@ -190,18 +240,17 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
         signal.signal(signal.SIGUSR1, stop)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        needed = set(fds) | {0, 1, 2, status_w}
-        for name in os.listdir("/proc/self/fd"):    # the runner's channel and other jobs' pipes
-            if int(name) not in needed:
+        pid = spawn(argv, cwd, env, fds)
+        for fd in fds:
+            os.close(fd)
+        # The command inherited none of the runner's descriptors (all close-on-exec); the keeper
+        # lets go of them now that it runs (other jobs' stdin pipes, the runner's channel).
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) not in (0, 1, 2, status_w):
                 try:
                     os.close(int(name))
                 except OSError:
                     pass
-        pid = os.fork()
-        if pid == 0:
-            child(argv, cwd, env, fds)
-        for fd in fds:
-            os.close(fd)
         write_all(status_w, ("pid %d\n" % pid).encode())
         status, timed_out, alive = None, False, set()
         try:
@@ -210,7 +259,7 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
                 if got == pid:
                     status = code
             deadline = time.monotonic() + (0 if keep else GRACE)  # keep: the runner's GRACE applies
-            alive = _descendants(os.getpid())
+            alive = _descendants(os.getpid()) if _has_children() else set()
             while alive and time.monotonic() < deadline:
                 time.sleep(0.02)
                 while os.waitpid(-1, os.WNOHANG)[0] > 0:
@@ -253,8 +302,80 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
         os._exit(0)
 
 
+def keeper_waiting(ends):
+    """In a keeper forked ahead of its command (a spare): let go of every descriptor but its own
+    pipe ends, wait for the request (argv, cwd, env, stdin, keep: a 4-byte length, then marshal),
+    then be its keeper; exit if the runner closes the pipe without one. Never returns."""
+    req_r, stdin_r, out_w, err_w, status_w = ends
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for name in os.listdir("/proc/self/fd"):    # the runner's channel and other jobs' pipes
+            if int(name) not in (0, 1, 2) and int(name) not in ends:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = os.read(req_r, CHUNK)   # a length first: no EOF needed (another fork may hold the pipe)
+            if not chunk:
+                os._exit(0)     # the runner let it go, or is gone
+            data += chunk
+        os.close(req_r)
+        req = marshal.loads(data[4:])
+        if req["stdin"]:
+            child_in = stdin_r
+        else:
+            os.close(stdin_r)
+            child_in = os.open("/dev/null", os.O_RDONLY)
+    except BaseException:
+        os._exit(0)
+    keeper(req["argv"], req["cwd"], req["env"], (child_in, out_w, err_w), status_w, req["keep"])
+
+
+class Keeper:
+    """A forked keeper waiting for its command, and the runner's ends of its pipes."""
+
+    def __init__(self):
+        pipes = []
+        try:
+            for _ in range(5):      # request, stdin, stdout, stderr, status
+                pipes.append(os.pipe())
+            self.pid = os.fork()
+        except OSError:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            raise
+        if self.pid == 0:
+            keeper_waiting((pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1]))
+        for fd in (pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1]):
+            os.close(fd)
+        self.req_w, self.stdin_w, self.out_r, self.err_r, self.status_r = (
+            pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][0], pipes[4][0])
+
+    def start(self, req):
+        """Hand the command over; OSError if the keeper is gone (then every end is closed)."""
+        try:
+            data = marshal.dumps(req, 2)
+            write_all(self.req_w, len(data).to_bytes(4, "big") + data)
+            os.close(self.req_w)
+        except OSError:
+            self.discard()
+            raise
+
+    def discard(self):
+        """Close the runner's ends: a waiting keeper exits (it is reaped as any other)."""
+        for fd in (self.req_w, self.stdin_w, self.out_r, self.err_r, self.status_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class Job:
-    def __init__(self, req):
+    def __init__(self, req, spare=None):
         self.id = req["id"]
         self.limit = req["limit"]
         self.start = time.monotonic()
@@ -270,44 +391,40 @@ class Job:
         self.error = None
         env = dict(req["env"])
         env["ORCHARD_JOB"] = self.token
-        pipes = []
-        try:
-            if self.stdin:
-                pipes.append(os.pipe())
-                child_in = pipes[-1][0]
-            else:
-                child_in = os.open("/dev/null", os.O_RDONLY)
-                pipes.append((child_in, -1))
-            pipes.append(os.pipe())
-            pipes.append(os.pipe())
-            pipes.append(os.pipe())     # the keeper's status
-            self.pid = os.fork()
-        except OSError as exc:
-            for r, w in pipes:
-                for fd in (r, w):
-                    if fd >= 0:
-                        os.close(fd)
-            raise exc
-        if self.pid == 0:
-            keeper(req["argv"], req["cwd"], env, (child_in, pipes[1][1], pipes[2][1]), pipes[3][1],
-                   bool(req.get("keep")))
-        os.close(child_in)
-        os.close(pipes[1][1])
-        os.close(pipes[2][1])
-        os.close(pipes[3][1])
-        self.status_r = pipes[3][0]
+        order = {"argv": req["argv"], "cwd": req["cwd"], "env": env, "stdin": bool(self.stdin),
+                 "keep": bool(req.get("keep"))}
+        keeper = None
+        if spare is not None:   # forked ahead (off this command's path); it may have been killed
+            try:
+                spare.start(order)
+                keeper = spare
+            except OSError:
+                self.lost_spare = spare.pid
+        if keeper is None:
+            keeper = Keeper()
+            keeper.start(order)
+        self.pid = keeper.pid
+        if self.stdin:
+            os.set_blocking(keeper.stdin_w, False)
+            self.fds[keeper.stdin_w] = 0
+            self.stdin = memoryview(self.stdin)
+        else:
+            os.close(keeper.stdin_w)
+        self.status_r = keeper.status_r
         os.set_blocking(self.status_r, False)
         self.report = b""
+        self.reported = None
         self.command_pid = None
         self.leftovers = None
-        if self.stdin:
-            self.fds[pipes[0][1]] = 0
-            os.set_blocking(pipes[0][1], False)
-            self.stdin = memoryview(self.stdin)
-        self.fds[pipes[1][0]] = 1
-        self.fds[pipes[2][0]] = 2
+        self.keeper_reaped = False
+        self.fds[self.status_r] = REPORT   # the command is done when its keeper says so, not when the keeper is gone
+        self.fds[keeper.out_r] = 1
+        self.fds[keeper.err_r] = 2
 
     def on_ready(self, fd):
+        if self.fds[fd] == REPORT:
+            self.read_report()
+            return
         if self.fds[fd] == 0:
             try:
                 n = os.write(fd, self.stdin[:CHUNK])
@@ -333,18 +450,31 @@ class Job:
         os.close(fd)
 
     def reap(self, block=False):
-        if self.status is None:
-            try:
-                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                pid, status = self.pid, 0
-            if pid:
+        """Reap the keeper if it is gone; the command's status from it if its report did not come."""
+        if self.keeper_reaped:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.pid, 0
+        if pid:
+            self.keeper_reaped = True
+            if self.status is None:
                 self.read_report()
-                self.status = self.command_status(status)
-                self.exited_at = time.monotonic()
+            if self.status is None:
+                self.finished(self.command_status(status))
+        return self.keeper_reaped
+
+    def finished(self, status):
+        self.status = status
+        self.exited_at = time.monotonic()
 
     def read_report(self):
-        """What the keeper wrote: the command's pid, then its wait status and the leftovers."""
+        """What the keeper wrote: the command's pid, then its wait status and the leftovers. The
+        status line (written once nothing of the command runs) finishes the job."""
+        if self.status_r < 0:
+            return
+        eof = False
         while True:
             try:
                 data = os.read(self.status_r, 4096)
@@ -353,8 +483,10 @@ class Job:
             except OSError:
                 data = b""
             if not data:
+                eof = True
                 break
             self.report += data
+        done = False
         for line in self.report.decode("ascii", "replace").splitlines():
             parts = line.split()
             if parts[:1] == ["pid"] and len(parts) == 2:
@@ -362,16 +494,21 @@ class Job:
             elif parts[:1] == ["status"] and len(parts) == 4:
                 self.leftovers = int(parts[2])
                 self.reported = None if parts[1] == "-" else int(parts[1])
+                done = True
+        if done or eof:
+            self.close(self.status_r)
+            self.status_r = -1
+        if done and self.status is None:
+            self.finished(self.command_status(0))
 
     def command_status(self, keeper_status):
         """The command's own wait status, as the keeper reported it (the keeper's if it said nothing)."""
-        reported = getattr(self, "reported", None)
-        return reported if reported is not None else keeper_status
+        return self.reported if self.reported is not None else keeper_status
 
     def done(self, now):
         if self.status is None:
             return False
-        return not [s for s in self.fds.values() if s != 0] or now > self.exited_at + GRACE
+        return not [s for s in self.fds.values() if s in (1, 2)] or now > self.exited_at + GRACE
 
     def kill(self):
         """Timed out: the keeper ends the command's whole tree; failing that, SIGKILL for it, the
@@ -382,17 +519,11 @@ class Job:
             pass
         deadline = time.monotonic() + KEEPER_GRACE
         while time.monotonic() < deadline:
-            try:
-                if os.waitpid(self.pid, os.WNOHANG)[0]:
-                    self.read_report()
-                    self.status = 0
-                    self.exited_at = time.monotonic()
-                    break
-            except ChildProcessError:
+            if self.reap():
                 break
             time.sleep(0.01)
         self.read_report()
-        if self.status is None:
+        if not self.keeper_reaped:
             try:
                 os.kill(self.pid, 9)
             except OSError:
@@ -402,12 +533,12 @@ class Job:
     def result(self, draining):
         """The reply line; pipes still held by background children go on being drained."""
         for fd, stream in list(self.fds.items()):
-            if stream == 0:
-                self.close(fd)
-            else:
+            if stream in (1, 2):
                 del self.fds[fd]
                 draining.add(fd)
-        os.close(self.status_r)
+            else:
+                self.close(fd)
+        self.status_r = -1
         code = signum = None
         if not self.timed_out and self.status is not None:
             if os.WIFSIGNALED(self.status):
@@ -453,6 +584,65 @@ def kill_jobs(jobs):
             break
 
 
+def pty_keeper(req, env, prctl):
+    """In the forked session leader of a terminal: a child subreaper (as exec's keeper) that runs
+    the command below it, waits for it, SIGKILLs whatever it left running (even a `setsid` child
+    that left its session), and exits as the command did; never returns. It ignores the signals
+    sent to its process group (the command gets them), and dies only by SIGKILL."""
+    if prctl is not None:
+        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    passed = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+    for sig in passed:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for sig in (signal.SIGPIPE, signal.SIGCHLD) + passed:
+                signal.signal(sig, signal.SIG_DFL)
+            try:
+                os.chdir(req["cwd"])
+            except OSError:
+                os.chdir("/")
+            argv = req["argv"]
+            for path in which(argv[0], env):
+                try:
+                    os.execve(path, argv, env)
+                except OSError:
+                    pass
+            os.write(2, ("orchard: command not found: %s\r\n" % argv[0]).encode())
+        finally:
+            os._exit(127)
+    status = 0
+    try:
+        while True:
+            got, code = os.waitpid(-1, 0)
+            if got == pid:
+                status = code
+                break
+    except ChildProcessError:
+        pass
+    for _ in range(50):  # what it left: no grace, the terminal is gone
+        live = {p for p in _descendants(os.getpid()) if not _zombie(p)}
+        if not live:
+            break
+        for p in live:
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.01)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
 class PtySession:
     """A process on a pseudo-terminal, in a session of its own (op "pty"): its output goes back
     as {"id", "out"} events, then {"id", "exit"} (minus the signal when one killed it); input,
@@ -470,6 +660,7 @@ class PtySession:
         self._winsize(slave, req.get("rows") or 24, req.get("cols") or 80)
         env = dict(req["env"])
         env.setdefault("TERM", "xterm-256color")
+        prctl = _prctl()  # looked up here, before the fork
         self.pid = os.fork()
         if self.pid == 0:
             try:
@@ -477,24 +668,14 @@ class PtySession:
                 fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
                 for target in (0, 1, 2):
                     os.dup2(slave, target)
-                for fd in (master, slave):
-                    if fd > 2:
-                        os.close(fd)
-                for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGUSR1):
-                    signal.signal(sig, signal.SIG_DFL)
+                for name in os.listdir("/proc/self/fd"):   # the runner's channel, jobs' pipes, the spare's
+                    if int(name) > 2:
+                        try:
+                            os.close(int(name))
+                        except OSError:
+                            pass
                 signal.set_wakeup_fd(-1)
-                try:
-                    os.chdir(req["cwd"])
-                except OSError:
-                    os.chdir("/")
-                argv = req["argv"]
-                for path in which(argv[0], env):
-                    try:
-                        os.execve(path, argv, env)
-                    except OSError:
-                        pass
-                os.write(2, ("orchard: command not found: %s\r\n" % argv[0]).encode())
-                os._exit(127)
+                pty_keeper(req, env, prctl)
             finally:
                 os._exit(127)
         os.close(slave)
@@ -537,6 +718,12 @@ class PtySession:
                 self._winsize(self.master, req.get("rows") or 24, req.get("cols") or 80)
             elif op in ("pty_signal", "pty_close"):
                 sig = 9 if op == "pty_close" else int(req.get("sig") or 15)
+                if sig == 9:  # the keeper dies with it: what the command left goes first (setsid'd ones too)
+                    for pid in _descendants(self.pid):
+                        try:
+                            os.kill(pid, 9)
+                        except OSError:
+                            pass
                 try:
                     os.killpg(self.pid, sig)
                 except ProcessLookupError:  # so early that the child has no group of its own yet
@@ -565,7 +752,7 @@ class PtySession:
         code = -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
         os.close(self.master)
         try:
-            os.killpg(self.pid, 9)  # what it left on the terminal goes with it
+            os.killpg(self.pid, 9)  # what it left on the terminal goes with it (the keeper ended the rest)
         except OSError:
             pass
         self.write(dumps({"id": self.id, "exit": code}))
@@ -645,6 +832,9 @@ class Runner:
         self.config = None
         self.jobs = {}          # fd -> job
         self.active = []
+        self.exited = []        # finished jobs whose keeper is yet to be reaped (it reported, then exits)
+        self.spare = None       # a Keeper forked ahead for the next command
+        self.reaping = []       # pids of spare keepers that died unused
         self.ptys = {}          # session id -> PtySession
         self.started = []       # (pid, token) of recent jobs: their leftovers die with the runner
         self.relays = []
@@ -689,6 +879,7 @@ class Runner:
             protected = protect()
             write_all(self.fd, dumps({"ready": 1, "pid": os.getpid(), "ports": ports,
                                       "listen_error": error, "protected": protected}))
+            self.fork_spare()
             return
         op = req.get("op")
         if op == "pty":
@@ -702,17 +893,43 @@ class Runner:
             if session is not None:
                 session.control(req)
             return
+        spare, self.spare = self.spare, None
         try:
-            job = Job(req)
+            job = Job(req, spare)
         except OSError as exc:
+            if spare is not None:
+                self.reaping.append(spare.pid)
             write_all(self.fd, dumps({"id": req["id"], "exit": None, "timed_out": False,
                                 "error": ("cannot start the command: %s" % exc).encode()}))
             return
+        if getattr(job, "lost_spare", None):
+            self.reaping.append(job.lost_spare)
         self.active.append(job)
         self.started.append((job.pid, job.token))
         del self.started[:-MAX_REMEMBERED]
         for fd in job.fds:
             self.jobs[fd] = job
+
+    def fork_spare(self):
+        """Fork the next command's keeper now, while nothing waits on the runner (after a reply):
+        a command then costs a pipe write, not a fork. Where no process can be had (a pids
+        limit), the next command forks its own."""
+        if self.spare is None and not self.active:
+            try:
+                self.spare = Keeper()
+            except OSError:
+                pass
+
+    def reap_lost(self):
+        """Reap spare keepers that were killed or let go (by pid: never another's status)."""
+        left = []
+        for pid in self.reaping:
+            try:
+                if not os.waitpid(pid, os.WNOHANG)[0]:
+                    left.append(pid)
+            except ChildProcessError:
+                pass
+        self.reaping = left
 
     def listen(self, pairs):
         """Listen on 127.0.0.1:<port> for each [port, unix path], in order (a fixed port first,
@@ -762,7 +979,10 @@ class Runner:
             poller.register(self.wake_r, select.POLLIN)
             for fd in self.listeners:
                 poller.register(fd, select.POLLIN)
-            for fd, job in self.jobs.items():
+            for fd, job in list(self.jobs.items()):
+                if fd not in job.fds:   # a report read (and closed) while reaping
+                    del self.jobs[fd]
+                    continue
                 poller.register(fd, select.POLLOUT if job.fds[fd] == 0 else select.POLLIN)
             for fd in self.draining:
                 poller.register(fd, select.POLLIN)
@@ -787,6 +1007,8 @@ class Runner:
                         pass
                     for job in self.active:
                         job.reap()
+                    self.exited = [job for job in self.exited if not job.reap()]
+                    self.reap_lost()
                     for session in self.ptys.values():
                         session.reap()
                 elif fd in self.listeners:
@@ -801,7 +1023,8 @@ class Runner:
                         os.close(fd)
                 elif fd in self.jobs:
                     job = self.jobs[fd]
-                    job.on_ready(fd)
+                    if fd in job.fds:
+                        job.on_ready(fd)
                     if fd not in job.fds:
                         del self.jobs[fd]
             self.finish(time.monotonic())
@@ -825,8 +1048,13 @@ class Runner:
                     self.jobs.pop(fd, None)
                 self.active.remove(job)
                 write_all(self.fd, job.result(self.draining))
+                if not job.reap():
+                    self.exited.append(job)
+                self.fork_spare()
 
     def shutdown(self):
+        if self.spare is not None:
+            self.spare.discard()
         kill_jobs(self.started)
 
 

@@ -112,6 +112,9 @@ class EnvManager:
     def create_sandbox(self, spec: SandboxSpec, *, wait: bool = True, sandbox_id: str | None = None) -> SandboxInfo:
         """Create a sandbox. With wait=False it returns at once in status 'pending'. A client may
         choose the id; asking again for an id that exists gives that sandbox (a retried request)."""
+        check = getattr(self.backend, "check", None)
+        if check is not None:  # numbers the backend cannot honour: 422 before anything is made
+            check(spec)
         now = time.time()
         with self._lock:
             if self._closed.is_set():  # close() destroys what it lists; nothing may come after

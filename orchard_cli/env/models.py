@@ -49,6 +49,14 @@ DEFAULT_EXEC_TIMEOUT = 600.0
 MAX_EXEC_TIMEOUT = 7 * 24 * 3600.0
 TRUNCATION_MARKER = "\n[orchard: output truncated, {dropped} bytes dropped]\n"
 
+CPU_MAX = 4096.0
+"""Cores a sandbox may ask for: more than any machine has (docker clamps to the host's)."""
+PIDS_MAX = 4_194_304
+"""Processes a sandbox may ask for: the kernel's PID_MAX_LIMIT, above which pid_max never is
+(the local backend also holds it to this host's /proc/sys/kernel/pid_max)."""
+MEMORY_MAX = 1 << 60
+"""Bytes a sandbox may ask for (1 EiB)."""
+
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
           "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
@@ -59,6 +67,8 @@ def parse_memory(value: str | int) -> int:
     if isinstance(value, int):
         if value <= 0:
             raise ValueError("memory must be positive")
+        if value > MEMORY_MAX:
+            raise ValueError(f"memory {value} is above the {MEMORY_MAX} bytes (1Ei) a sandbox may ask for")
         return value
     match = _MEMORY_RE.match(value)
     if not match:
@@ -67,6 +77,8 @@ def parse_memory(value: str | int) -> int:
     number = float(match.group(1)) * _UNITS[unit]
     if number < 4 * 1024**2:
         raise ValueError(f"memory {value!r} is below the 4Mi minimum")
+    if number > MEMORY_MAX:
+        raise ValueError(f"memory {value!r} is above the {MEMORY_MAX} bytes (1Ei) a sandbox may ask for")
     return int(number)
 
 
@@ -138,12 +150,12 @@ class SandboxSpec(_Model):
     'proxy'): with 'full' the host's ports are reachable anyway, and forwards are refused. Ports
     are unique, and with 'proxy' not SANDBOX_PROXY_PORT (3128). Backends that cannot forward list
     'forwards' in `unsupported`."""
-    cpu: float = Field(1.0, gt=0)
-    """CPU cores the sandbox may use."""
+    cpu: float = Field(1.0, gt=0, le=CPU_MAX, allow_inf_nan=False)
+    """CPU cores the sandbox may use (at most CPU_MAX; docker clamps to the host's cores)."""
     memory: str = "2Gi"
     """Memory limit for everything in the sandbox ('512Mi', '2G', ...)."""
-    pids: int = Field(512, ge=8)
-    """Most processes alive at once in the sandbox."""
+    pids: int = Field(512, ge=8, le=PIDS_MAX)
+    """Most processes alive at once in the sandbox (at most the kernel's pid_max)."""
     timeout: int = Field(3600, gt=0)
     """Seconds the sandbox may live; after that it is destroyed and reaped by `env gc`."""
     heartbeat_timeout: int | None = Field(None, gt=0)

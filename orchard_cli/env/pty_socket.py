@@ -41,6 +41,7 @@ async def _refuse(ws: Any, message: str, code: int) -> None:
 
 async def serve_pty(ws: Any, manager: Any, sandbox_id: str) -> None:
     """One terminal session, from the WebSocket's handshake to the process's exit."""
+    await ws.accept()  # first: a refusal's code reaches the client (a close before accept is a bare 403)
     try:
         info = await _thread(manager.get_sandbox, sandbox_id)
     except NotFoundError:
@@ -49,7 +50,6 @@ async def serve_pty(ws: Any, manager: Any, sandbox_id: str) -> None:
     if info.status != "ready":
         await ws.close(code=4409)
         return
-    await ws.accept()
     try:
         init = json.loads(await asyncio.wait_for(ws.receive_text(), INIT_TIMEOUT))
     except asyncio.TimeoutError:

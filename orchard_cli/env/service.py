@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchard_cli import __version__
 from orchard_cli.env.auth import check_key, presented_key
+from orchard_cli.env.body_limit import BodyLimit
 from orchard_cli.env.manager import EnvManager
 from orchard_cli.env.pty_socket import serve_pty
 from orchard_cli.env.models import (
@@ -78,8 +79,10 @@ class _KeyMiddleware:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             try:
                 check_key(presented_key(headers) or query.get("api_key"), self.key)
-            except AuthError:
-                await send({"type": "websocket.close", "code": 4401})
+            except AuthError:  # accepted, then closed: the client reads 4401 (a close before accept is a bare 403)
+                if (await receive())["type"] == "websocket.connect":
+                    await send({"type": "websocket.accept"})
+                    await send({"type": "websocket.close", "code": 4401})
                 return
         await self.app(scope, receive, send)
 
@@ -143,6 +146,7 @@ def create_app(manager: EnvManager, key: str, *, gc_on_start: bool = True,
             await anyio.to_thread.run_sync(manager.close)
 
     app = FastAPI(title="Orchard Env", version=__version__, lifespan=lifespan)
+    app.add_middleware(BodyLimit)  # inside the key check: a stranger's body is not even counted
     app.add_middleware(_KeyMiddleware, key=key)
     _install_error_handlers(app)
     app.state.manager = manager

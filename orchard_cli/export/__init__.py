@@ -55,6 +55,10 @@ class ExportResult(BaseModel):
     by_status: dict[str, int]
     skipped: int
     """Trajectories left out (--keep resolved)."""
+    unreadable: list[int] = []
+    """1-based numbers of the file's lines that are not records (not JSON, no schema_version), left out."""
+    torn_tail: bool = False
+    """The file ends in a fragment without a newline (a writer died mid-record); it was left out."""
     samples: dict[str, Any] | None = None
     """The training formats: what building the samples did (orchard train's statistics)."""
 

@@ -116,10 +116,12 @@ def export_hf(path: str | Path, out: str | Path, options: ExportOptions) -> Expo
     """Write the dataset folder; an existing non-empty folder is refused (nothing is overwritten)."""
     keep = options.keep or "all"
     from orchard_cli.images import images_dir
+    from orchard_cli.records import ReadReport
     from orchard_cli.trajectory import read_trajectories
 
     pa, pq = pyarrow()
-    trajectories = read_trajectories(path)
+    report = ReadReport(path=str(path))
+    trajectories = read_trajectories(path, report=report)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} is not empty", hint="export into a new folder")
@@ -146,4 +148,5 @@ def export_hf(path: str | Path, out: str | Path, options: ExportOptions) -> Expo
     for t in chosen:
         by_status[t.outcome.category] = by_status.get(t.outcome.category, 0) + 1
     return ExportResult(format="hf", out=str(out), files=files, rows=len(chosen), by_status=dict(sorted(by_status.items())),
-                        skipped=len(trajectories) - len(chosen))
+                        skipped=len(trajectories) - len(chosen), unreadable=report.bad_lines,
+                        torn_tail=report.torn_tail)

@@ -7,6 +7,8 @@ upstream model and records each one (`CallRecord`), per episode.
 - Episodes: `proxy.open_episode()` gives a token and a base URL `.../e/<token>/v1`; the token is
   the harness's API key and is swapped for the real upstream key, which never enters a sandbox.
 - Caps: calls and tokens per episode; over a cap the harness gets a 400 and the episode is capped.
+  An episode's records hold at most `max_record_bytes` (past it: kept without bodies, capped); a
+  request over `max_request_bytes` is refused with 413 unread.
 - Failures: 429/5xx and refused connections are retried with backoff (bounded); a timeout, an
   unreachable upstream or a stream cut mid-way is recorded as an infra error on the call.
 """

@@ -110,6 +110,10 @@ def _response(call: Call) -> Any:
 
 def build_record(call: Call, call_id: str, secret: bytes | None) -> tuple[CallRecord, CallUsage | None]:
     response = _response(call)
+    if isinstance(response, str) and call.status == 200 and not call.stream and call.error is None:
+        # the harness got the body as it came; the record says the upstream was not answering right
+        call.error = {"type": "infra", "message": "the upstream answered 200 with a body that is not JSON",
+                      "status": 200}
     wire = call.upstream_response if call.upstream_response is not None else response
     usage = _usage(response) or _usage(call.upstream_response)
     prompt_ids, completion_ids, logprobs = _tokens(wire, call.upstream_endpoint or call.endpoint)
@@ -133,15 +137,27 @@ def build_record(call: Call, call_id: str, secret: bytes | None) -> tuple[CallRe
     return record, usage
 
 
+def _drop_bodies(call: Call, size: int, why: str) -> None:
+    """The call's record past the episode's records ceiling: its metadata, no bodies, marked."""
+    call._body = f"[orchard: not kept, {size} bytes on the wire: {why}]"
+    call.parts, call.response, call.upstream_request, call.upstream_response = [], None, None, None
+    if call.error is None:
+        call.error = {"type": "capped", "message": f"request and answer not kept: {why}", "status": call.status}
+
+
 def finish_call(call: Call, server: ProxyServer) -> None:
     """Record the call in its episode and the calls file. Never raises into the request path."""
     try:
+        size = len(call.raw) + sum(len(part) for part in call.parts)
+        cut = call.episode.over_records(size)
+        if cut:
+            _drop_bodies(call, size, cut)
         record, usage = build_record(call, server.next_call_id(), server._secret)
     except Exception:  # a bug here must not break the harness's call
         log.exception("orchard proxy: could not record call %s of episode %s", call.seq, call.episode.id)
         call.episode.abandon()
         return
-    call.episode.add(record, usage, len(call.raw) + sum(len(part) for part in call.parts))
+    call.episode.add(record, usage, size)
     if server.writer is not None:
         server.writer.write(record)
 

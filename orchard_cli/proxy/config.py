@@ -31,6 +31,15 @@ class ProxyConfig(BaseModel):
     out: Path | None = Field(None, description="Append one JSON line per call to this file.")
     max_calls: int | None = Field(None, ge=1, description="Default per-episode cap on calls.")
     max_tokens: int | None = Field(None, ge=1, description="Default per-episode cap on total tokens.")
+    max_request_bytes: int = Field(
+        32 << 20, ge=1024,
+        description="Largest request body a model call may send (bytes): a larger one is refused with "
+                    "413 before it is read. 32 MiB holds a long context with its images; raise it for more.")
+    max_record_bytes: int | None = Field(
+        128 << 20, ge=1,
+        description="Per episode: bytes of model calls (requests and answers on the wire) kept in its "
+                    "records. The call that passes it keeps its record without the bodies (marked: error "
+                    "type 'capped'), and the episode is capped (later calls get 400). None: no ceiling.")
     max_retries: int = Field(3, ge=0, le=10, description="Retries on 429/5xx and refused connections.")
     retry_backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry.")
     connect_timeout_s: float = Field(10.0, gt=0, description="Connecting to the upstream.")

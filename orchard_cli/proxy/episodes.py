@@ -23,13 +23,16 @@ class Episode:
 
     def __init__(self, episode_id: str, root_url: str, *, token: str | None = None,
                  max_calls: int | None = None, max_tokens: int | None = None, keep: bool = True,
-                 tools: Any = None) -> None:
+                 tools: Any = None, record_limit: int | None = None) -> None:
         self.id = episode_id
         self.token = token or f"orch-ep-{secrets.token_urlsafe(24)}"
         self.base_url = f"{root_url}/e/{self.token}/v1"
         self.tools = tools
         """The episode's `ToolSession` (served at `<root>/e/<token>/tools`), or None."""
         self.max_calls, self.max_tokens = max_calls, max_tokens
+        self.record_limit = record_limit
+        """Bytes of model calls the episode's records may hold (ProxyConfig.max_record_bytes)."""
+        self._recorded = 0
         self.capped: str | None = None
         self.keep = keep
         self.calls = 0  # recorded calls (refused ones included)
@@ -59,6 +62,8 @@ class Episode:
         self._admitted += 1
         with self._idle:
             self._inflight += 1
+        if self.capped:  # a ceiling reached on the way (the records'): nothing more
+            return seq, self.capped
         if self.max_calls is not None and seq >= self.max_calls:
             self.capped = self.capped or f"max_calls={self.max_calls} reached"
             return seq, self.capped
@@ -66,6 +71,17 @@ class Episode:
             self.capped = self.capped or f"max_tokens={self.max_tokens} reached ({self._tokens} used)"
             return seq, self.capped
         return seq, None
+
+    def over_records(self, size: int) -> str | None:
+        """Count a finished call's `size` bytes against the records ceiling; past it, why (the
+        call's record then keeps no bodies, and the episode is capped)."""
+        with self._idle:
+            if self.record_limit is None or self._recorded + size <= self.record_limit:
+                self._recorded += size
+                return None
+            self.capped = self.capped or (f"records ceiling: its model calls reached {self.record_limit} bytes "
+                                          "(ProxyConfig.max_record_bytes)")
+            return self.capped
 
     def add(self, record: CallRecord, usage: CallUsage | None, wire_bytes: int = 0) -> None:
         """Count a finished call. Without reported usage (a stream without include_usage), the

@@ -61,6 +61,22 @@ async def _send(request: web.Request, status: int, body: bytes,
     return resp
 
 
+async def _read_capped(request: web.Request, limit: int) -> bytes | None:
+    """The request body, or None when it is over `limit` bytes: refused by its Content-Length
+    before a byte is read, else read chunk by chunk and dropped once past the limit."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    parts, size = [], 0
+    while True:
+        chunk = await request.content.readany()
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+
+
 def _abort(request: web.Request) -> None:
     """Drop the harness's connection so that a cut upstream stream reads as cut, not complete."""
     if request.transport is not None:
@@ -91,7 +107,7 @@ class ProxyServer:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=self.config.max_request_bytes)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
         for prefix in ("/e/{token}/v1", "/e/{token}", "/v1"):
@@ -121,7 +137,7 @@ class ProxyServer:
         episode = Episode(episode_id, root, token=token,
                           max_calls=max_calls if max_calls is not None else self.config.max_calls,
                           max_tokens=max_tokens if max_tokens is not None else self.config.max_tokens,
-                          keep=self.config.keep_records, tools=tools)
+                          keep=self.config.keep_records, tools=tools, record_limit=self.config.max_record_bytes)
         episode._registry = self.episodes
         self.episodes[episode.token] = episode
         return episode
@@ -187,8 +203,14 @@ class ProxyServer:
             episode.tools.call(name, {})  # recorded: the agent asked for a tool that is not there
             return await _send(request, 404, error_body(f"no tool named {name!r}", "invalid_request_error",
                                                         "orchard_unknown_tool"))
+        from orchard_cli.tools.spec import ARGUMENTS_LIMIT
+
+        body = await _read_capped(request, ARGUMENTS_LIMIT)  # never more than the limit in memory
+        if body is None:
+            reply = episode.tools.refuse_oversized(name, request.content_length or ARGUMENTS_LIMIT + 1)
+            return await _send(request, 200, reply.model_dump_json().encode())
         try:
-            arguments = json.loads(await request.read() or b"{}")
+            arguments = json.loads(body or b"{}")
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
@@ -204,10 +226,16 @@ class ProxyServer:
         if episode is None:
             return await _send(request, 401, error_body("unknown or closed episode token",
                                                         "authentication_error", "invalid_api_key"))
-        raw = await request.read()
+        raw = await _read_capped(request, self.config.max_request_bytes)
         seq, capped = episode.admit()
-        call = Call(episode, endpoint, raw, seq, t0, started_at)
+        call = Call(episode, endpoint, raw or b"", seq, t0, started_at)
         try:
+            if raw is None:
+                message = (f"orchard proxy: the request is over {self.config.max_request_bytes} bytes, the most "
+                           "a model call may send here (orchard proxy --max-request-mb; ProxyConfig.max_request_bytes)")
+                call.fail("client", message, 413)
+                return await _send(request, 413, error_body(message, "invalid_request_error",
+                                                            "orchard_request_too_large"))
             if capped:
                 call.fail("capped", f"episode {episode.id} capped: {capped}", 400)
                 return await _send(request, 400, error_body(

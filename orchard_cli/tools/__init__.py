@@ -18,7 +18,8 @@ Wire protocol of the gateway (`tools_url` = the episode's base URL without `/v1`
     POST {tools_url}/{name}   body: the arguments (a JSON object); Authorization: Bearer <token>
                               -> 200 {"ok": bool, "status": int, "result": any, "error": str|null}
                                  401 unknown or closed token, 404 unknown tool, 400 body not a
-                                 JSON object
+                                 JSON object; arguments over ARGUMENTS_LIMIT (1 MiB) are refused
+                                 unread: 200 {"ok": false, "status": 413, ...}
 
 Nothing here imports a task family: the families (claw, claw-eval, web) build on it.
 """

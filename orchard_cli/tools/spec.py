@@ -13,6 +13,13 @@ SANDBOX_TOOLS_DIR = "/opt/orchard/tools"
 HOST_TOOLS_DIR = Path(__file__).with_name("sandbox")
 """Their folder in the package (bound read-only at SANDBOX_TOOLS_DIR)."""
 TOOL_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,63}$")
+ARGUMENTS_LIMIT = 1 << 20
+"""Bytes (UTF-8 JSON) one tool call's arguments may hold. The same limit in the gateway, the
+ToolSession, mcp_server.mjs and task_tool.py (ORCHARD_TOOLS_MAX_ARGS_BYTES tells the last two);
+a call over it is refused with a 413 reply the agent reads, its arguments never stored."""
+DISPATCH_LOG_LIMIT = 16 << 20
+"""Bytes an episode's dispatch log (arguments and results, as JSON) may hold; once it is full,
+further calls are refused (429) and recorded cut, so evidence.json stays bounded."""
 
 
 class ToolSpec(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import shutil
@@ -114,6 +115,51 @@ def test_exec_reports_signals_bad_bytes_and_a_dead_runner(env, sid):
     assert job.status == "failed" and job.did_not_run and job.exit_code is None and "runner" in job.error, job
 
 
+def test_spawn_failures_say_why_and_finished_keepers_are_reaped(env, sid):
+    """The runner starts commands by posix_spawn under a keeper forked ahead (a spare); a program
+    that is missing or cannot run still exits 127 / 126 with the reason on stderr; a job is
+    answered from its keeper's report, the keeper reaped afterwards: however many commands ran,
+    the runner's only child is the next spare, and a spare killed before its turn costs nothing
+    but a fork (it is reaped, the command runs)."""
+    job = run(env, sid, ["no-such-program-orchard"])
+    assert job.exit_code == 127 and "orchard: no-such-program-orchard: " in job.stderr, job
+    ok(env, sid, "printf 'echo hi' > /tmp/not-exec; chmod 644 /tmp/not-exec")
+    job = run(env, sid, ["/tmp/not-exec"])
+    assert job.exit_code == 126 and "Permission denied" in job.stderr, job
+    assert run(env, sid, ["sh", "-c", "exit 7"]).exit_code == 7
+    assert run(env, sid, ["sh", "-c", "kill -TERM $$"]).exit_code == 143
+    assert ok(env, sid, "cat", stdin="in\n") == "in\n" and ok(env, sid, "cat") == ""
+    for i in range(40):
+        assert ok(env, sid, ["echo", str(i)]) == f"{i}\n"
+    runner = int(env.get_sandbox(sid).details["runner_pid"])
+
+    def children() -> list[tuple[int, str]]:
+        found = []
+        for task in Path(f"/proc/{runner}/task").iterdir():
+            for pid in (task / "children").read_text().split():
+                with contextlib.suppress(OSError, IndexError):
+                    found.append((int(pid), Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]))
+        return found
+
+    def settled(but: int = 0) -> list[tuple[int, str]]:
+        """The runner's children once only one is left, waiting (S), and not `but`."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = children()
+            if [state for _, state in found] == ["S"] and found[0][0] != but:
+                break
+            time.sleep(0.05)
+        return found
+
+    [(spare, state)] = settled()
+    assert state == "S", f"the runner's one child is {state}, not a waiting keeper"
+    os.kill(spare, 9)
+    assert _gone(spare), "the spare keeper did not die"
+    assert ok(env, sid, "echo after") == "after\n"
+    [(_, state)] = settled(but=spare)
+    assert state == "S"
+
+
 def test_commands_cannot_forge_replies_or_regain_privileges(env, sid):
     assert env.get_sandbox(sid).details["runner_protected"] == "true"
     forged = ('{"id": %d, "exit": 0, "timed_out": false, "out": "Rk9SR0VE", "err": "", '
@@ -170,6 +216,23 @@ def test_isolation_and_limits_are_reported_and_enforced(env):
     # A command is in the cgroups from its first instruction.
     ok(env, info.sandbox_id, "sleep 30 &")
     assert len(cgroups.procs(dirs)) >= 2
+
+
+def test_a_setuid_program_left_in_the_workspace_is_not_one_on_the_host(env):
+    """Made by root inside, seen from the host: the workspace and /tmp are nosuid host mounts
+    (orchard as root), or the file is not root's (orchard as another user); gone at destroy."""
+    info = env.create_sandbox(SandboxSpec())
+    ok(env, info.sandbox_id, "cp /bin/true ./su-left && chmod 4755 ./su-left && cp /bin/true /tmp/su-tmp "
+                             "&& chmod 4755 /tmp/su-tmp")
+    work = Path(info.details["workspace"])
+    for path in (work / "su-left", work.parent / "tmp" / "su-tmp"):
+        assert path.stat().st_mode & 0o4000  # the bit is there ...
+        if os.geteuid() == 0:  # ... but the host does not honour it
+            assert os.statvfs(path).f_flag & os.ST_NOSUID, f"{path.parent} is not mounted nosuid"
+        else:
+            assert path.stat().st_uid != 0
+    env.delete_sandbox(info.sandbox_id)
+    assert not work.exists() and str(work) not in Path("/proc/self/mountinfo").read_text()
 
 
 def test_cgroup_v2_layout_on_a_delegated_tree(tmp_path):

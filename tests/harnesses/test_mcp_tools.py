@@ -406,6 +406,7 @@ const out = { tools: (await client.listTools()).tools };
 out.saved = await client.callTool({ name: "add_note", arguments: JSON.parse(process.env.NOTE) });
 out.invalid = await client.callTool({ name: "add_note", arguments: { title: "x" } });
 out.unknown = await client.callTool({ name: "send_mail", arguments: {} });
+out.big = await client.callTool({ name: "add_note", arguments: { title: "x", body: "y".repeat(1100000) } });
 console.log(JSON.stringify(out));
 await client.close();
 """
@@ -426,6 +427,8 @@ def test_mcp_server_lists_the_tools_and_forwards_calls(gateway, installed_harnes
     assert out["saved"] == {"content": [{"type": "text", "text": '{"saved":"groceries","count":1}'}], "isError": False}
     assert out["invalid"]["isError"] and "'body' is a required property" in out["invalid"]["content"][0]["text"]
     assert out["unknown"]["isError"] and "HTTP 404" in out["unknown"]["content"][0]["text"]
+    assert out["big"]["isError"] and "over the 1048576 bytes one tool call may send" in out["big"]["content"][0]["text"]
+    # the oversized call was refused before it was sent: not among the dispatches
     assert [(d.tool, d.status) for d in session.dispatches] == [("add_note", 200), ("add_note", 400), ("send_mail", 404)]
     missing = subprocess.run([str(NODE.entry_path()), str(HOST_TOOLS_DIR / "mcp_server.mjs")], capture_output=True,
                              text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})

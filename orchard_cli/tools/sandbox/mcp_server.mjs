@@ -5,7 +5,9 @@
 //
 // Environment: ORCHARD_TOOLS_URL (the episode's tool gateway, `.../e/<token>/tools`) and
 // ORCHARD_TOOLS_TOKEN (its Bearer token); ORCHARD_MCP_SDK, the @modelcontextprotocol/sdk package
-// folder (default: where orchard mounts it); ORCHARD_TOOLS_TIMEOUT_S, one call's limit (120).
+// folder (default: where orchard mounts it); ORCHARD_TOOLS_TIMEOUT_S, one call's limit (120);
+// ORCHARD_TOOLS_MAX_ARGS_BYTES, the most one call's arguments may hold (the gateway refuses more:
+// checked here before sending, with the gateway's words).
 //
 // tools/list is the gateway's `GET {url}`; each tools/call is `POST {url}/{name}` with the
 // arguments, its reply's `result` going back as text content (JSON), `isError` when `ok` is false.
@@ -20,6 +22,7 @@ const SDK = process.env.ORCHARD_MCP_SDK
 const URL_ = (process.env.ORCHARD_TOOLS_URL || "").replace(/\/+$/, "");
 const TOKEN = process.env.ORCHARD_TOOLS_TOKEN || "";
 const TIMEOUT_MS = 1000 * Number(process.env.ORCHARD_TOOLS_TIMEOUT_S || 120);
+const ARGS_LIMIT = Number(process.env.ORCHARD_TOOLS_MAX_ARGS_BYTES || 1048576);
 
 function fail(message) {
   process.stderr.write(`orchard mcp_server: ${message}\n`);
@@ -79,6 +82,11 @@ function text(value, isError) {
 }
 
 async function callTool(name, args) {
+  const size = Buffer.byteLength(JSON.stringify(args || {}), "utf8");
+  if (size > ARGS_LIMIT) {
+    return text(`the arguments are ${size} bytes, over the ${ARGS_LIMIT} bytes one tool call may send: `
+      + "send less at once (write large content to a file in the workspace instead)", true);
+  }
   let reply;
   try {
     reply = await gateway("POST", `/${encodeURIComponent(name)}`, args || {});

@@ -5,7 +5,9 @@
     python3 /opt/orchard/tools/task_tool.py --list                     # the tools and their schemas
 
 A failed call prints its error on stderr and exits 1; a usage error exits 2. Environment:
-ORCHARD_TOOLS_URL (the episode's tool gateway) and ORCHARD_TOOLS_TOKEN (its Bearer token).
+ORCHARD_TOOLS_URL (the episode's tool gateway) and ORCHARD_TOOLS_TOKEN (its Bearer token);
+ORCHARD_TOOLS_MAX_ARGS_BYTES, the most one call's arguments may hold (as the gateway refuses
+more: checked here before sending, with the gateway's words).
 
 The same calls without a process per call: a program that lives for the episode (orchard's bash
 agent) runs `Helper` in a thread, on 127.0.0.1 in the sandbox, and `task_tool.sh` (installed as
@@ -37,6 +39,7 @@ HEADER_LIMIT = 64
 """Bytes of a helper request's first line."""
 PORT_ENV = "ORCHARD_TASK_TOOL_PORT"
 """Where task_tool.sh finds the helper (set by the program that runs it for its commands)."""
+ARGS_LIMIT = int(os.environ.get("ORCHARD_TOOLS_MAX_ARGS_BYTES") or 1048576)
 
 
 class Failed(Exception):
@@ -113,7 +116,15 @@ def list_tools(gateway):
     return data["tools"]
 
 
+def oversized(size):
+    return ("the arguments are {} bytes, over the {} bytes one tool call may send: send less at once "
+            "(write large content to a file in the workspace instead)".format(size, ARGS_LIMIT))
+
+
 def call(gateway, name, arguments):
+    size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8", "replace"))
+    if size > ARGS_LIMIT:
+        raise Failed("{} failed (status 413): {}".format(name, oversized(size)))
     status, data, text = gateway.request("POST", "/" + urllib.parse.quote(name, safe=""), arguments)
     if not isinstance(data, dict) or not isinstance(data.get("ok"), bool):
         raise Failed(gateway_error(status, data, text))
@@ -164,12 +175,17 @@ class _Handler(socketserver.StreamRequestHandler):
             sizes = [int(n) for n in head]
             if len(sizes) != 2 or sizes[0] < 1 or sizes[1] < -1:
                 raise ValueError(head)
-            name = self.rfile.read(sizes[0]).decode("utf-8", "replace")
-            raw = None if sizes[1] < 0 else self.rfile.read(sizes[1]).decode("utf-8", "replace")
+            name = self.rfile.read(min(sizes[0], HEADER_LIMIT * 64)).decode("utf-8", "replace")
+            # JSON text far over the cap is refused unread (within it, `call` checks the exact size)
+            too_big = sizes[1] > 4 * ARGS_LIMIT
+            raw = None if sizes[1] < 0 or too_big else self.rfile.read(sizes[1]).decode("utf-8", "replace")
         except (ValueError, OSError):
             code, text = 2, "task_tool.py: a malformed request to the task-tool helper\n"
         else:
-            code, text = answer(name, raw, self.server.gateway())
+            if too_big:
+                code, text = 1, "task_tool.py: {} failed (status 413): {}\n".format(name, oversized(sizes[1]))
+            else:
+                code, text = answer(name, raw, self.server.gateway())
         try:
             self.wfile.write("{}\n{}".format(code, text).encode("utf-8"))
         except OSError:

@@ -66,11 +66,17 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+MESSAGE_LIMIT = 10 << 20
+"""Bytes a message may hold at a service set's SMTP server."""
+
+
 class ClawServices:
     """A ToolBackend (`call`) plus the lifecycle and the evidence of one service set."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, message_limit: int = MESSAGE_LIMIT) -> None:
         self.root = Path(root)
+        self.message_limit = message_limit
+        """Bytes a message may hold at the SMTP server (a larger one is its 552: a 413 reply)."""
         self._password = secrets.token_urlsafe(12)
         self._procs: dict[str, subprocess.Popen] = {}
         self._guard: guard.Guard | None = None
@@ -120,7 +126,8 @@ class ClawServices:
                 f"{USER}:{BuiltinHash(rounds=1000).hash(self._password)}:::::::\r\n")
             (self._state / "htpasswd").write_text(f"{USER}:{self._password}\n")
             (self._state / "smtp.json").write_text(json.dumps(
-                {"user": USER, "password": self._password, "log": str(self._log("smtp"))}))
+                {"user": USER, "password": self._password, "log": str(self._log("smtp")),
+                 "max_message_bytes": self.message_limit}))
             try:
                 for service in SERVICES:
                     self._spawn(service)
@@ -328,7 +335,26 @@ class ClawServices:
         mid = f"s-{uuid.uuid4().hex[:12]}"
         sender = display_address(self._name, self._address)
         raw = render(mid, sender, to, cc, subject, body, datetime.now(timezone.utc).replace(microsecond=0), in_reply_to)
-        with smtplib.SMTP("127.0.0.1", self._ports["smtp"], local_hostname="orchard-tool", timeout=10) as smtp:
-            smtp.login(USER, self._password)
-            smtp.sendmail(self._address, [parseaddr(a)[1] for a in to + cc], raw)
+        try:
+            with smtplib.SMTP("127.0.0.1", self._ports["smtp"], local_hostname="orchard-tool", timeout=10) as smtp:
+                smtp.login(USER, self._password)
+                # CRLF on the wire: smtplib sends bytes as they are, and a server reads lines to CRLF
+                smtp.sendmail(self._address, [parseaddr(a)[1] for a in to + cc], raw.replace(b"\n", b"\r\n"))
+        except (smtplib.SMTPResponseException, smtplib.SMTPRecipientsRefused) as exc:
+            raise Refused(*smtp_refusal(exc)) from None  # the server answered: the agent reads it
         return mid
+
+
+def smtp_refusal(exc: Exception) -> tuple[int, str]:
+    """(status, message) of the mail server's refusal of a message, as the agent reads it: 413 for
+    a message over the server's size limit (SMTP 552), 503 for a refusal it says is passing (4xx),
+    400 otherwise. Only a lost connection (SMTPServerDisconnected, an OSError) is the service
+    failing; a server that answers is not."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        first = next(iter(exc.recipients.items()), ("?", (550, b"refused")))
+        code, text, what = first[1][0], first[1][1], f"recipient {first[0]}"
+    else:
+        code, text, what = exc.smtp_code, exc.smtp_error, "message"
+    said = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    status = 413 if code == 552 else 503 if 400 <= code < 500 else 400
+    return status, f"the mail server refused the {what}: {code} {' '.join(said.split())}"

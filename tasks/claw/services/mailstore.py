@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 DOMAIN = "orchard.test"
 STANDARD = ("INBOX", "Archive", "Sent", "Trash")
+LINE_LIMIT = 78
+"""Bytes a body line is sent in as it is (as Python's email package decides); a body with a longer
+line is sent quoted-printable (RFC 5322's hard limit is 998: an SMTP server refuses more)."""
+HEADER_LIMIT = 900
+"""Characters of a header value written as it is; a longer one is folded as encoded words."""
 _counter = itertools.count()
 _TAGS = re.compile(r"<[^>]+>")
 _SPECIALS = re.compile(r'[][\\()<>@,:;".]')
@@ -54,8 +59,9 @@ def id_of(header: str | None) -> str | None:
 
 
 def _header_text(value: str) -> str:
-    """A header value as sent: itself when ASCII, else RFC 2047 encoded words."""
-    return value if value.isascii() else Header(value, "utf-8").encode()
+    """A header value as sent: itself when ASCII and short, else RFC 2047 encoded words (folded
+    into lines that fit, however long the value)."""
+    return value if value.isascii() and len(value) <= HEADER_LIMIT else Header(value, "utf-8").encode()
 
 
 def _address(value: str) -> str:
@@ -70,18 +76,30 @@ def render(mid: str, sender: str, to: list[str], cc: list[str], subject: str, bo
     head = [("Message-ID", message_id(mid)), ("Date", email.utils.format_datetime(date)),
             ("From", _address(sender))]
     if to:
-        head.append(("To", ", ".join(_address(a) for a in to)))
+        head.append(("To", ",\n ".join(_address(a) for a in to)))  # folded: one address a line
     if cc:
-        head.append(("Cc", ", ".join(_address(a) for a in cc)))
+        head.append(("Cc", ",\n ".join(_address(a) for a in cc)))
     head.append(("Subject", _header_text(subject.replace("\r", " ").replace("\n", " "))))
     if in_reply_to:
         head += [("In-Reply-To", message_id(in_reply_to)), ("References", message_id(in_reply_to))]
     text = body.replace("\r\n", "\n").replace("\r", "\n")
     if not text.endswith("\n"):
         text += "\n"
+    encoding, text = _body_encoding(text)
     head += [("MIME-Version", "1.0"), ("Content-Type", "text/plain; charset=utf-8"),
-             ("Content-Transfer-Encoding", "7bit" if text.isascii() else "8bit")]
+             ("Content-Transfer-Encoding", encoding)]
     return ("".join(f"{k}: {v}\n" for k, v in head) + "\n" + text).encode("utf-8")
+
+
+def _body_encoding(text: str) -> tuple[str, str]:
+    """(Content-Transfer-Encoding, body as sent), as Python's email package chooses them: as it is
+    while every line fits LINE_LIMIT bytes, else quoted-printable in lines of 76. Any text is
+    sent (an SMTP server refuses a line that is too long), and reads back the same."""
+    if max(len(line.encode("utf-8")) for line in text.split("\n")) <= LINE_LIMIT:
+        return ("7bit" if text.isascii() else "8bit"), text
+    from email import quoprimime
+
+    return "quoted-printable", quoprimime.body_encode(text.encode("utf-8").decode("latin-1"), 76, "\n")
 
 
 def _decoded(value: str | None) -> str:

@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def factory() -> SMTP:
         return SMTP(handler, hostname=DOMAIN, ident="orchard claw SMTP", auth_require_tls=False,
-                    authenticator=handler.authenticate, loop=loop)
+                    authenticator=handler.authenticate, loop=loop,
+                    data_size_limit=int(config.get("max_message_bytes") or 10 << 20))
 
     server = loop.run_until_complete(loop.create_server(factory, host=args.host, port=args.port))
     for sig in (signal.SIGTERM, signal.SIGINT):

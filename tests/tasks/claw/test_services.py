@@ -47,6 +47,8 @@ OTHER = ServicesFixture.model_validate({
         {"id": "n1", "from": "Jürgen Müller <jm@corp.test>", "to": ["sam@example.org"], "subject": "Mittagessen?",
          "date": "2026-11-29T12:00:00+00:00", "body": "Schöne Grüße,\nJürgen"}]}},
 })
+MESSAGE_LIMIT = 300_000
+"""The module's SMTP size limit (below the tool-argument cap, so that the server's own refusal is reached)."""
 CALENDAR_QUERY = ('<?xml version="1.0"?><C:calendar-query xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav">'
                   '<D:prop><D:getetag/><C:calendar-data/></D:prop>'
                   '<C:filter><C:comp-filter name="VCALENDAR"/></C:filter></C:calendar-query>')
@@ -54,7 +56,7 @@ CALENDAR_QUERY = ('<?xml version="1.0"?><C:calendar-query xmlns:D="DAV:" xmlns:C
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
-    services = ClawServices(tmp_path_factory.mktemp("claw-services"))
+    services = ClawServices(tmp_path_factory.mktemp("claw-services"), message_limit=MESSAGE_LIMIT)
     services.start()
     yield services
     services.stop()
@@ -270,6 +272,35 @@ def test_refusals(services):
         assert (reply.ok, reply.status) == (False, status), (action, arguments, reply)
         assert reply.error
     assert services.snapshot()["mail"]["sent"] == []
+
+
+def test_any_text_an_agent_writes_is_sent_and_a_refusal_is_the_agents_to_read(services):
+    """A body of one 1,249-character line, long non-ASCII text, and one over the server's size
+    limit, sent through a ToolSession as an agent's call is: the first two are sent (quoted-
+    printable, no line of the message over 998 bytes) and read back as written; the third is the
+    server's 552 as a 413 reply, and the service is not counted as failed."""
+    from orchard_cli.tools import ToolSession
+
+    spec = ToolSpec(name="send_message", service="mail", action="send_message", description="send",
+                    input_schema=ACTIONS["mail"]["send_message"]["input_schema"])
+    session = ToolSession([spec], services)
+    paragraph = ("The quarterly review moved to Thursday; bring the numbers for the two regions and the "
+                 "notes from the last call. ") * 12
+    paragraph = paragraph[:1249]
+    german = "Schöne Grüße aus München, wir sehen uns übermorgen – 東京でも会いましょう. " * 40
+    for body in (paragraph, german):
+        reply = session.call("send_message", {"to": "bob@acme.test", "subject": "Üpdate", "body": body})
+        assert reply.ok and reply.status == 200, reply
+        (item,) = [m for m in services.snapshot()["mail"]["sent"] if m["id"] == reply.result["id"]]
+        assert item["body"] == body and item["subject"] == "Üpdate"
+        read = services.call("mail", "read_message", {"id": reply.result["id"]}).result
+        assert read["body"] == body
+    raw = [p for p in (services.root / "imap").rglob("*") if p.is_file() and b"quoted-printable" in p.read_bytes()]
+    assert raw and max(len(line) for line in raw[0].read_bytes().splitlines()) <= 998
+    big = session.call("send_message", {"to": "bob@acme.test", "subject": "the scan", "body": "x" * (MESSAGE_LIMIT + 1000)})
+    assert (big.ok, big.status) == (False, 413) and "552" in big.error, big
+    assert session.failure is None and services.failed() is None
+    assert session.call("send_message", {"to": "bob@acme.test", "subject": "ok", "body": "still here"}).ok
 
 
 def test_snapshot_shape(services):
