@@ -254,6 +254,36 @@ def test_task_tool_sh_without_its_helper_runs_task_tool_py(gateway, tmp_path):
     assert len(session.dispatches) == 2
 
 
+
+def test_the_helper_refuses_arguments_over_the_cap_as_task_tool_py_does(gateway, monkeypatch):
+    """Over ORCHARD_TOOLS_MAX_ARGS_BYTES the helper answers what task_tool.py says (413, nothing
+    sent); far over it (a declared size over 4x the cap) it answers without reading them."""
+    import importlib.util
+    import socket as socket_
+
+    session, env = gateway
+    capped = {**env, "ORCHARD_TOOLS_MAX_ARGS_BYTES": "100"}
+    for key, value in capped.items():
+        monkeypatch.setenv(key, value)
+    spec = importlib.util.spec_from_file_location("task_tool_capped", HOST_TOOLS_DIR / "task_tool.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    server = module.Helper().start()
+    try:
+        over = json.dumps({"title": "t", "body": "x" * 150})
+        slow = _task_tool(capped, "add_note", over)
+        quick = _shell_tool({**capped, module.PORT_ENV: str(server.port)}, "add_note", over)
+        assert slow.returncode == quick.returncode == 1 and "status 413" in slow.stderr, slow.stderr
+        assert (quick.stdout, quick.stderr) == (slow.stdout, slow.stderr)
+        with socket_.create_connection(("127.0.0.1", server.port), timeout=30) as raw:  # 10 GB declared, none sent
+            raw.sendall(b"8 10000000000\nadd_note")
+            answer = raw.makefile("rb").read().decode()
+        assert answer.startswith("1\n") and "status 413" in answer and "10000000000 bytes" in answer, answer
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert session.dispatches == []
+
 # -- the real harnesses in a sandbox ----------------------------------------------------------------
 def _open_episode(rig, session: ToolSession, replies: list[Any] | None = None, *, upstream: str | None = None):
     """The rig's proxy and upstream, and an episode that serves `session`'s tools."""
