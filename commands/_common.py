@@ -115,3 +115,22 @@ def config_of(kind: Any, **fields: Any) -> Any:
         first = exc.errors()[0]
         flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a value"
         raise UsageError(f"{flag}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+IN_PROCESS_WORKERS = 3
+"""Episodes run at once by default when the model is served in this process: its continuous
+batching decodes their calls together (bench/serve_batch_bench.py: 3.5x the tokens/s at 8)."""
+
+
+def default_workers(workers: int | None, endpoint: str | None) -> int:
+    """--workers as given, else IN_PROCESS_WORKERS where `endpoint` (a --base-url, or eval's
+    --model when no --base-url is given) is served in this process (smollm2, local, a checkpoint
+    folder), else 1 (a remote endpoint's limits are the user's to choose)."""
+    if workers is not None:
+        return workers
+    from pathlib import Path
+
+    in_process = endpoint in ("smollm2", "local") or bool(endpoint and "/" in endpoint and
+                                                        not endpoint.startswith(("http://", "https://")) and
+                                                        Path(endpoint).is_dir())
+    return IN_PROCESS_WORKERS if in_process else 1

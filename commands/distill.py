@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 from orchard_cli.commands._common import (
     config_of,
+    default_workers,
     BackendOpt,
     DatasetOpt,
     FamilyOpt,
@@ -75,7 +76,7 @@ def run(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoint's key (default OPENAI_API_KEY when set).")] = None,
     harness: Annotated[str, typer.Option("--harness", help="The agent harness the teacher drives: {harnesses}.")] = "bash",
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes run in parallel.")] = 1,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Episodes run in parallel (default: 3 with a teacher served in this process, whose batching decodes them together; else 1).")] = None,
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
     resume: Annotated[bool, typer.Option("--resume", help="Add the episodes --out lacks; finished ones are skipped.")] = False,
     keep: Annotated[str, typer.Option("--keep", help="all: every episode; resolved: only resolved ones go to --out.")] = "all",
@@ -110,6 +111,7 @@ def run(
         raise UsageError("name the tasks: --suite SUITE (swe-verified, swe-lite, swe-mini, calc, or a data file)")
     if keep not in ("all", "resolved"):
         raise UsageError(f"--keep {keep!r}: use all or resolved")
+    workers = default_workers(workers, base_url or "smollm2")
     config = config_of(
         DistillConfig,
         **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,

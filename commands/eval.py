@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 from orchard_cli.commands._common import (
     config_of,
+    default_workers,
     BackendOpt,
     DatasetOpt,
     FamilyOpt,
@@ -99,7 +100,7 @@ def run(
     user_base_url: UserBaseUrlOpt = None,
     user_key_env: UserKeyEnvOpt = None,
     backend: BackendOpt = "local",
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Instances evaluated in parallel.")] = 1,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Instances evaluated in parallel (default: 3 with a model served in this process, whose batching decodes them together; else 1).")] = None,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Attempts per instance (pass@k, pass^k).")] = 1,
     out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Run folder (default: ./runs/<suite>-<timestamp>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out; finished attempts are kept.")] = False,
@@ -129,6 +130,7 @@ def run(
     predictions_arg = predictions
     if predictions and predictions not in ("gold", "empty"):
         predictions_arg = str(Path(predictions).resolve())
+    workers = default_workers(workers, (base_url or "smollm2") if model and not predictions else None)
     config = config_of(
         EvalConfig, **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
         harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,

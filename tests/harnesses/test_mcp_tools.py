@@ -38,7 +38,7 @@ from orchard_cli.proxy import start_proxy
 from orchard_cli.proxy.sse import encode_event
 from orchard_cli.proxy.translate import ResponsesStream, responses_to_chat
 from orchard_cli.tools import ToolAccess, ToolReply, ToolSession, ToolSpec
-from orchard_cli.tools.spec import HOST_TOOLS_DIR, SANDBOX_TOOLS_DIR
+from orchard_cli.tools.spec import ARGUMENTS_LIMIT, HOST_TOOLS_DIR, SANDBOX_TOOLS_DIR
 
 SPECS = [
     ToolSpec(name="add_note", description="Save a note under a title.", service="notes", action="add",
@@ -49,7 +49,8 @@ SPECS = [
 ]
 NOTE = {"title": "groceries", "body": "milk, eggs"}
 ACCESS = ToolAccess(specs=[s.public() for s in SPECS], url="http://127.0.0.1:9/e/tok/tools", token="tok")
-TOOLS_ENV = {"ORCHARD_TOOLS_URL": "http://127.0.0.1:9/e/tok/tools", "ORCHARD_TOOLS_TOKEN": "tok"}
+TOOLS_ENV = {"ORCHARD_TOOLS_URL": "http://127.0.0.1:9/e/tok/tools", "ORCHARD_TOOLS_TOKEN": "tok",
+             "ORCHARD_TOOLS_MAX_ARGS_BYTES": str(ARGUMENTS_LIMIT)}
 CONTEXT = HarnessContext(prompt="p", model="m", base_url="http://127.0.0.1:9/e/tok/v1", api_key="tok",
                          tools=ACCESS)
 BARE = CONTEXT.model_copy(update={"tools": None})
