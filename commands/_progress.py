@@ -21,7 +21,10 @@ from typing import Any
 
 HEARTBEAT_ENV = "ORCHARD_PROGRESS_SECONDS"
 DEFAULT_HEARTBEAT_SECONDS = 15.0
-ERROR_WORDS = ("env_error", "infra_error", "timeout", "error")
+ERROR_WORDS = ("env_error", "infra_error", "error")
+"""Counted as errors, as the scorecard counts them (a timeout is an outcome: said, not counted)."""
+LOUD_WORDS = (*ERROR_WORDS, "timeout")
+"""Said above the bar as they happen."""
 
 
 def clock(seconds: float | None) -> str:
@@ -116,7 +119,7 @@ class RunProgress:
              seconds: float | None = None, calls: int | None = None, tokens_used: int | None = None,
              detail: str | None = None, error: str | None = None, count: int = 1) -> None:
         """An episode (or `count` of them, or a step) finished."""
-        is_error = category in ERROR_WORDS
+        is_error, loud = category in ERROR_WORDS, category in LOUD_WORDS
         with self._lock:
             self.finished += count
             self.resolved += int(bool(resolved if resolved is not None else category == "resolved"))
@@ -125,14 +128,14 @@ class RunProgress:
             return
         name = task + (f" #{attempt}" if attempt is not None else "")
         if self.terminal:
-            if is_error:
+            if loud:
                 self.say(f"{category} {name}: {error or ''}".rstrip(": "), style="red")
             return
         facts = [x for x in ((clock(seconds) if seconds is not None else None),
                              (f"{calls} call{'s' * (calls != 1)}" if calls else None),
                              (f"{tokens(tokens_used)} tok" if tokens_used else None), detail) if x]
         line = f"{self._count()} {category} {name}" + (f" ({', '.join(facts)})" if facts else "")
-        self.say(line + (f": {error}" if is_error and error else ""))
+        self.say(line + (f": {error}" if loud and error else ""))
 
     def tick(self, *, resolved: bool = False, error: bool = False, count: int = 1) -> None:
         """Count a finished unit whose line the command prints itself (`say`)."""

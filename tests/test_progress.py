@@ -101,3 +101,22 @@ def test_quiet_and_json(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["resolved"] == 1
     assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_a_timeout_is_said_but_counted_as_the_scorecard_counts_it():
+    """The bar's error count is the scorecard's (env and infra errors); a timeout is an outcome,
+    said as it happens, not an error (the README's main job showed '2 errors' beside 'errors 0')."""
+    import io
+
+    from rich.console import Console
+
+    from orchard_cli.commands._progress import RunProgress
+
+    out = io.StringIO()
+    progress = RunProgress("eval", 3, console=Console(file=out, force_terminal=False, width=200))
+    progress.done("t1", 1, "timeout", error="killed at its time limit (120 s)")
+    progress.done("t2", 1, "infra_error", error="the proxy went away")
+    progress.done("t3", 1, "empty_patch")
+    assert (progress.finished, progress.errors) == (3, 1)
+    text = out.getvalue()
+    assert "timeout t1 #1" in text and "killed at its time limit" in text and "the proxy went away" in text
