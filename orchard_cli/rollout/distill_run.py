@@ -302,5 +302,9 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
+    from orchard_cli.rollout.choose import plays_references, require_references
+
+    if plays_references(config.base_url):
+        require_references(family, tasks, "the demonstrator --base-url gold")
     return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume,
                       harness=harness, upstream=upstream)
