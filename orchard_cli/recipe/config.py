@@ -105,6 +105,8 @@ class RLPart(BaseModel):
     temperature: float = Field(1.0, ge=0, le=2)
     lr: float = Field(1e-6, gt=0)
     eval_every: int = Field(0, ge=0)
+    eval_limit: int | None = Field(None, ge=1)
+    """Held-out tasks of the RL curve (the first N of the held-out seeds; None: all)."""
     shuffled_control: bool = False
     """Also run the same RL with rewards shuffled across each step's episodes."""
     seed: int = 0

@@ -111,6 +111,10 @@ def rl(config: Any) -> str:
     argv += ["--lr", f"{config.learner.lr:g}"]
     if config.eval_selection is not None:
         argv += ["--eval-suite", config.eval_selection.suite, "--eval-every", config.eval_every]
+        _opt(argv, "--eval-limit", config.eval_selection.limit)
+    _opt(argv, "--eval-attempts", config.eval_attempts, 4)
+    _opt(argv, "--max-turns", config.options.max_turns, 10)
+    _opt(argv, "--timeout", f"{config.options.timeout_seconds:g}", "300")
     _opt(argv, "--workers", config.workers, 1)
     _opt(argv, "--seed", config.seed, 0)
     if config.shuffle_rewards:

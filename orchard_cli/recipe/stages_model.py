@@ -94,8 +94,8 @@ def rl(ctx: Ctx, record: StageRecord, continuing: bool) -> None:
             fresh(out)
         rl_config = RLConfig(
             selection=TaskSelection(suite=str(ctx.tasks("train")), family=config.family),
-            eval_selection=TaskSelection(suite=str(ctx.tasks("heldout")), family=config.family)
-            if part.eval_every else None,
+            eval_selection=TaskSelection(suite=str(ctx.tasks("heldout")), family=config.family,
+                                         limit=part.eval_limit) if part.eval_every else None,
             model=str(ctx.folder.path("student")), out=str(out), harness=config.harness, steps=part.steps,
             tasks_per_step=part.tasks_per_step, group_size=part.group_size,
             sampling=Sampling(temperature=part.temperature, max_new_tokens=config.eval.max_reply_tokens),
