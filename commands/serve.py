@@ -44,6 +44,7 @@ def serve(
         help="Temperature for requests that do not set one (0 = greedy).", min=0.0, max=2.0)] = 0.0,
     max_tokens: Annotated[int, typer.Option(
         help="Token cap for requests that do not set max_tokens.", min=1)] = 512,
+    device: Annotated[str, typer.Option(help="Where the model runs: cpu, or cuda (a GPU torch sees).")] = "cpu",
     prefix_cache: Annotated[bool, typer.Option(
         "--prefix-cache/--no-prefix-cache", help="Keep the last generation's KV cache so a conversation's "
                                                  "next turn only processes its new tokens.")] = True,
@@ -59,8 +60,8 @@ def serve(
     read_key(api_key_env)  # ... or when the named key variable is unset
     endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
                              default_temperature=temperature, default_max_tokens=max_tokens,
-                             prefix_cache=prefix_cache)
-    say(f"# loading {model} on the CPU ({threads} thread{'s' if threads > 1 else ''})...")
+                             prefix_cache=prefix_cache, device=device)
+    say(f"# loading {model} on {'the CPU' if device == 'cpu' else device} ({threads} thread{'s' if threads > 1 else ''})...")
     loaded = endpoint.load()
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key_env:
         say(f"warning: listening on {host} with no --api-key-env: anyone who can reach it can use it")

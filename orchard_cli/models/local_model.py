@@ -128,6 +128,10 @@ class LocalModel:
         self.last_reused = 0
         self.prefix_cache = True  # False: every prompt is processed from scratch (and no cache is kept)
 
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
         for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
@@ -189,7 +193,8 @@ class LocalModel:
         if temperature > 0 and seed is not None:
             generator = torch.Generator().manual_seed(int(seed))
         with self.lock, torch.inference_mode():
-            extra = dict(inputs or {})
+            device = self.device
+            extra = {k: v.to(device) if hasattr(v, "to") else v for k, v in (inputs or {}).items()}
             keep = self.prefix_cache and not extra  # a cache holding images is never reused
             cache, reused = self._reuse(prompt_ids) if not extra else (None, 0)
             self.forget()
@@ -197,7 +202,7 @@ class LocalModel:
             if info is not None:
                 info["reused"] = reused
             fed = list(prompt_ids)  # ids whose keys/values the cache holds after each forward pass
-            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long)
+            feed = torch.tensor([prompt_ids[reused:]], dtype=torch.long, device=device)
             consistent = True
             try:
                 for _ in range(max_tokens):
@@ -206,7 +211,7 @@ class LocalModel:
                     consistent = False
                     out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1, **extra)
                     cache, consistent, extra = out.cache, True, {}
-                    logits = out.logits[0, -1].float()
+                    logits = out.logits[0, -1].float().cpu()  # sampled here, seeded on the CPU
                     logprobs = torch.log_softmax(logits, dim=-1)
                     if temperature > 0:
                         token = _sample(torch, logits, temperature, top_p, generator)
@@ -222,7 +227,7 @@ class LocalModel:
                         break
                     yield Step(token, float(logprobs[token]), top)
                     fed.append(token)
-                    feed = torch.tensor([[token]], dtype=torch.long)
+                    feed = torch.tensor([[token]], dtype=torch.long, device=device)
             finally:  # also when the consumer closes the generator early
                 held = cache.get_seq_length() if cache is not None and consistent else -1
                 if 0 < held <= len(fed) and keep:  # not after a forward pass that failed half-way
@@ -339,11 +344,13 @@ def load_weights(spec: str = SMOLLM2, *, cache: bool = True) -> tuple[Any, Any, 
         raise InfraError(f"cannot load the model from {folder}: {exc}") from exc
 
 
-def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True) -> LocalModel:
+def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True,
+               device: str | None = None) -> LocalModel:
     """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process and
-    shared (eval mode); `load_weights` gives a private copy instead."""
+    device and shared (eval mode); `load_weights` gives a private copy instead. `device`: where it
+    runs (default the CPU; `cuda` for a GPU)."""
     name, folder = resolve_checkpoint(spec)
-    key = SMOLLM2 if spec == SMOLLM2 else str(folder)
+    key = (SMOLLM2 if spec == SMOLLM2 else str(folder)) + (f"@{device}" if device and device != "cpu" else "")
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -364,6 +371,10 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
         except ModuleNotFoundError as exc:
             raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
                                          hint=INSTALL_MODEL) from exc
+        if device and device != "cpu":
+            if device.startswith("cuda") and not torch.cuda.is_available():
+                raise UsageError(f"device {device!r}: torch sees no CUDA device here", hint="serve on the cpu")
+            model.to(device)
         model.eval()
         path = Path(source)
         loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model, vision)

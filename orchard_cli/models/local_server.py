@@ -184,12 +184,13 @@ class LocalEndpoint(LoopbackEndpoint):
     def __init__(self, checkpoint: str = "smollm2", *, host: str = "127.0.0.1", port: int = 0,
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
                  default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True,
-                 model: LocalModel | None = None) -> None:
+                 model: LocalModel | None = None, device: str | None = None) -> None:
         super().__init__(host=host, port=port, key_env=key_env)
         self.checkpoint = checkpoint
         self._threads, self._cache = threads, cache
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
         self._prefix_cache = prefix_cache
+        self._device = device
         self.model: LocalModel | None = None
         if model is not None:
             self._use(model)
@@ -206,7 +207,7 @@ class LocalEndpoint(LoopbackEndpoint):
         from orchard_cli.models.local_model import load_model
 
         if self.model is None:
-            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache))
+            self._use(load_model(self.checkpoint, threads=self._threads, cache=self._cache, device=self._device))
         assert self.model is not None
         return self.model
 

@@ -76,8 +76,9 @@ def train(config: Any) -> str:
     return _join(argv)
 
 
-def serve(model: str, port: int, max_tokens: int, temperature: float, threads: int) -> str:
+def serve(model: str, port: int, max_tokens: int, temperature: float, threads: int, device: str = "cpu") -> str:
     argv: list[Any] = ["serve", "--model", model, "--port", port]
+    _opt(argv, "--device", device, "cpu")
     _opt(argv, "--max-tokens", max_tokens, 512)
     _opt(argv, "--temperature", f"{temperature:g}", "0")
     _opt(argv, "--threads", threads, 1)

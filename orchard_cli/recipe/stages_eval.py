@@ -37,7 +37,7 @@ def served(ctx: Ctx, spec: str, arm: str) -> Iterator[str]:
 
     part = ctx.config.eval
     options = {"threads": part.threads, "default_temperature": part.temperature,
-               "default_max_tokens": part.max_reply_tokens}
+               "default_max_tokens": part.max_reply_tokens, "device": serve_device(ctx.config.device)}
     endpoint = LocalEndpoint(spec, port=_port(f"{ctx.folder.root.resolve()}:{arm}"), **options)
     try:
         info = endpoint.start()
@@ -48,6 +48,17 @@ def served(ctx: Ctx, spec: str, arm: str) -> Iterator[str]:
         yield info.base_url
     finally:
         endpoint.stop()
+
+
+def serve_device(device: str) -> str:
+    """cpu, or cuda when asked (or `auto` and torch sees a GPU)."""
+    if device == "auto":
+        try:
+            import torch
+        except ModuleNotFoundError:
+            return "cpu"
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
 
 
 def model_of(ctx: Ctx, arm: str) -> str | None:
@@ -107,7 +118,7 @@ def evaluate(ctx: Ctx, record: StageRecord, continuing: bool, arm: str) -> None:
         with served(ctx, spec, arm) as url:
             port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
             ctx.command(record, lines.serve(spec, port, config.eval.max_reply_tokens, config.eval.temperature,
-                                            config.eval.threads))
+                                            config.eval.threads, serve_device(config.device)))
             for name in ctx.eval_sets():
                 results[name] = _eval_one(ctx, record, continuing, arm, name, url, arm, True)
     record.result = results

@@ -109,7 +109,7 @@ def test_printed_command_lines_are_real_commands(tmp_path, capsys):
                                     options=EpisodeOptions(timeout_seconds=150, max_turns=4))),
         lines.train(TrainConfig(trajectories=[out], base_model="smollm2", out=out, builder="merged", max_steps=48,
                                 lr=5e-5, packing=False, eval_suite=suite, lora=True, merge=True)),
-        lines.serve("smollm2", 23456, 128, 0.0, 1),
+        lines.serve("smollm2", 23456, 128, 0.0, 1, "cuda"),
         lines.evaluate(EvalConfig(suite=suite, family="claw", model="student", base_url="http://127.0.0.1:23456/v1",
                                   harness="bash", max_turns=4, agent_timeout=150, max_errors=40, out=out)),
         lines.rl(RLConfig(selection=TaskSelection(suite=suite, family="claw"), model=out, out=out, harness="bash",
