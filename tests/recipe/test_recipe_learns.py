@@ -39,7 +39,7 @@ STOP_AT = re.compile(r"^  SFT on held-out seeds: \S+ \w+ \(\d+/2 resolved, 2 to 
 
 
 def _orchard(home: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "ORCHARD_HOME": str(home), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "ORCHARD_HOME": str(home)}
     return subprocess.Popen([sys.executable, "-m", "orchard_cli.main", *args], env=env, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
