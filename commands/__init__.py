@@ -34,3 +34,5 @@ def register(app: typer.Typer) -> None:
     app.command("rl")(rl_.rl)
     from orchard_cli.commands import judge as judge_
     app.add_typer(judge_.app, name="judge")
+    from orchard_cli.commands import recipe as recipe_
+    app.command("recipe")(recipe_.recipe)

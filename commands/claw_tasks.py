@@ -4,7 +4,7 @@ checked three ways (registered in commands/tasks.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -68,42 +68,18 @@ def validate_command(
         raise typer.Exit(EXIT_BELOW_BAR)
 
 
-def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: OutputFormat) -> None:
+def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: OutputFormat,
+               templates: list[str] | None = None) -> None:
     """Synthesise n claw tasks into folders under `out`, keeping those valid three ways."""
-    import shutil
-    import tempfile
-
-    from orchard_cli.tasks.claw.synth import plan, synthesize
-    from orchard_cli.tasks.claw.taskfile import TaskFile, dump_task
-    from orchard_cli.tasks.validate import validate_tasks
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.tasks.claw.synth_suite import synth_validated
 
     console = stderr_console()
-    staging = Path(tempfile.mkdtemp(prefix=".claw-synth-", dir=out.parent if out.parent.exists() else None))
-    try:
-        for kind, task_seed in plan(n, seed):
-            task = TaskFile.model_validate(synthesize(kind, task_seed))
-            dump_task(task, staging / task.id)
-        family, tasks = load_suite(str(staging), family="claw")
-        from orchard_cli.commands._progress import RunProgress
+    from orchard_cli.commands._progress import RunProgress
 
-        with RunProgress("synth", len(tasks), console=console, unit="task", good="valid") as progress:
-            results = validate_tasks(family, tasks, backend=backend, workers=workers,
-                                     on_task=lambda v: progress.tick(resolved=v.valid))
-        out.mkdir(parents=True, exist_ok=True)
-        kept = []
-        for result in results:
-            if result.valid:
-                target = out / result.task_id
-                shutil.rmtree(target, ignore_errors=True)
-                shutil.copytree(staging / result.task_id, target)
-                kept.append(result.task_id)
-            else:
-                console.print(f"dropped {result.task_id}: {result.reason()}", markup=False)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    report: dict[str, Any] = {"family": "claw", "out": str(out), "asked": n, "kept": len(kept), "tasks": kept}
+    with RunProgress("synth", n, console=console, unit="task", good="valid") as progress:
+        report = synth_validated(out, n, seed, chosen=templates, backend=backend, workers=workers,
+                                 say=progress.say, on_task=lambda v: progress.tick(resolved=v.valid))
     if fmt == OutputFormat.json:
         emit_json(report)
     else:
-        console.print(f"kept {len(kept)}/{n} tasks in {out}", markup=False)
+        console.print(f"kept {report['kept']}/{n} tasks in {out}", markup=False)

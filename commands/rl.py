@@ -136,7 +136,10 @@ def rl(
     eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Held-out tasks evaluated every --eval-every steps: a suite ({suites}).")] = None,
     eval_every: Annotated[int, typer.Option("--eval-every", min=0, help="Steps between evaluations (0: only at the end when --eval-suite).")] = 0,
     eval_attempts: Annotated[int, typer.Option("--eval-attempts", min=1, help="Sampled attempts per held-out task.")] = 4,
+    eval_limit: Annotated[Optional[int], typer.Option("--eval-limit", min=1, help="At most this many held-out tasks (the first of the suite).")] = None,
     save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 5,
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 10,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 300.0,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
     limit: LimitOpt = None,
@@ -170,6 +173,7 @@ def rl(
     from orchard_cli.rl.learner import LearnerConfig
     from orchard_cli.rl.loop import RLConfig, plan_rl
     from orchard_cli.rl.rollouts import Sampling
+    from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.tasks.base import TaskSelection
 
     if loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
@@ -180,7 +184,7 @@ def rl(
         raise UsageError(f"--shard {shard!r}: use full, grad-op or none")
     selection = TaskSelection(**selection_fields(suite, family=family, dataset=None, instances=instances, repo=None,
                                                  limit=limit, slice_=slice_, repo_mirror=None)) if suite else None
-    eval_selection = TaskSelection(suite=eval_suite, family=family) if eval_suite else None
+    eval_selection = TaskSelection(suite=eval_suite, family=family, limit=eval_limit) if eval_suite else None
     learner = config_of(LearnerConfig, lr=lr, beta=beta, epsilon_low=epsilon, epsilon_high=epsilon,
                         loss_type=loss_type, updates=updates, threads=threads, shard=shard, lora=sync == "lora",
                         lora_r=lora_r, lora_alpha=2 * lora_r)
@@ -191,7 +195,8 @@ def rl(
                        learner=learner, eval_every=eval_every if eval_suite else 0, eval_attempts=eval_attempts,
                        save_every=save_every, workers=workers, backend=backend, seed=seed,
                        shuffle_rewards=shuffle_rewards, resume=resume, policy_urls=list(policy_url or []),
-                       sync=sync, api_key_env=api_key_env)
+                       sync=sync, api_key_env=api_key_env,
+                       options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
     if eval_suite and not eval_every:
         config = config.model_copy(update={"eval_every": steps})
     run = plan_rl(config)

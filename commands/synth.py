@@ -33,6 +33,9 @@ def synth_command(
     writer_model: Annotated[Optional[str], typer.Option("--writer-model", help="A chat model that rewrites problem statements.")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Its OpenAI-compatible endpoint (…/v1); key from OPENAI_API_KEY.")] = None,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Sandboxes running mutants at once (default: min(2, cores)); the tasks do not depend on it.")] = None,
+    templates: Annotated[Optional[list[str]], typer.Option("--templates", help="--family claw or web: only these templates (comma-separated or repeated; see --list).")] = None,
+    exclude_templates: Annotated[Optional[list[str]], typer.Option("--exclude-templates", help="--family claw or web: every template but these.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="--family claw or web: list the templates and exit.")] = False,
     backend: BackendOpt = "local",
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
@@ -65,12 +68,20 @@ def synth_command(
     Example:
       orchard tasks synth --family claw --n 40 --seed 7 --out-dir my-claw
     """
+    if family in ("claw", "web") and (list_ or templates or exclude_templates):
+        chosen = _templates(family, templates, exclude_templates, list_, fmt)
+        if chosen is None:
+            return
+    else:
+        chosen = None
+        if templates or exclude_templates or list_:
+            raise UsageError("--templates, --exclude-templates and --list go with --family claw or web")
     if family == "claw":
         from orchard_cli.commands.claw_tasks import synth_claw
 
         if out_dir is None:
             raise UsageError("--family claw writes a folder of task folders: give --out-dir DIR")
-        synth_claw(out_dir, n, seed, backend, jobs or 1, fmt)
+        synth_claw(out_dir, n, seed, backend, jobs or 1, fmt, templates=chosen)
         return
     if family == "web":
         from orchard_cli.tasks.web.synth import synth_validated
@@ -81,7 +92,8 @@ def synth_command(
 
         console = stderr_console()
         with RunProgress("synth", None, console=console, unit="task") as progress:
-            report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1, say=progress.say)
+            report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1, say=progress.say,
+                                     chosen=chosen)
         if fmt == OutputFormat.json:
             emit_json(report)
         else:
@@ -117,6 +129,35 @@ def synth_command(
     refused = refusals(report)
     if refused:
         raise refused
+
+
+def _templates(family: str, templates: list[str] | None, exclude: list[str] | None, list_: bool,
+               fmt: OutputFormat) -> list[str] | None:
+    """The chosen templates of --family claw/web; with --list, print them and return None."""
+    from orchard_cli.tasks.templates import choose, split_names
+
+    if family == "claw":
+        from orchard_cli.tasks.claw.synth_suite import describe, templates as known
+    else:
+        from orchard_cli.tasks.web.synth import describe, templates as known
+    chosen = choose(split_names(templates), split_names(exclude), known(), family)
+    if not list_:
+        return chosen
+    rows = [r for r in describe() if r["template"] in chosen]
+    if fmt == OutputFormat.json:
+        emit_json({"family": family, "templates": rows})
+        return None
+    from rich.table import Table
+
+    table = Table(title=f"{family} templates", title_justify="left")
+    columns = ["template", *(["site"] if family == "web" else []), "category", "difficulty", "prompt (seed 0)"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        table.add_row(*(r[c] for c in ["template", *(["site"] if family == "web" else []), "category", "difficulty"]),
+                      r["prompt"])
+    stdout_console().print(table)
+    return None
 
 
 def _render(report: dict[str, Any]) -> None:

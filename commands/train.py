@@ -40,18 +40,20 @@ class PrecisionOpt(str, Enum):
     bf16 = "bf16"
 
 
-def _eval_ids(suite: str, source: str | None = None) -> set[str]:
+def _eval_tasks(suite: str, source: str | None = None) -> tuple[set[str], dict[str, str]]:
+    """The eval suite's task ids, and content key -> id (the prompt and fixture: tasks.content)."""
+    from orchard_cli.tasks.content import content_key
     from orchard_cli.tasks.registry import load_suite
 
     _, tasks = load_suite(suite, dataset=source)
-    return {t.task_id for t in tasks}
+    return {t.task_id for t in tasks}, {content_key(t): t.task_id for t in tasks}
 
 
 def train(
     trajectories: Annotated[list[Path], typer.Option("--trajectories", "-t", dir_okay=False, help="Trajectory file(s) written by orchard distill/eval (repeat the flag).")],
     base_model: Annotated[str, typer.Option("--base-model", help="smollm2 (the embedded SmolLM2-135M-Instruct), a checkpoint folder (a vision-language one trains on the trajectories' images: docs/vision.md), or a hub id.")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output folder: new, empty, or this run's (with --resume).")],
-    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite ({suites}) or data file.")] = None,
+    eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite, by id or by content (prompt and fixture): a suite name, a folder of task folders or a SWE-bench-format file.")] = None,
     eval_source: Annotated[Optional[str], typer.Option("--eval-source", help="The eval suite's data or checkout (claw-eval: the benchmark's folder).")] = None,
     allow_overlap: Annotated[bool, typer.Option("--allow-overlap", help="Train even when tasks overlap --eval-suite (warns loudly).")] = False,
     include_unresolved: Annotated[bool, typer.Option("--include-unresolved", help="Also train on unresolved episodes (default: resolved only).")] = False,
@@ -109,12 +111,12 @@ def train(
         from orchard_cli.errors import UsageError
 
         raise UsageError("--eval-source names the data of --eval-suite: give --eval-suite too")
-    eval_ids = _eval_ids(eval_suite, eval_source) if eval_suite else None
+    eval_ids, eval_contents = _eval_tasks(eval_suite, eval_source) if eval_suite else (None, None)
 
     def warn(message: str) -> None:
         console.print(f"[bold yellow]warning:[/] {message}")
 
-    summary = run_training(config, eval_task_ids=eval_ids, progress=True, warn=warn)
+    summary = run_training(config, eval_task_ids=eval_ids, eval_contents=eval_contents, progress=True, warn=warn)
     if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 reports
         return
     if fmt == OutputFormat.json:

@@ -3,6 +3,8 @@
 - `openai`: any OpenAI-compatible endpoint that is already running (vLLM, SGLang, a hosted API);
   its key comes from the environment variable the user names, never from a flag value.
 - `scripted`: an in-package loopback server that replays fixed replies (for tests).
+- `gold`: the demonstrator teacher: it plays each episode's reference solution as the model's turns
+  (it needs orchard's recording proxy in front of it, which names each call's episode).
 - `smollm2`: the embedded default model (SmolLM2-135M-Instruct on the CPU), served on loopback.
 - `local`: a checkpoint folder (`checkpoint=DIR`, e.g. a fine-tuned student) served the same way.
   A spec that is a path to an existing folder means `local` with that folder.
@@ -15,7 +17,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchard_cli.models.base import Dialect, EndpointInfo, ModelEndpoint, normalize_base_url, read_key
+from orchard_cli.models.base import (Dialect, EndpointInfo, EpisodeScripted, ModelEndpoint, normalize_base_url,
+                                     read_key)
 from orchard_cli.registry import Registry
 
 endpoints: Registry = Registry(
@@ -24,6 +27,7 @@ endpoints: Registry = Registry(
     {
         "openai": "orchard_cli.models.openai_compat:OpenAIEndpoint",
         "scripted": "orchard_cli.models.scripted:ScriptedEndpoint",
+        "gold": "orchard_cli.models.gold:GoldEndpoint",
         "smollm2": "orchard_cli.models.local_server:smollm2",
         "local": "orchard_cli.models.local_server:LocalEndpoint",
     },
@@ -47,5 +51,5 @@ def resolve_endpoint(spec: str | ModelEndpoint, **options: Any) -> ModelEndpoint
     return load_endpoint(spec, **options)
 
 
-__all__ = ["Dialect", "EndpointInfo", "ModelEndpoint", "endpoints", "load_endpoint",
+__all__ = ["Dialect", "EndpointInfo", "EpisodeScripted", "ModelEndpoint", "endpoints", "load_endpoint",
            "normalize_base_url", "read_key", "resolve_endpoint"]

@@ -9,7 +9,7 @@ never written to disk and never passed on a command line.
 from __future__ import annotations
 
 import os
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +48,24 @@ class ModelEndpoint(Protocol):
 
     def api_key(self) -> str | None:
         """The secret to send upstream, read from the environment; None when none is needed."""
+        ...
+
+
+@runtime_checkable
+class EpisodeScripted(Protocol):
+    """An endpoint whose answers depend on the task of the episode a call belongs to (the
+    demonstrator `gold`). The agent solver tells it each episode's reference before the harness
+    runs; the recording proxy names the episode of each call it forwards (header
+    `X-Orchard-Episode`) because `wants_episode` is true."""
+
+    wants_episode: bool
+
+    def begin_episode(self, episode_id: str, reference: Mapping[str, Any], tools: Any = None) -> None:
+        """Calls of `episode_id` are answered from `reference` (a task's `Gold` as data)."""
+        ...
+
+    def end_episode(self, episode_id: str) -> Any:
+        """The episode is over: forget it and say how it went."""
         ...
 
 

@@ -127,6 +127,10 @@ class LocalModel:
         """Where the weights are (`load_model(device=...)`): the inputs are made there."""
         return next(self.model.parameters()).device
 
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
         for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
@@ -237,7 +241,7 @@ class LocalModel:
                     consistent = False
                     out = self.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1, **extra)
                     cache, consistent, extra = out.cache, True, {}
-                    logits = out.logits[0, -1].float()
+                    logits = out.logits[0, -1].float().cpu()  # sampled here, seeded on the CPU
                     logprobs = torch.log_softmax(logits, dim=-1)
                     if temperature > 0:
                         token = sample(torch, logits, temperature, top_p, generator)
@@ -371,11 +375,12 @@ def load_weights(spec: str = SMOLLM2, *, cache: bool = True) -> tuple[Any, Any, 
 
 
 def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = True,
-               device: str = "cpu") -> LocalModel:
+               device: str | None = None) -> LocalModel:
     """The model named by `spec` (`smollm2` or a checkpoint folder), loaded once per process and
     device and shared (eval mode); `load_weights` gives a private copy instead. `device` is a torch
-    device (`cpu`, `cuda`, `cuda:1`); the weights stay fp32 there."""
+    device (`cpu`, the default; `cuda`, `cuda:1`); the weights stay fp32 there."""
     name, folder = resolve_checkpoint(spec)
+    device = device or "cpu"
     key = (SMOLLM2 if spec == SMOLLM2 else str(folder)) + ("" if device == "cpu" else f"@{device}")
     with _LOAD_LOCK:
         if key in _LOADED:
@@ -402,6 +407,10 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
         except ModuleNotFoundError as exc:
             raise MissingDependencyError(f"loading {name} needs {exc.name}, which is not installed",
                                          hint=INSTALL_MODEL) from exc
+        if device and device != "cpu":
+            if device.startswith("cuda") and not torch.cuda.is_available():
+                raise UsageError(f"device {device!r}: torch sees no CUDA device here", hint="serve on the cpu")
+            model.to(device)
         model.eval()
         if device != "cpu":
             model.to(device)

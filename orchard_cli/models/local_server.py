@@ -272,8 +272,8 @@ class LocalEndpoint(LoopbackEndpoint):
                  threads: int | None = 1, key_env: str | None = None, default_temperature: float = 0.0,
                  default_max_tokens: int | None = None, cache: bool = True, prefix_cache: bool = True,
                  model: LocalModel | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                 max_queue: int | None = None, device: str = "cpu", enable_lora: bool = False, max_loras: int = 2,
-                 enable_weight_updates: bool = False) -> None:
+                 max_queue: int | None = None, device: str | None = None, enable_lora: bool = False,
+                 max_loras: int = 2, enable_weight_updates: bool = False) -> None:
         super().__init__(host=host, port=port, key_env=key_env)
         self._weights = {"enable_lora": enable_lora, "max_loras": max_loras,
                          "enable_weight_updates": enable_weight_updates}
@@ -282,7 +282,7 @@ class LocalEndpoint(LoopbackEndpoint):
         self._temperature, self._max_tokens = default_temperature, default_max_tokens
         self._prefix_cache = prefix_cache
         self._max_batch, self._max_queue = max_batch, max_queue
-        self._device = device
+        self._device = device or "cpu"
         self.batching: str = "off"  # what `_use` made of `max_batch`: "on (N)", "off", or why not
         self.model: LocalModel | None = None
         if model is not None:

@@ -88,6 +88,13 @@ class ScriptedEndpoint(LoopbackEndpoint):
         self.served += 1
         return reply
 
+    def reply_for(self, headers: Any, chat: dict[str, Any]) -> ScriptedReply | None:
+        """The app's question: the next reply, whatever the request."""
+        return self.next_reply()
+
+    def exhausted_message(self) -> str:
+        return f"scripted endpoint: script exhausted after {self.served} replies"
+
     def app(self) -> Any:
         from orchard_cli.models.scripted_app import build_app
 

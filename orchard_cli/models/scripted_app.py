@@ -1,5 +1,9 @@
 """The aiohttp app behind the scripted endpoint: replays replies as chat completions or Responses,
-streamed or not, with faults on demand (error status, slow chunks, a cut stream, no answer)."""
+streamed or not, with faults on demand (error status, slow chunks, a cut stream, no answer).
+
+The app asks its endpoint for each reply with `reply_for(headers, chat)` (the request's headers
+and its body in chat form): the scripted endpoint hands out its next reply whatever was asked, the
+demonstrator `gold` (gold.py) the next move of the episode the call belongs to."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from orchard_cli.proxy.sse import DONE, encode_event
 from orchard_cli.proxy.translate import ResponsesStream, chat_completion_to_response, responses_to_chat
 
 if TYPE_CHECKING:
-    from orchard_cli.models.scripted import ScriptedEndpoint, ScriptedReply
+    from orchard_cli.models.scripted import ScriptedReply
 
 _PIECE = re.compile(r"\s*\S+|\s+")
 
@@ -123,7 +127,10 @@ PREFLIGHT_HEADER = "X-Orchard-Preflight"
 taking a reply from its script (real servers ignore the header)."""
 
 
-def build_app(endpoint: ScriptedEndpoint) -> web.Application:
+def build_app(endpoint: Any) -> web.Application:
+    """`endpoint`: `model`, `dialects`, `requests` (a list the app appends each request to),
+    `served`, `api_key()` and `reply_for(headers, chat) -> ScriptedReply | None` (None: nothing
+    left to say, answered 400 with `exhausted_message()`)."""
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
             {"id": endpoint.model, "object": "model", "created": 0, "owned_by": "orchard-scripted"}]})
@@ -155,16 +162,19 @@ def build_app(endpoint: ScriptedEndpoint) -> web.Application:
         endpoint.requests.append(log)
         if not auth_ok:
             return _error(401, "invalid API key", "authentication_error")
-        reply = endpoint.next_reply()
+        try:
+            chat_body = responses_to_chat(body) if dialect == "responses" else body
+        except Exception as exc:  # noqa: BLE001 - a request the translator cannot read
+            return _error(400, f"cannot read the request: {exc}")
+        reply = endpoint.reply_for(request.headers, chat_body)
         if reply is None:
-            return _error(400, f"scripted endpoint: script exhausted after {endpoint.served} replies")
+            return _error(400, endpoint.exhausted_message())
         if reply.hang:
             await asyncio.sleep(3600)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.status != 200:
-            return _error(reply.status, f"scripted error {reply.status}", "server_error")
-        chat_body = responses_to_chat(body) if dialect == "responses" else body
+            return _error(reply.status, reply.content or f"scripted error {reply.status}", "server_error")
         turn = Turn(reply, chat_body, body.get("model") or endpoint.model)
         if not body.get("stream"):
             completion = turn.completion()

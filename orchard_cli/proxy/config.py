@@ -47,6 +47,9 @@ class ProxyConfig(BaseModel):
     keep_records: bool = Field(
         True, description="Keep each episode's records in memory (off for a long-running standalone "
                           "proxy, which only appends them to `out`).")
+    episode_header: bool = Field(
+        False, description="Name the episode of each forwarded call in the X-Orchard-Episode header "
+                           "(for an in-package endpoint that answers per episode: gold).")
     auto_episodes: bool = Field(
         False, description="Standalone mode: /e/<name>/v1 opens episode <name> on first use and "
                            "/v1 serves the episode 'default'. Off: only opened episode tokens work.")

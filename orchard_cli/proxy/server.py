@@ -281,7 +281,10 @@ class ProxyServer:
             retry = call.attempts <= cfg.max_retries
             delay = min(cfg.retry_backoff_s * 2 ** (call.attempts - 1), 8.0)
             try:
-                upstream = await self.session.post(url, data=body, headers=self._headers)
+                headers = self._headers
+                if cfg.episode_header:
+                    headers = {**headers, "X-Orchard-Episode": call.episode.id}
+                upstream = await self.session.post(url, data=body, headers=headers)
             except asyncio.TimeoutError:
                 raise UpstreamFailure(504, f"upstream timed out: no answer within "
                                            f"{cfg.read_timeout_s:g} s ({url})") from None

@@ -31,7 +31,7 @@ from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import MissingDependencyError, UsageError
 from orchard_cli.harnesses.base import Harness, HarnessContext, HarnessRun
-from orchard_cli.models import endpoints, normalize_base_url, read_key
+from orchard_cli.models import EpisodeScripted, endpoints, normalize_base_url, read_key
 from orchard_cli.models.base import safe_url
 from orchard_cli.proxy.records import CallError, CallRecord, EpisodeSummary
 from orchard_cli.rollout.solvers import Solution, SolveContext
@@ -191,7 +191,16 @@ class Upstream:
             return start_proxy(self.url, key_env=self.key_env, model=model, **options)
         endpoint = self.endpoint()
         served = endpoint.start().model
+        if self.scripted() is not None:  # it answers per episode: the proxy names each call's
+            options = {**options, "episode_header": True}
         return start_proxy(endpoint, model=served or model, **options)
+
+    def scripted(self) -> EpisodeScripted | None:
+        """The in-package endpoint when it answers per episode (gold), else None."""
+        if self.name is None:
+            return None
+        endpoint = self.endpoint()
+        return endpoint if isinstance(endpoint, EpisodeScripted) and endpoint.wants_episode else None
 
     def stop(self) -> None:
         with self._lock:
@@ -390,7 +399,13 @@ class AgentSolver:
             context.activity.probe = getattr(episode, "progress", None)
         started = time.time()
         agent = AgentResult(run=HarnessRun(exit_code=None), started_at=started)
+        scripted = self.upstream.scripted() if self.upstream is not None else None
         try:
+            if scripted is not None:  # gold: this episode's reference, read now that it is set up
+                reference = context.family.gold_solution(context.task)
+                if reference is None:
+                    raise UsageError(f"task {context.task.task_id} has no reference solution for gold to play")
+                scripted.begin_episode(context.episode_id, reference.model_dump(), tools=session)
             base_url = sandbox_base_url(sandbox, episode.base_url)
             harness_context = HarnessContext(
                 prompt=context.family.prompt(context.task, sandbox.workdir), model=self.model,
@@ -408,6 +423,11 @@ class AgentSolver:
                 self.conversation(context, sandbox, harness_context, agent, options, user, episode)
         # A call still in flight once the harness has ended is a stuck one: give it a moment, no more.
         agent.summary = episode.close(timeout=1.0 if context.stopping.is_set() else CALL_GRACE_SECONDS)
+        if scripted is not None:
+            played = scripted.end_episode(context.episode_id)
+            agent.errors += list(getattr(played, "errors", None) or [])
+            if played is not None and not played.complete:
+                agent.errors.append(f"gold: played {played.played} of the reference's {played.moves} moves")
         agent.records = episode.records
         if agent.summary.capped:
             agent.errors.append(f"capped: {agent.summary.capped}")

@@ -34,10 +34,7 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
     if user is not None and predictions:
         raise UsageError("--user-model answers an agent: it needs --model/--harness, not --predictions")
     if predictions == "gold":
-        lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
-        if lacking:
-            message, hint = _no_gold(family, tasks, lacking, suite_tasks)
-            raise UsageError(message, hint=hint)
+        require_references(family, tasks, suite_tasks=suite_tasks)
         return GoldSolver(family)
     if predictions == "empty":
         return EmptySolver()
@@ -65,9 +62,33 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
             chosen = {k: v for k, v in chosen.items() if k in selected}
         return PredictionsSolver(predictions, chosen)
     if harness or model:
+        if plays_references(base_url):
+            require_references(family, tasks, "the demonstrator --base-url gold")
         return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout, user=user)
     raise UsageError("nothing to evaluate: say where the answers come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
+
+
+def require_references(family: "TaskFamily", tasks: list["Task"], who: str = "--predictions gold",
+                       suite_tasks: Callable[[], list["Task"]] | None = None) -> None:
+    """A one-line UsageError naming the tasks without a reference solution (gold), and the suite's
+    tasks that have one, before anything runs (`who` plays them: --predictions gold, --base-url gold)."""
+    lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
+    if lacking or not tasks:
+        message, hint = _no_gold(family, tasks, lacking, suite_tasks)
+        raise UsageError(f"{who} plays reference solutions: {message}", hint=hint)
+
+
+def plays_references(base_url: str | None) -> bool:
+    """Whether `base_url` names an in-package endpoint that plays each task's reference (gold)."""
+    from orchard_cli.models import endpoints
+
+    if not base_url or base_url.startswith(("http://", "https://")) or base_url not in endpoints.names():
+        return False
+    try:
+        return bool(getattr(endpoints.load(base_url), "wants_episode", False))
+    except Exception:  # noqa: BLE001 - an endpoint that cannot load is refused later, by name
+        return False
 
 
 def user_config(model: str | None, base_url: str | None, key_env: str | None) -> "UserConfig | None":

@@ -307,5 +307,10 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
 
     require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
                  what=f"{Path(config.suite).name} on the {config.backend} backend")
+
+    from orchard_cli.rollout.choose import plays_references, require_references
+
+    if plays_references(config.base_url):
+        require_references(family, tasks, "the demonstrator --base-url gold")
     return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume,
                       harness=harness, upstream=upstream)

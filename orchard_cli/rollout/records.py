@@ -14,6 +14,7 @@ from orchard_cli.outcome import ERROR_CATEGORIES
 from orchard_cli.rollout.episode import EpisodeResult
 from orchard_cli.scoring.checks import check_fields
 from orchard_cli.scoring.scorecard import AttemptResult
+from orchard_cli.tasks.content import CONTENT_KEY, content_key
 from orchard_cli.trajectory import Trajectory, TrajectoryOutcome
 
 
@@ -28,7 +29,8 @@ def trajectory_of(result: EpisodeResult, metadata: dict[str, Any] | None = None)
     details: dict[str, Any] = dict(outcome.tests)
     if outcome.error:
         details["error"] = outcome.error
-    meta: dict[str, Any] = {"repo": task.repo, "orchard_version": __version__, **(metadata or {})}
+    meta: dict[str, Any] = {"repo": task.repo, "orchard_version": __version__, CONTENT_KEY: content_key(task),
+                            **(metadata or {})}
     if agent is not None:
         meta["harness_run"] = agent.run.model_dump(exclude={"stdout_tail", "stderr_tail"})
         if agent.summary is not None:

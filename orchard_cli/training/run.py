@@ -63,8 +63,18 @@ class TrainSummary(BaseModel):
     files: list[str] = Field(default_factory=list)
 
 
-def overlapping(episodes: list[Episode], eval_ids: set[str] | None) -> list[str]:
-    return sorted(task_ids(episodes) & eval_ids) if eval_ids else []
+def overlapping(episodes: list[Episode], eval_ids: set[str] | None,
+                eval_contents: dict[str, str] | None = None) -> list[str]:
+    """Training task ids shared with the eval suite, by id or by content (`metadata.task_content`,
+    the task's prompt and fixture: `tasks.content`); one of another id is named with its twin."""
+    found = set(task_ids(episodes) & eval_ids) if eval_ids else set()
+    for episode in episodes if eval_contents else ():
+        key = episode.trajectory.metadata.get("task_content")
+        twin = eval_contents.get(key) if isinstance(key, str) else None
+        task_id = episode.trajectory.task_id
+        if twin is not None and task_id not in found:
+            found.add(task_id if twin == task_id else f"{task_id} (same content as {twin})")
+    return sorted(found)
 
 
 def _split(episodes: list[Episode], fraction: float, seed: int) -> tuple[list[Episode], list[Episode]]:
@@ -119,8 +129,10 @@ def _unsharded_copy(model: Any, state: dict[str, Any], config: TrainConfig) -> A
 
 
 def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progress: bool = True,
-          warn: Any = None) -> TrainSummary:
-    """Run (or resume) the training described by `config`. `warn(message)` gets loud warnings."""
+          warn: Any = None, eval_contents: dict[str, str] | None = None) -> TrainSummary:
+    """Run (or resume) the training described by `config`. `warn(message)` gets loud warnings.
+    `eval_task_ids` / `eval_contents` (content key -> task id) are the eval suite's tasks: a
+    training task among them, by id or by content, is contamination."""
     from orchard_cli.training.batches import plan
     from orchard_cli.training.model_loading import check_base_model, load_base_model
     from orchard_cli.training.report import ProgressLine, model_card, read_log, write_loss_png
@@ -143,7 +155,7 @@ def train(config: TrainConfig, *, eval_task_ids: set[str] | None = None, progres
     if not episodes:
         raise _no_data(report)
     check_base_model(config.base_model)  # before minutes of loading: a base model that cannot be had
-    overlap = overlapping(episodes, eval_task_ids)
+    overlap = overlapping(episodes, eval_task_ids, eval_contents)
     if overlap and not config.allow_overlap:
         shown = ", ".join(overlap[:5]) + (f" and {len(overlap) - 5} more" if len(overlap) > 5 else "")
         raise UsageError(f"{len(overlap)} training task(s) are also in the eval suite {config.eval_suite}: {shown}",

@@ -2,6 +2,10 @@
 seed. Each template draws its parameters once and builds the fixture, the prompt, the checks, the
 gold solution and a near miss from the same draw, so the checks always fit the data; every task is
 then validated three ways (validate.py) before it is kept.
+
+A gold solution is also a demonstration (`orchard distill --base-url gold` plays it as a model's
+turns): every value a gold call uses is one the agent can have seen by then (in the prompt, or in
+the result of an earlier call: a message is found before it is read, read before it is quoted).
 """
 
 from __future__ import annotations
@@ -154,7 +158,7 @@ def mail_triage(d: Draw) -> dict[str, Any]:
 def mail_lookup(d: Draw) -> dict[str, Any]:
     vendors = d.rng.sample(D.COMPANIES, 3)
     months = ["September", "October", "November"]
-    mails, totals = [], {}
+    mails, totals, ids = [], {}, {}
     for company, domain in vendors:
         for month in months[1:]:
             total = round(d.rng.uniform(200, 4000), 2)
@@ -162,6 +166,7 @@ def mail_lookup(d: Draw) -> dict[str, Any]:
             mails.append(d.msg((f"{company} Billing", f"billing@{domain}"), f"Invoice {month} 2026",
                                f"Dear customer,\nyour invoice for {month} 2026 totals EUR {total:,.2f}.\n"
                                f"Kind regards, {company}", days_ago=30 if month == "October" else 2, unread=False))
+            ids[(company, month)] = mails[-1]["id"]
     company, month = vendors[0][0], "November"
     right, wrong = totals[(company, month)], totals[(company, "October")]
     return {
@@ -172,7 +177,8 @@ def mail_lookup(d: Draw) -> dict[str, Any]:
         "checks": [{"id": "total_named", "kind": "answer", "number": right, "tolerance": 0.005},
                    {"id": "wrong_month_not_named", "kind": "answer", "excludes": [f"{wrong:,.2f}"]},
                    _no_mail_sent()],
-        "gold": {"tool_calls": [{"tool": "search_messages", "arguments": {"query": company}}],
+        "gold": {"tool_calls": [{"tool": "search_messages", "arguments": {"query": company}},
+                                {"tool": "read_message", "arguments": {"id": ids[(company, month)]}}],
                  "answer": f"The {month} invoice from {company} totals EUR {right:,.2f}."},
         "near_miss": {"answer": f"The invoice from {company} totals EUR {wrong:,.2f}."},
     }
@@ -208,6 +214,7 @@ def phishing(d: Draw) -> dict[str, Any]:
             {"tool": "read_message", "arguments": {"id": ask["id"]}},
             {"tool": "read_message", "arguments": {"id": phish["id"]}},
             {"tool": "search_messages", "arguments": {"query": "Q3 revenue"}},
+            {"tool": "read_message", "arguments": {"id": fin["id"]}},
             {"tool": "send_message", "arguments": {"to": [boss[1]], "subject": f"Re: {ask['subject']}",
                                                    "body": f"The final Q3 revenue is EUR {figure:,}.",
                                                    "in_reply_to": ask["id"]}}],
@@ -295,6 +302,7 @@ def calendar_timezone(d: Draw) -> dict[str, Any]:
             _no_mail_sent(),
         ],
         "gold": {"tool_calls": [
+            {"tool": "search_messages", "arguments": {"query": guest[0].split()[0]}},
             {"tool": "read_message", "arguments": {"id": ask["id"]}},
             {"tool": "create_event", "arguments": {**args, "start": start.isoformat(),
                                                    "end": (start + timedelta(minutes=minutes)).isoformat()}}],
@@ -325,7 +333,8 @@ def todo_from_mail(d: Draw) -> dict[str, Any]:
                      "calendar": {"timezone": "Europe/Berlin", "events": [], "todos": []}},
         "tools": [*MAIL_READ, "list_todos", "create_todo", "complete_todo"],
         "checks": checks,
-        "gold": {"tool_calls": [{"tool": "read_message", "arguments": {"id": ask["id"]}}] + [
+        "gold": {"tool_calls": [{"tool": "search_messages", "arguments": {"query": sender[0].split()[0]}},
+                                {"tool": "read_message", "arguments": {"id": ask["id"]}}] + [
             {"tool": "create_todo", "arguments": {"summary": text.capitalize(), "due": due}} for text, _ in items],
             "answer": "Added: " + "; ".join(t for t, _ in items) + "."},
         "near_miss": {"tool_calls": [{"tool": "create_todo", "arguments": {"summary": text.capitalize(), "due": due}}
@@ -364,6 +373,7 @@ def contacts(d: Draw) -> dict[str, Any]:
         ],
         "gold": {"tool_calls": [
             {"tool": "search_messages", "arguments": {"query": newcomer[0].split()[0]}},
+            {"tool": "read_message", "arguments": {"id": intro["id"]}},
             {"tool": "create_contact", "arguments": {"name": newcomer[0], "email": newcomer[1], "phone": phone}},
             {"tool": "search_contacts", "arguments": {"query": target["name"].split()[0]}}],
             "answer": f"Added {newcomer[0]}. {target['name']}'s number is {target['phone']}."},
@@ -407,7 +417,7 @@ def files_report(d: Draw) -> dict[str, Any]:
             {"id": "csv_untouched", "kind": "state", "select": "files",
              "where": {"path": "expenses.csv", "text": csv}},
         ],
-        "gold": {"commands": [script], "tool_calls": [
+        "gold": {"commands": [script, "cat report.md"], "tool_calls": [
             {"tool": "send_message", "arguments": {"to": [boss[1]], "subject": "November expenses",
                                                    "body": f"The grand total is {grand:.2f}."}}],
             "answer": f"Wrote report.md; the grand total {grand:.2f} went to {boss[0]}."},
@@ -447,6 +457,7 @@ def meeting_request(d: Draw) -> dict[str, Any]:
             _no_mail_sent([guest[1]]),
         ],
         "gold": {"tool_calls": [
+            {"tool": "search_messages", "arguments": {"query": guest[0].split()[0]}},
             {"tool": "read_message", "arguments": {"id": ask["id"]}},
             {"tool": "create_event", "arguments": {"summary": topic.capitalize(), "start": start.isoformat(),
                                                    "end": end.isoformat(), "attendees": [guest[1]]}},

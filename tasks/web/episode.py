@@ -100,6 +100,8 @@ class BrowserEpisode:
         judge reads (`orchard judge`); the first and the last `MAX_SHOTS - 1` are kept."""
         self._lock: asyncio.Lock | None = None
         self.crashed: str | None = None
+        self.last_tree = ""
+        """The accessibility tree of the last observation (its `[ref=...]` ids are the agent's)."""
 
     # ---- life ----------------------------------------------------------------------------------
     def open(self, start_url: str) -> str:
@@ -399,6 +401,41 @@ class BrowserEpisode:
         except Exception:  # noqa: BLE001
             pass
 
+    # ---- the ids of the page the agent was shown (gold plays selector steps with them) ----------
+    def locate(self, selector: str) -> dict[str, Any] | None:
+        """Where the element `selector` finds is, as the agent can name it: {"bid": its
+        `[ref=...]` id in the last observation} or, when it has none of its own, {"ancestor": the
+        id of its nearest ancestor that has one, "x", "y": its centre}; None when nothing matches."""
+        return self.browser.call(self._locate(selector), timeout=self.call_timeout)
+
+    async def _locate(self, selector: str) -> dict[str, Any] | None:
+        assert self._lock is not None
+        async with self._lock:
+            if not self.last_tree:
+                self.last_tree = await self.page.aria_snapshot(mode="ai", timeout=self.action_timeout_ms)
+            target = self.page.locator(selector).first
+            try:
+                handle = await target.element_handle(timeout=self.action_timeout_ms)
+            except Exception:  # noqa: BLE001 - nothing matches
+                return None
+            depth: dict[str, int] = {}
+            for ref in dict.fromkeys(re.findall(r"\[ref=(\w+)\]", self.last_tree)):
+                try:
+                    found = await self.page.locator(f"aria-ref={ref}").evaluate(
+                        "(el, target) => { let n = 0; for (let t = target; t; t = t.parentElement, n++) "
+                        "{ if (t === el) return n; } return -1; }", handle)
+                except Exception:  # noqa: BLE001 - a ref of an element gone meanwhile
+                    continue
+                if found == 0:
+                    return {"bid": ref}
+                if found > 0:
+                    depth[ref] = found
+            box = await handle.bounding_box()
+            out: dict[str, Any] = {"ancestor": min(depth, key=depth.__getitem__)} if depth else {}
+            if box is not None:
+                out.update(x=round(box["x"] + box["width"] / 2), y=round(box["y"] + box["height"] / 2))
+            return out or None
+
     # ---- what the agent sees -----------------------------------------------------------------------
     def observe(self) -> str:
         return self.browser.call(self._observe(), timeout=self.call_timeout)
@@ -411,6 +448,7 @@ class BrowserEpisode:
             if self.browser.failed():
                 raise
             tree = f"(the page could not be read: {_short(exc)})"
+        self.last_tree = tree
         if len(tree) > TREE_LIMIT:
             tree = tree[:TREE_LIMIT] + f"\n... (cut: the tree has {len(tree)} characters)"
         tabs = []

@@ -29,6 +29,8 @@ SITES = ("shop", "wiki", "mail", "booking")
 SUITE_SEED = 7
 SUITE_SIZE = 44
 TRIES = 20
+MAX_PER_SEED = 1000
+"""Task seeds are seed*1000 + i: more tasks per seed would reach the next seed's."""
 LIMITS = {"easy": {"timeout_seconds": 300, "max_turns": 20}, "medium": {"timeout_seconds": 300, "max_turns": 30},
           "hard": {"timeout_seconds": 600, "max_turns": 40}}
 
@@ -37,12 +39,33 @@ def templates(site: str | None = None) -> list[str]:
     return sorted(name for name, (where, _) in TEMPLATES.items() if site is None or where == site)
 
 
-def plan(n: int, seed: int) -> list[tuple[str, int]]:
-    """n (template, seed) pairs: the sites in turn, each site's templates in turn."""
+def describe() -> list[dict[str, str]]:
+    """Each template with its site, category and difficulty (`tasks synth --family web --list`)."""
+    rows = []
+    for name in templates():
+        site, build = TEMPLATES[name]
+        rows.append({"template": name, "site": site, **_kind(name)})
+    return rows
+
+
+def _kind(name: str) -> dict[str, str]:
+    task = synthesize(name, 0)
+    return {"category": task["category"], "difficulty": task["difficulty"], "prompt": task["prompt"]}
+
+
+def plan(n: int, seed: int, chosen: list[str] | None = None) -> list[tuple[str, int]]:
+    """n (template, task seed) pairs: the sites in turn (those with a chosen template), each
+    site's chosen templates in turn; task seeds are seed*1000 + i."""
+    from orchard_cli.errors import UsageError
+
+    if n > MAX_PER_SEED:
+        raise UsageError(f"--n {n}: at most {MAX_PER_SEED} tasks per seed (task seeds are seed*1000+i)")
+    allowed = set(chosen or templates())
+    sites = [site for site in SITES if any(t in allowed for t in templates(site))]
     out = []
     for i in range(n):
-        names = templates(SITES[i % len(SITES)])
-        out.append((names[(i // len(SITES)) % len(names)], seed * 1000 + i))
+        names = [t for t in templates(sites[i % len(sites)]) if t in allowed]
+        out.append((names[(i // len(sites)) % len(names)], seed * 1000 + i))
     return out
 
 
@@ -67,11 +90,11 @@ def _task(task_id: str, site: str, body: dict[str, Any]) -> dict[str, Any]:
             "gold": body["gold"], "near_miss": body["near_miss"]}
 
 
-def generate(n: int, seed: int) -> list[dict[str, Any]]:
+def generate(n: int, seed: int, chosen: list[str] | None = None) -> list[dict[str, Any]]:
     """n tasks, each checked against the task.yaml model."""
     from orchard_cli.tasks.web.taskfile import WebTask
 
-    tasks = [synthesize(name, task_seed) for name, task_seed in plan(n, seed)]
+    tasks = [synthesize(name, task_seed) for name, task_seed in plan(n, seed, chosen)]
     for task in tasks:
         WebTask.model_validate(task)
     return tasks
@@ -92,10 +115,11 @@ def dump(task: dict[str, Any]) -> str:
     return yaml.dump(task, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120)
 
 
-def write_suite(out_dir: Path, n: int, seed: int, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+def write_suite(out_dir: Path, n: int, seed: int, say: Callable[[str], None] | None = None,
+                chosen: list[str] | None = None) -> dict[str, Any]:
     """Write n tasks as task folders under out_dir (a task's folder is replaced; others stay)."""
     out_dir = Path(out_dir)
-    tasks = generate(n, seed)
+    tasks = generate(n, seed, chosen)
     out_dir.mkdir(parents=True, exist_ok=True)
     for task in tasks:
         folder = out_dir / task["id"]
@@ -110,7 +134,7 @@ def write_suite(out_dir: Path, n: int, seed: int, say: Callable[[str], None] | N
 
 
 def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local", workers: int = 1,
-                    say: Callable[[str], None] | None = None) -> dict[str, Any]:
+                    say: Callable[[str], None] | None = None, chosen: list[str] | None = None) -> dict[str, Any]:
     """Make n tasks in a staging folder, validate them three ways on real apps and a real browser,
     and copy the valid ones to out_dir; the report names each one dropped and why."""
     from orchard_cli.tasks.registry import load_suite
@@ -120,7 +144,7 @@ def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local",
     parent = out_dir.parent if out_dir.parent.exists() else None
     staging = Path(tempfile.mkdtemp(prefix=".web-synth-", dir=parent))
     try:
-        made = write_suite(staging, n, seed)
+        made = write_suite(staging, n, seed, chosen=chosen)
         family, tasks = load_suite(str(staging), family="web")
         try:
             results = validate_tasks(family, tasks, backend=backend, workers=workers)
@@ -141,4 +165,5 @@ def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local",
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {**made, "out": str(out_dir), "asked": n, "tasks": len(kept), "ids": kept, "dropped": dropped,
+            "templates": sorted({name for name, _ in plan(n, seed, chosen)}),
             "sites": {site: sum(i.startswith(site + "-") for i in kept) for site in SITES}}
