@@ -78,7 +78,13 @@ def recipe(
     backend: BackendOpt = "local",
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
-    """Synthesize -> distill -> train -> eval (-> rl) in one resumable run folder, with one report."""
+    """Synthesize -> distill -> train -> eval (-> rl) in one resumable run folder, with one report.
+
+    \b
+    Example:
+      orchard recipe claw --templates mail-search --n 12 --out runs/recipe-claw   # docs/recipes.md
+      orchard recipe claw --resume --out runs/recipe-claw                        # after a stop
+    """
     from orchard_cli.recipe.config import (ControlPart, DEFAULT_HARNESS, DistillPart, EvalPart, RecipeConfig,
                                            RLPart, SynthPart, TrainPart)
     from orchard_cli.recipe.run import run_recipe

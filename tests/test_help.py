@@ -17,7 +17,9 @@ NAMES = registered()
 LISTS = {"suite": "{suites}", "eval_suite": "{suites}", "harness": "{harnesses}", "family": "{families}",
          "backend": "{backends}"}
 NOT_LISTED = {("tasks", "synth", "family"): "synth makes tasks of three families only (swe, claw, web)",
-              ("rerank", "candidates", "suite"): "candidates are made for suites with gold patches"}
+              ("rerank", "candidates", "suite"): "candidates are made for suites with gold patches",
+              ("recipe", "family"): "the recipe synthesizes its tasks: the two families synth makes for it (claw, web)",
+              ("recipe", "harness"): "a harness of the recipe's family (bash, codex, openclaw... for claw; web for web)"}
 
 
 def _tree():
