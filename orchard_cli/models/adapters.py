@@ -64,6 +64,10 @@ class Weights:
                                  f"(--max-loras {self.max_loras}): unload one first")
         merged = _merged(self.base, folder, name)
         with self._lock:
+            if name not in self.adapters and len(self.adapters) >= self.max_loras:  # another load came first
+                merged.disable_batching()
+                raise UsageError(f"{len(self.adapters)} LoRA adapters are loaded, the most this server holds "
+                                 f"(--max-loras {self.max_loras}): unload one first")
             self.loads[name] = self.loads.get(name, 0) + 1
             merged.weight_version = version if version is not None else f"{name}:{self.loads[name]}"
             replaced, self.adapters[name] = self.adapters.get(name), merged
@@ -89,9 +93,7 @@ class Weights:
         state: dict[str, Any] = {}
         for file in files:
             state.update(load_file(str(file)))
-        seconds = self.base.load_weights_from(state)
-        self.base.weight_version = version if version is not None else str(folder.resolve())
-        return seconds
+        return self.base.load_weights_from(state, version if version is not None else str(folder.resolve()))
 
 
 def _merged(base: Any, folder: Path, name: str) -> Any:

@@ -103,6 +103,7 @@ class ChatJob:
         self.token_ids: list[int] = []
         self.stats: dict[str, Any] = {"reused": 0}
         self.request: Any = None  # its place in the model's batch, once admitted
+        self.engine: Any = None  # the batch it was admitted to
         self.logprobs: list[dict[str, Any]] = []
         self.content: str | None = None
         self.tool_calls: list[dict[str, Any]] = []
@@ -144,6 +145,7 @@ class ChatJob:
         engine = getattr(self.model, "engine", None)
         if engine is None or self.inputs or self.request is not None:
             return
+        self.engine = engine  # streamed from where it was admitted (an adapter swap may unset model.engine)
         self.request = engine.submit(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
                                      top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
                                      cancel=cancel, info=self.stats)
@@ -151,7 +153,7 @@ class ChatJob:
     def _steps(self, cancel: threading.Event | None) -> Iterator[Any]:
         self.admit(cancel)
         if self.request is not None:  # (admitted with `cancel`, or closing the stream frees the place)
-            return self.model.engine.stream(self.request)
+            return self.engine.stream(self.request)
         return self.model.steps(self.prompt_ids, max_tokens=self.max_tokens, temperature=self.temperature,
                                 top_p=self.top_p, seed=self.seed, top_logprobs=self.top_logprobs,
                                 inputs=self.inputs, cancel=cancel, info=self.stats)

@@ -127,10 +127,6 @@ class LocalModel:
         """Where the weights are (`load_model(device=...)`): the inputs are made there."""
         return next(self.model.parameters()).device
 
-    @property
-    def device(self) -> Any:
-        return next(self.model.parameters()).device
-
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
         for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
@@ -412,8 +408,6 @@ def load_model(spec: str = SMOLLM2, *, threads: int | None = 1, cache: bool = Tr
                 raise UsageError(f"device {device!r}: torch sees no CUDA device here", hint="serve on the cpu")
             model.to(device)
         model.eval()
-        if device != "cpu":
-            model.to(device)
         path = Path(source)
         loaded = LocalModel(name, path.parent if path.suffix == ".gguf" else path, tokenizer, model, vision)
         _LOADED[key] = loaded

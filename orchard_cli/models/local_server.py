@@ -66,10 +66,14 @@ async def _whole(request: web.Request, job: ChatJob, cancel: threading.Event, ex
     """`job.run` in a worker thread; a client that hangs up before the answer frees its place."""
     loop = asyncio.get_running_loop()
     worker = loop.run_in_executor(executor, job.run, cancel)
-    while not worker.done():
-        await asyncio.wait([worker], timeout=0.25)
-        transport = request.transport
-        if transport is None or transport.is_closing():
+    try:
+        while not worker.done():
+            await asyncio.wait([worker], timeout=0.25)
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                cancel.set()
+    finally:
+        if not worker.done():  # the handler was cancelled (the server stops): the generation stops too
             cancel.set()
     return worker.result()
 

@@ -214,6 +214,8 @@ class RLRun:
                 env.close()
             if endpoint is not None:
                 endpoint.stop()
+            if served is not None:
+                served.disable_batching()  # the private copy's engine thread ends with the run
         share(dist, {"finish": True})  # every process takes part in gathering the final policy
         final = self.out / "model"
         learning.finish(final)

@@ -4,6 +4,8 @@ sandboxes, the chat harness, the recording proxy, the quiz family's checker)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -88,7 +90,12 @@ def test_rl_two_steps_then_resume_and_train_from_a_file(rollouts, smollm2_home, 
     out = tmp_path / "run"
     args = ["rl", "capitals", "--limit", "4", "--steps", "2", "--tasks-per-step", "4", "-G", "4",
             "--max-new-tokens", "8", "--save-every", "1", "--out", str(out), "--format", "json"]
+    batches = {t for t in threading.enumerate() if t.name.startswith("orchard-batch-")}
     assert main(args) == 0
+    deadline = time.monotonic() + 60  # the served copy's batching thread ends with the run (not a model leaked per run)
+    while {t for t in threading.enumerate() if t.name.startswith("orchard-batch-")} - batches and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not {t for t in threading.enumerate() if t.name.startswith("orchard-batch-")} - batches
     steps = [json.loads(line) for line in open(out / "steps.jsonl")]
     assert [s["step"] for s in steps] == [1, 2] and all(s["episodes"] == 16 for s in steps)
     # Step 2's rollouts were sampled by the served copy after the weight sync: its log-probabilities
