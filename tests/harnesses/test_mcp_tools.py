@@ -258,7 +258,8 @@ def test_task_tool_sh_without_its_helper_runs_task_tool_py(gateway, tmp_path):
 
 def test_the_helper_refuses_arguments_over_the_cap_as_task_tool_py_does(gateway, monkeypatch):
     """Over ORCHARD_TOOLS_MAX_ARGS_BYTES the helper answers what task_tool.py says (413, nothing
-    sent); far over it (a declared size over 4x the cap) it answers without reading them."""
+    sent); far over it (a declared size over 4x the cap) it answers without reading them; a caller
+    without the episode's token (another process on the host's loopback) gets nothing done."""
     import importlib.util
     import socket as socket_
 
@@ -276,10 +277,17 @@ def test_the_helper_refuses_arguments_over_the_cap_as_task_tool_py_does(gateway,
         quick = _shell_tool({**capped, module.PORT_ENV: str(server.port)}, "add_note", over)
         assert slow.returncode == quick.returncode == 1 and "status 413" in slow.stderr, slow.stderr
         assert (quick.stdout, quick.stderr) == (slow.stdout, slow.stderr)
-        with socket_.create_connection(("127.0.0.1", server.port), timeout=30) as raw:  # 10 GB declared, none sent
-            raw.sendall(b"8 10000000000\nadd_note")
-            answer = raw.makefile("rb").read().decode()
+        def ask(line: bytes) -> str:
+            with socket_.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
+                raw.sendall(line)
+                return raw.makefile("rb").read().decode()
+
+        token = env["ORCHARD_TOOLS_TOKEN"].encode()
+        answer = ask(b"8 10000000000 " + token + b"\nadd_note")  # 10 GB declared, none sent
         assert answer.startswith("1\n") and "status 413" in answer and "10000000000 bytes" in answer, answer
+        for head in (b"8 2\n", b"8 2 not-the-token\n"):  # 127.0.0.1 is the host's under --network full
+            answer = ask(head + b"add_note{}")
+            assert answer.startswith(("1\n", "2\n")) and "413" not in answer, answer
     finally:
         server.shutdown()
         server.server_close()

@@ -15,11 +15,13 @@ agent) runs `Helper` in a thread, on 127.0.0.1 in the sandbox, and `task_tool.sh
 would print and exit with, over one kept-alive connection to the gateway. Its protocol, one call
 per connection:
 
-    request   "<bytes of NAME> <bytes of ARGUMENTS>\\n" NAME ARGUMENTS       (ARGUMENTS: JSON text;
-              no ARGUMENTS at all ("<n> -1") means the default {}; NAME may be --list)
+    request   "<bytes of NAME> <bytes of ARGUMENTS> <ORCHARD_TOOLS_TOKEN>\\n" NAME ARGUMENTS
+              (ARGUMENTS: JSON text; no ARGUMENTS at all ("<n> -1") means the default {}; NAME may
+              be --list; the episode's token, since 127.0.0.1 is the host's under --network full)
     answer    "<exit code>\\n" then the text (stdout when the code is 0, else stderr); then close
 """
 
+import hmac
 import http.client
 import json
 import os
@@ -35,7 +37,7 @@ TIMEOUT = float(os.environ.get("ORCHARD_TOOLS_TIMEOUT_S") or 120)
 IDLE_S = 20.0
 """A kept-alive connection idle longer than this is replaced before use (the gateway may have
 closed it: aiohttp keeps an idle one 75 s)."""
-HEADER_LIMIT = 64
+HEADER_LIMIT = 512
 """Bytes of a helper request's first line."""
 PORT_ENV = "ORCHARD_TASK_TOOL_PORT"
 """Where task_tool.sh finds the helper (set by the program that runs it for its commands)."""
@@ -172,9 +174,12 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self):
         try:
             head = self.rfile.readline(HEADER_LIMIT).split()
-            sizes = [int(n) for n in head]
-            if len(sizes) != 2 or sizes[0] < 1 or sizes[1] < -1:
+            sizes = [int(n) for n in head[:2]]
+            if len(head) != 3 or sizes[0] < 1 or sizes[1] < -1:
                 raise ValueError(head)
+            if not hmac.compare_digest(head[2], self.server.token):  # not this episode's caller: nothing read
+                self._answer(1, "task_tool.py: the task-tool helper refused a call without this episode's token\n")
+                return
             name = self.rfile.read(min(sizes[0], HEADER_LIMIT * 64)).decode("utf-8", "replace")
             # JSON text far over the cap is refused unread (within it, `call` checks the exact size)
             too_big = sizes[1] > 4 * ARGS_LIMIT
@@ -186,6 +191,9 @@ class _Handler(socketserver.StreamRequestHandler):
                 code, text = 1, "task_tool.py: {} failed (status 413): {}\n".format(name, oversized(sizes[1]))
             else:
                 code, text = answer(name, raw, self.server.gateway())
+        self._answer(code, text)
+
+    def _answer(self, code, text):
         try:
             self.wfile.write("{}\n{}".format(code, text).encode("utf-8"))
         except OSError:
@@ -201,7 +209,7 @@ class Helper(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self):
-        Gateway()  # a missing ORCHARD_TOOLS_URL fails here, not at the first call
+        self.token = Gateway().token.encode("utf-8")  # a missing ORCHARD_TOOLS_URL fails here, not at the first call
         socketserver.ThreadingTCPServer.__init__(self, ("127.0.0.1", 0), _Handler)
         self.port = self.server_address[1]
         self._idle = []

@@ -14,7 +14,7 @@ if [ -n "${ORCHARD_TASK_TOOL_PORT:-}" ] && [ "$#" -ge 1 ] && [ "$#" -le 2 ] && [
         if [ "$2" = - ]; then __args=$(</dev/stdin); else __args=$2; fi
         __size=${#__args}
     fi
-    printf '%d %d\n%s%s' "${#1}" "$__size" "$1" "$__args" >&3
+    printf '%d %d %s\n%s%s' "${#1}" "$__size" "${ORCHARD_TOOLS_TOKEN:-}" "$1" "$__args" >&3
     if ! IFS= read -r __code <&3 || [ -z "$__code" ]; then
         echo "task_tool.py: the task-tool helper on port $ORCHARD_TASK_TOOL_PORT gave no answer" >&2
         exit 1
