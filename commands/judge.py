@@ -43,6 +43,9 @@ def run(
 
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
+    from orchard_cli.webjudge.episodes import require_run
+
+    require_run(run_dir)  # the run's own checks come before the endpoint's
     method = method_for(run_dir, method)
     config = JudgeConfig(model=judge_model, base_url=judge_base_url, key_env=judge_key_env)
     from orchard_cli.commands._progress import RunProgress
