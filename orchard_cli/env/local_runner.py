@@ -172,6 +172,21 @@ def _descendants(root):
     return found
 
 
+def _kill_and_reap(pids):
+    """SIGKILL `pids`, reap whatever of ours has ended, and give the kernel 10 ms."""
+    for p in pids:
+        try:
+            os.kill(p, 9)
+        except OSError:
+            pass
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+    time.sleep(0.01)
+
+
 def _zombie(pid):
     try:
         fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)
@@ -276,17 +291,7 @@ def keeper(argv, cwd, env, fds, status_w, keep=False):
             if not live:
                 break
             left |= live
-            for p in live:
-                try:
-                    os.kill(p, 9)
-                except OSError:
-                    pass
-            try:
-                while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                    pass
-            except ChildProcessError:
-                pass
-            time.sleep(0.01)
+            _kill_and_reap(live)
             alive = _descendants(os.getpid())
         try:
             while not keep or timed_out:
@@ -626,17 +631,7 @@ def pty_keeper(req, env, prctl):
         live = {p for p in _descendants(os.getpid()) if not _zombie(p)}
         if not live:
             break
-        for p in live:
-            try:
-                os.kill(p, 9)
-            except OSError:
-                pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
-        time.sleep(0.01)
+        _kill_and_reap(live)
     if os.WIFSIGNALED(status):
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from orchard_cli.errors import MissingDependencyError, UsageError
 from orchard_cli.export import ExportOptions, ExportResult
@@ -34,6 +34,21 @@ def pyarrow() -> Any:
         raise MissingDependencyError("exporting a dataset needs pyarrow, which is not installed",
                                      hint=INSTALL) from exc
     return pa, pq
+
+
+def write_shards(items: list[Any], schema: Any, folder: Path, make: Callable[[Any], dict[str, Any]] = lambda r: r
+                 ) -> list[str]:
+    """`items` (each made a row by `make`, one shard at a time) as `folder`/data-NNNNN-of-NNNNN.parquet
+    files of at most ROWS_PER_FILE rows; returns their paths."""
+    pa, pq = pyarrow()
+    folder.mkdir(parents=True, exist_ok=True)
+    shards = [items[i:i + ROWS_PER_FILE] for i in range(0, len(items), ROWS_PER_FILE)]
+    files = []
+    for n, shard in enumerate(shards):
+        target = folder / f"data-{n:05d}-of-{len(shards):05d}.parquet"
+        pq.write_table(pa.Table.from_pylist([make(item) for item in shard], schema=schema), target)
+        files.append(str(target))
+    return files
 
 
 def message_type(pa: Any) -> Any:
@@ -119,7 +134,7 @@ def export_hf(path: str | Path, out: str | Path, options: ExportOptions) -> Expo
     from orchard_cli.records import ReadReport
     from orchard_cli.trajectory import read_trajectories
 
-    pa, pq = pyarrow()
+    pa, _ = pyarrow()  # fails early, before reading, when pyarrow is missing
     report = ReadReport(path=str(path))
     trajectories = read_trajectories(path, report=report)
     out = Path(out)
@@ -135,13 +150,7 @@ def export_hf(path: str | Path, out: str | Path, options: ExportOptions) -> Expo
     schema = _schema(pa)
     files: list[str] = []
     for family, items in sorted(by_family.items()):
-        folder = out / family / "train"
-        folder.mkdir(parents=True, exist_ok=True)
-        shards = [items[i:i + ROWS_PER_FILE] for i in range(0, len(items), ROWS_PER_FILE)]
-        for n, shard in enumerate(shards):
-            target = folder / f"data-{n:05d}-of-{len(shards):05d}.parquet"
-            pq.write_table(pa.Table.from_pylist([row(t, images_dir(path)) for t in shard], schema=schema), target)
-            files.append(str(target))
+        files += write_shards(items, schema, out / family / "train", lambda t: row(t, images_dir(path)))
     counts = {f: len(v) for f, v in by_family.items()}
     (out / "README.md").write_text(_card(sorted(by_family), counts), encoding="utf-8")
     by_status: dict[str, int] = {}

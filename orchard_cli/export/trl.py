@@ -28,14 +28,13 @@ from pathlib import Path
 from orchard_cli.export import ExportOptions, ExportResult
 from orchard_cli.export.samples import build, by_status, card, check_out, conversation, metadata
 
-ROWS_PER_FILE = 10_000
 IGNORE = -100
 
 
 def export_trl(path: str | Path, out: str | Path, options: ExportOptions) -> ExportResult:
-    from orchard_cli.export.hf import chat_messages, message_type, pyarrow
+    from orchard_cli.export.hf import chat_messages, message_type, pyarrow, write_shards
 
-    pa, pq = pyarrow()
+    pa, _ = pyarrow()
     out = Path(out)
     check_out(out)
     built = build(path, options, "per-call")
@@ -48,14 +47,7 @@ def export_trl(path: str | Path, out: str | Path, options: ExportOptions) -> Exp
         mask = [0] + [int(label != IGNORE) for label in sample.labels[1:]]
         rows.append({"input_ids": sample.input_ids, "assistant_masks": mask, "messages": chat_messages(messages),
                      "tools": json.dumps(tools, ensure_ascii=False), "metadata": metadata(built, sample)})
-    folder = out / "train"
-    folder.mkdir(parents=True, exist_ok=True)
-    shards = [rows[i:i + ROWS_PER_FILE] for i in range(0, len(rows), ROWS_PER_FILE)]
-    files = []
-    for n, shard in enumerate(shards):
-        target = folder / f"data-{n:05d}-of-{len(shards):05d}.parquet"
-        pq.write_table(pa.Table.from_pylist(shard, schema=schema), target)
-        files.append(str(target))
+    files = write_shards(rows, schema, out / "train")
     stats = built.stats
     (out / "README.md").write_text(card(
         "Trajectories distilled with orchard, as TRL SFT samples",

@@ -22,13 +22,12 @@ from pathlib import Path
 from orchard_cli.export import ExportOptions, ExportResult
 from orchard_cli.export.samples import build, by_status, card, check_out, conversation, metadata
 
-ROWS_PER_FILE = 10_000
 
 
 def export_verl_sft(path: str | Path, out: str | Path, options: ExportOptions) -> ExportResult:
-    from orchard_cli.export.hf import pyarrow
+    from orchard_cli.export.hf import pyarrow, write_shards
 
-    pa, pq = pyarrow()
+    pa, _ = pyarrow()
     out = Path(out)
     check_out(out)
     built = build(path, options, "merged")
@@ -39,14 +38,7 @@ def export_verl_sft(path: str | Path, out: str | Path, options: ExportOptions) -
         messages, _ = conversation(sample, rendered=True)
         rows.append({"messages": [{"role": m["role"], "content": m["content"]} for m in messages],
                      "metadata": metadata(built, sample)})
-    folder = out / "train"
-    folder.mkdir(parents=True, exist_ok=True)
-    shards = [rows[i:i + ROWS_PER_FILE] for i in range(0, len(rows), ROWS_PER_FILE)]
-    files = []
-    for n, shard in enumerate(shards):
-        target = folder / f"data-{n:05d}-of-{len(shards):05d}.parquet"
-        pq.write_table(pa.Table.from_pylist(shard, schema=schema), target)
-        files.append(str(target))
+    files = write_shards(rows, schema, out / "train")
     (out / "README.md").write_text(card(
         "Trajectories distilled with orchard, as verl multi-turn SFT rows",
         "`messages` per row (orchard's tool-call format). Train with verl's SFT trainer: "
