@@ -36,6 +36,10 @@ class Draw:
         self.user_name, self.user = self.rng.choice(D.USERS)
         self._people: set[str] = set()
         self._n = 0
+        # Message ids from their own stream, in no order a template writes them: a policy that
+        # reads "the second message" without looking is not rewarded (the task's other draws
+        # are unchanged by it).
+        self._ids = random.Random(f"claw-message-ids-{seed}").sample(range(10, 100), 90)
 
     def person(self, domain: str | None = None) -> tuple[str, str]:
         while True:
@@ -52,7 +56,7 @@ class Draw:
     def msg(self, sender: tuple[str, str], subject: str, body: str, *, days_ago: float = 0.5,
             unread: bool = True, to: str | None = None, reply_to: str | None = None) -> dict[str, Any]:
         self._n += 1
-        return {"id": f"m{self._n}", "from": f"{sender[0]} <{sender[1]}>", "to": [to or self.user], "cc": [],
+        return {"id": f"m{self._ids.pop()}", "from": f"{sender[0]} <{sender[1]}>", "to": [to or self.user], "cc": [],
                 "subject": subject, "date": (NOW - timedelta(days=days_ago)).isoformat(), "body": body,
                 "unread": unread, "in_reply_to": reply_to}
 
@@ -474,7 +478,7 @@ def meeting_request(d: Draw) -> dict[str, Any]:
 
 @template("mail-search")
 def mail_search(d: Draw) -> dict[str, Any]:
-    topic = d.rng.choice(D.TOPICS)
+    topic = d.rng.choice(D.SEARCH_TOPICS)
     senders = [d.person() for _ in range(3)]
     mails = [d.msg(s, f"Re: {topic}", f"My thoughts on the {topic}: looks fine.", days_ago=3 - i, unread=False)
              for i, s in enumerate(senders)]

@@ -9,6 +9,14 @@ COMPANIES = [("Acme Tools", "acme.test"), ("Birch Logistics", "birch.test"), ("C
              ("Fjord Travel", "fjord.test")]
 TOPICS = ["budget review", "roadmap sync", "hiring plan", "vendor onboarding", "launch checklist",
           "quarterly report", "design critique", "security audit"]
+# mail-search's topics: many, so that a policy which searches one fixed topic without reading the
+# prompt is rarely rewarded.
+SEARCH_TOPICS = TOPICS + ["offsite agenda", "pricing update", "customer escalation", "office move",
+                          "travel policy", "partner summit", "release notes", "onboarding guide",
+                          "data migration", "support rota", "press briefing", "annual survey",
+                          "benefits enrolment", "code freeze", "api deprecation", "board meeting",
+                          "sales kickoff", "incident review", "brand refresh", "cloud costs",
+                          "team retreat", "contract renewal"]
 NEWSLETTERS = [("Daily Deals", "deals@shopmail.test"), ("Tech Digest", "digest@technews.test"),
                ("Garden Weekly", "news@gardenweekly.test"), ("Travel Ideas", "hello@travelideas.test")]
 ROOMS = ["B-214", "C-017", "A-302", "D-110", "E-045"]
