@@ -26,19 +26,19 @@ Presets (per-episode caps stated in the report):
 - --device cuda: the same recipes, larger: 200 training tasks, 100 held-out, 20 of the other
   templates, batches of 8, replies of 256 tokens (not run on these CPU machines: say so when you quote it).
 
-Measured (claw CPU preset, 2 shared cores, load average 1-6; held-out: mail-lookup-12000..12038
-even, mail-search-12001..12039 odd; docs/recipes.md has the discussion):
+Measured 2026-12-04 (claw CPU preset, 2 shared cores, load average 1-3; held-out:
+mail-lookup-12000..12038 even, mail-search-12001..12039 odd; docs/recipes.md has the discussion):
 
 | arm | held-out seeds (40) | McNemar vs student |
 | --- | --- | --- |
 | base (SmolLM2-135M) | 0/40 (0.0%) | 0 / 40 discordant, p = 1.8e-12 |
 | SFT student | 40/40 (100.0%) | |
-| control (shuffled demonstrations) | 17/40 (42.5%): lookup 11/20, search 6/20 | 0 / 23, p = 2.4e-07 |
+| control (shuffled demonstrations) | 6/40 (15.0%): lookup 6/20, search 0/20 | 0 / 34, p = 1.2e-10 |
 | teacher (gold) | 40/40 (100.0%) | |
 
-Stages: synth 45 s, distill 35 s, student 763 s, control 467 s, eval teacher 18 s, base 676 s,
-student 442 s, control 288 s (SFT recipe without the control: 33 min). Not measured: web, RL,
-held-out templates, the GPU preset (the device machine cannot receive the model's weights).
+Stages: synth 32 s, distill 10 s, student 476 s, control 438 s, eval teacher 10 s, base 390 s,
+student 347 s, control 459 s (SFT recipe without the control: 21 min). Not measured: RL,
+held-out templates, the GPU preset (no device machine was lent).
 """
 
 from __future__ import annotations
