@@ -1,7 +1,8 @@
 """Gold on real SWE-bench Verified instances, cold and warm: does every one resolve here?
 
-Runs `orchard eval swe-verified --predictions gold` on every Verified instance of the repositories
-the mirror folder holds (pytest and sphinx here: 63 instances), first on an empty ORCHARD_HOME
+Runs `orchard eval --predictions gold` on every instance of the given datasets (Verified first, then
+Lite, each instance once) of the repositories the mirror folder holds (pytest, sphinx, sympy,
+requests and pylint here: 249 = 156 Verified + 93 Lite-only instances), first on an empty ORCHARD_HOME
 (cold: every environment is built) and then again on the same home (warm: nothing is built), and
 prints one report: resolved/total for each run, every instance that did not resolve with its
 category and cause, build seconds per environment, grading seconds per instance (median, p90,
@@ -9,7 +10,8 @@ max), and the wall time of both runs side by side. `--docker N` grades a sample 
 (spread over the environments) on the docker backend as well and lists any verdict that differs.
 
     .venv/bin/python bench/swe_real_bench.py --mirrors ../shared/data/mirrors \\
-        --dataset ../shared/data/swe-bench-verified.parquet [--workers 2] [--docker 6] [--json out.json]
+        --dataset ../shared/data/swe-bench-verified.parquet --dataset ../shared/data/swe-bench-lite.parquet \\
+        [--workers 2] [--docker 6] [--crosscheck PYTHON_WITH_SWEBENCH5] [--json out.json]
 """
 
 from __future__ import annotations
