@@ -24,6 +24,7 @@ from orchard_cli.commands._common import (
     NoPreflightOpt,
     OutputFormat,
     QuietOpt,
+    ImageMapOpt,
     NetworkOpt,
     UserBaseUrlOpt,
     UserKeyEnvOpt,
@@ -88,6 +89,7 @@ def run(
     slice_: SliceOpt = None,
     repo_mirror: RepoMirrorOpt = None,
     network: NetworkOpt = "none",
+    image_map: ImageMapOpt = None,
     user_model: UserModelOpt = None,
     user_base_url: UserBaseUrlOpt = None,
     user_key_env: UserKeyEnvOpt = None,
@@ -115,7 +117,8 @@ def run(
     config = config_of(
         DistillConfig,
         **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
-                           limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network),
+                           limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network,
+                                 image_map=image_map),
         teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
         user_model=user_model, user_base_url=user_base_url, user_key_env=user_key_env,
         attempts=attempts, workers=workers, backend=backend, keep=keep,  # type: ignore[arg-type]
