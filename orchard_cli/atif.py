@@ -196,7 +196,7 @@ def from_episode(*, session_id: str, agent: str, agent_version: str | None, mode
             steps.append(Step(step_id=len(steps) + 1, source="agent", model_name=(call.model if call else None) or model,
                               message=_text(message.get("content")), tool_calls=tool_calls or None,
                               reasoning_content=message.get("reasoning_content") or None,
-                              timestamp=_stamp(call.started_at) if call else None,
+                              timestamp=_stamp(call.timing.started_at) if call and call.timing else None,
                               metrics=_metrics(call) if call else None))
             continue
         source = "system" if role in ("system", "developer") else "user"
