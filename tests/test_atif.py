@@ -90,18 +90,3 @@ def test_a_broken_atif_file_is_one_line(tmp_path):
                                "steps": [{"step_id": 2, "source": "user", "message": "hi"}]}))
     proc = subprocess.run([*ORCHARD, "view", str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "step_id" in proc.stderr and "Traceback" not in proc.stderr
-
-
-@pytest.mark.model
-def test_train_one_step_on_an_atif_file(trajectories, tmp_path, smollm2_cached):
-    path, _ = trajectories
-    out = tmp_path / "atif"
-    subprocess.run([*ORCHARD, "distill", "export", str(path), "--format", "atif", "--out", str(out)],
-                   capture_output=True, text=True, timeout=120, check=True)
-    first = json.loads((out / "index.jsonl").read_text().splitlines()[0])["file"]
-    from orchard_cli.main import main
-
-    student = tmp_path / "student"
-    assert main(["train", "-t", str(out / first), "--base-model", "smollm2", "--out", str(student),
-                 "--max-steps", "1", "--max-seq-len", "512", "--threads", "1", "--format", "json"]) == 0
-    assert (student / "model.safetensors").is_file()

@@ -87,6 +87,8 @@ class TaskConfig(_Section):
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     solution: SolutionConfig = Field(default_factory=SolutionConfig)
     source: str | None = None
+    artifacts: list[Any] = Field(default_factory=list)
+    """Paths Harbor collects from the sandbox after a trial (kept, not used by orchard)."""
     steps: list[dict[str, Any]] | None = None
     """Multi-step tasks (later schemas): refused by name."""
 
