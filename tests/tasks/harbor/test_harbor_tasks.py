@@ -44,7 +44,7 @@ def test_harbor_mini_loads_both_schemas():
     for task in tasks:
         parsed = family.parsed(task)
         assert parsed.refusal() is None and parsed.has_solution and parsed.has_near_miss
-        assert parsed.config.memory_bytes() == 1 << 30
+        assert parsed.config.memory_bytes() == 2 << 30
 
 
 def test_folder_of_task_toml_is_harbor(tmp_path):
