@@ -145,9 +145,11 @@ class HarborFamily(FamilyBase):
         refusal = parsed.refusal()
         if refusal:
             raise EpisodeFailure(*refusal)
+        if backend == "local":
+            return self._host_spec(task, parsed)
         if backend != "docker":
-            raise EpisodeFailure("needs_image", f"the {backend} backend runs on the host's own tools, and this "
-                                 "task's environment is an image (run it with --backend docker)")
+            raise EpisodeFailure("needs_image", f"the {backend} backend cannot build this task's image "
+                                 "(run it with --backend docker)")
         try:
             image = image_for(parsed, self.image_map)
         except NeedsImage as exc:
@@ -163,7 +165,43 @@ class HarborFamily(FamilyBase):
             "timeout": int(config.agent.timeout_sec + config.verifier.timeout_sec) + 900,
             "env": dict(config.environment.env), "labels": {"orchard.harbor.task": parsed.id[:63]}})
 
+    def _host_spec(self, task: Task, parsed: Any) -> SandboxSpec:
+        """The local backend: the host's tools, when the task adds nothing to orchard's base
+        (tasks/harbor/hostenv.py); else needs_image, saying why."""
+        from orchard_cli.tasks.harbor.hostenv import LABEL, host_folder, host_plan
+
+        plan = host_plan(parsed, self.image_map)
+        if isinstance(plan, str):
+            raise EpisodeFailure("needs_image", f"on the local backend: {plan}; run it with --backend docker")
+        workdir, _, env = plan
+        folder = host_folder(parsed.id)
+        config = parsed.config
+        memory = config.memory_bytes()
+        return SandboxSpec.model_validate({
+            "image": "host", "workdir": workdir, "network": "none",
+            "cpu": min(float(config.environment.cpus), CPU_MAX),
+            "memory": f"{max(memory >> 20, 256)}Mi" if memory else "2Gi",
+            "timeout": int(config.agent.timeout_sec + config.verifier.timeout_sec) + 900,
+            "env": {**env, **config.environment.env},
+            "mounts": [{"source": str(folder / name), "target": f"/{name}", "read_only": False}
+                       for name in ("logs", "tests", "solution")],
+            "labels": {"orchard.harbor.task": parsed.id[:63], LABEL: str(folder)}})
+
+    def release(self, task: Task, spec: SandboxSpec) -> None:
+        import shutil
+
+        from orchard_cli.tasks.harbor.hostenv import LABEL
+
+        folder = spec.labels.get(LABEL)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
     def setup(self, task: Task, sandbox: Any) -> None:
+        from orchard_cli.tasks.harbor.hostenv import LABEL, copy_in, host_plan
+
+        if LABEL in sandbox.info.spec.labels:
+            workdir, copies, _ = host_plan(self.parsed(task), self.image_map)  # type: ignore[misc]
+            copy_in(self.parsed(task), sandbox, workdir, copies)
         job = sandbox.exec("mkdir -p /logs/agent /logs/verifier", timeout=60)
         if not job.ok:
             raise BuildFailed(f"could not make /logs in the sandbox: {(job.stderr or job.error or '').strip()[-200:]}")
@@ -198,7 +236,8 @@ class HarborFamily(FamilyBase):
             raise RuntimeError(f"could not write {TRAJECTORY}: {(job.stderr or job.error or '').strip()[-200:]}")
         # the agent is done: nothing it left in /tests or /logs/verifier counts; the tests arrive now
         command, stdin = _unpack(tree_tar(Path(parsed.folder), parsed.id, "tests"), "/tests")
-        job = sandbox.exec(f"rm -rf /tests {REWARD_DIR} && mkdir -p {REWARD_DIR} && {command}", stdin=stdin, timeout=120)
+        job = sandbox.exec(f"mkdir -p /tests {REWARD_DIR} && find /tests {REWARD_DIR} -mindepth 1 -delete && {command}",
+                           stdin=stdin, timeout=120)
         if not job.ok:
             raise RuntimeError(f"could not copy tests/ in: {(job.stderr or job.error or '').strip()[-200:]}")
         config = parsed.config.verifier

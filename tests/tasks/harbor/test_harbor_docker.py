@@ -62,12 +62,3 @@ def test_missing_base_image_is_needs_image_until_mapped(tmp_path):
     assert card["resolved"] == 1
     assert card["reproducibility"]["config"]["image_map"] == {"orchard-test/absent-base:24.04": "orchard/base:bookworm"}
     assert json.loads((out2 / "config.json").read_text())["image_map"]
-
-
-def test_local_backend_refuses_by_name(tmp_path):
-    make_task(tmp_path)
-    out = tmp_path / "run"
-    subprocess.run([*ORCHARD, "eval", str(tmp_path / "t1"), "--predictions", "gold", "--backend", "local",
-                    "--out", str(out)], capture_output=True, text=True, timeout=600)
-    card = json.loads((out / "scorecard.json").read_text())
-    assert card["by_category"]["needs_image"] == 1
