@@ -3,7 +3,8 @@
     load           task folders (a folder holding task.toml, or folders of them) via the guarded loader
     sandbox_spec   the task's image (tasks/harbor/environment.py: built from environment/Dockerfile,
                    cached by content; `--image-map` applied; a missing base is `needs_image`), its
-                   cpus, memory, timeouts, and no network unless `allow_internet`
+                   cpus, memory, timeouts, and no network unless `allow_internet`; on the local
+                   backend the host's tools when the task adds nothing to orchard's base (hostenv.py)
     setup          /logs/agent and /logs/verifier made
     gold           solution/ copied in, `bash /solution/solve.sh` (near miss: solution/near_miss.sh)
     collect        after the agent: its trajectory as ATIF at /logs/agent/trajectory.json; /tests and
