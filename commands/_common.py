@@ -53,17 +53,20 @@ UserModelOpt = Annotated[Optional[str], typer.Option("--user-model", help="The m
 UserBaseUrlOpt = Annotated[Optional[str], typer.Option("--user-base-url", help="The user model's OpenAI-compatible endpoint (…/v1).")]
 UserKeyEnvOpt = Annotated[Optional[str], typer.Option("--user-key-env", help="Environment variable holding the user model's key (default OPENAI_API_KEY when set).")]
 NetworkOpt = Annotated[str, typer.Option("--network", help="none, or full: tasks that browse or search the live web run (live-web suites, Claw-Eval's web_real); SWE instances are graded with the network, as the official harness grades.")]
+ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", metavar="SRC=DST", help="Harbor tasks: build on DST where a Dockerfile names the base image SRC (e.g. ubuntu:24.04=orchard/base:bookworm); repeatable; recorded in the run's config and scorecard.")]
 RepoMirrorOpt = Annotated[Optional[str], typer.Option("--repo-mirror", help="Folder of local git mirrors of the repositories.")]
 
 
 def selection_fields(suite: str, *, family: str | None, dataset: str | None, instances: str | None,
                      repo: str | None, limit: int | None, slice_: str | None,
-                     repo_mirror: str | None, network: str = "none") -> dict[str, Any]:
+                     repo_mirror: str | None, network: str = "none",
+                     image_map: list[str] | None = None) -> dict[str, Any]:
     """The selection options as config fields: files made absolute, ids split, the slice checked."""
     import re
     from pathlib import Path
 
     from orchard_cli.errors import UsageError
+    from orchard_cli.tasks.harbor.environment import parse_image_map
 
     if network not in ("none", "full"):
         raise UsageError(f"--network {network!r}: use none or full")
@@ -80,6 +83,7 @@ def selection_fields(suite: str, *, family: str | None, dataset: str | None, ins
         "repo": repo, "limit": limit, "slice": slice_,
         "repo_mirror": str(Path(repo_mirror).resolve()) if repo_mirror else None,
         "network": network,
+        "image_map": parse_image_map(image_map),
     }
 
 

@@ -24,6 +24,7 @@ from orchard_cli.commands._common import (
     NoPreflightOpt,
     OutputFormat,
     QuietOpt,
+    ImageMapOpt,
     NetworkOpt,
     UserBaseUrlOpt,
     UserKeyEnvOpt,
@@ -38,7 +39,7 @@ from orchard_cli.commands._common import (
 )
 
 app = typer.Typer(
-    cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf|trl|verl-sft --out DIR"),
+    cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf|trl|verl-sft|atif --out DIR"),
     help="Record a teacher model driving a real harness on every task: one graded trajectory per "
          "episode, appended to --out as it finishes. Export them with `orchard distill export`.",
     no_args_is_help=True)
@@ -88,6 +89,7 @@ def run(
     slice_: SliceOpt = None,
     repo_mirror: RepoMirrorOpt = None,
     network: NetworkOpt = "none",
+    image_map: ImageMapOpt = None,
     user_model: UserModelOpt = None,
     user_base_url: UserBaseUrlOpt = None,
     user_key_env: UserKeyEnvOpt = None,
@@ -115,7 +117,8 @@ def run(
     config = config_of(
         DistillConfig,
         **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
-                           limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network),
+                           limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network,
+                                 image_map=image_map),
         teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
         user_model=user_model, user_base_url=user_base_url, user_key_env=user_key_env,
         attempts=attempts, workers=workers, backend=backend, keep=keep,  # type: ignore[arg-type]
@@ -189,7 +192,7 @@ def _render(summary, console, fmt: OutputFormat) -> None:  # type: ignore[no-unt
 def export(
     file: Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False, help="A trajectories file written by `orchard distill`.")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Dataset folder to create.")],
-    format_: Annotated[str, typer.Option("--format", help="hf (Parquet, the published Orchard layout), trl (TRL's SFTTrainer: orchard's samples pre-tokenized with their assistant mask), verl-sft (verl's multi-turn SFT Parquet). docs/training.md.")] = "hf",
+    format_: Annotated[str, typer.Option("--format", help="hf (Parquet, the published Orchard layout), trl (TRL's SFTTrainer: orchard's samples pre-tokenized with their assistant mask), verl-sft (verl's multi-turn SFT Parquet), atif (Harbor's ATIF-v1.4 trajectories, one JSON per episode). docs/training.md.")] = "hf",
     keep: Annotated[Optional[str], typer.Option("--keep", help="all, or resolved: only resolved episodes (default: hf all; trl and verl-sft resolved, as orchard train).")] = None,
     base_model: Annotated[Optional[str], typer.Option("--base-model", help="trl, verl-sft: the model the samples are made for (smollm2, a checkpoint folder, a hub id): its tokenizer and chat template.")] = None,
     builder: Annotated[Optional[str], typer.Option("--builder", help="trl, verl-sft: per-call or merged, as orchard train (default: trl per-call, verl-sft merged).")] = None,
@@ -197,7 +200,7 @@ def export(
     token_ids: Annotated[str, typer.Option("--token-ids", help="trl: auto (recorded token ids when they are the model's) or never.")] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Write trajectories as a dataset: hf (tools, messages, metadata), trl or verl-sft.
+    """Write trajectories as a dataset: hf (tools, messages, metadata), trl, verl-sft or atif.
 
     \b
     Example:
@@ -215,8 +218,8 @@ def export(
         raise UsageError(f"--builder {builder!r}: use per-call or merged")
     if token_ids not in ("auto", "never"):
         raise UsageError(f"--token-ids {token_ids!r}: use auto or never")
-    if format_ == "hf" and (base_model or builder):
-        raise UsageError("--base-model and --builder shape the training formats (trl, verl-sft), not hf")
+    if format_ in ("hf", "atif") and (base_model or builder):
+        raise UsageError(f"--base-model and --builder shape the training formats (trl, verl-sft), not {format_}")
     options = ExportOptions(keep=keep, base_model=base_model, builder=builder, max_seq_len=max_seq_len,  # type: ignore[arg-type]
                             token_ids=token_ids)  # type: ignore[arg-type]
     result = run_export(format_, file, out, options)

@@ -27,6 +27,7 @@ from orchard_cli.commands._common import (
     NoPreflightOpt,
     OutputFormat,
     QuietOpt,
+    ImageMapOpt,
     NetworkOpt,
     UserBaseUrlOpt,
     UserKeyEnvOpt,
@@ -96,6 +97,7 @@ def run(
     slice_: SliceOpt = None,
     repo_mirror: RepoMirrorOpt = None,
     network: NetworkOpt = "none",
+    image_map: ImageMapOpt = None,
     user_model: UserModelOpt = None,
     user_base_url: UserBaseUrlOpt = None,
     user_key_env: UserKeyEnvOpt = None,
@@ -125,7 +127,8 @@ def run(
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
     selection = selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
-                                 limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network)
+                                 limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network,
+                                 image_map=image_map)
     rate = _parse_rate(fail_under)
     predictions_arg = predictions
     if predictions and predictions not in ("gold", "empty"):

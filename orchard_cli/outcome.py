@@ -39,6 +39,7 @@ CORE_CATEGORIES: dict[str, CategoryInfo] = {
     "resolved": CategoryInfo(label="resolved", color="#2f9e62"),
     "unresolved": CategoryInfo(label="unresolved", color="#8b95a7"),
     "timeout": CategoryInfo(label="timeout", color="#9b6fd0"),
+    "needs_image": CategoryInfo(label="needs an image the engine lacks", color="#7a8fb8"),
     "env_error": CategoryInfo(label="environment error", color="#e25c5c"),
     "infra_error": CategoryInfo(label="infrastructure error", color="#a7333a"),
 }

@@ -108,6 +108,8 @@ def read_trajectories(path: str | Path, *, report: ReadReport | None = None,
     if not path.is_file():
         raise UsageError(f"trajectory file {path} does not exist", hint="write one with `orchard distill --out FILE`")
     report = report if report is not None else ReadReport(path=str(path))
+    if path.suffix == ".json":
+        return [read_atif(path)]
     latest: dict[str, Trajectory] = {}
     for number, row in enumerate(iter_jsonl(path, report), 1):
         try:
@@ -124,6 +126,44 @@ def read_trajectories(path: str | Path, *, report: ReadReport | None = None,
         raise UsageError(f"{path}: line {report.bad_lines[0]} is not a JSON record with a schema_version",
                          hint="pass files written by `orchard distill` or `orchard eval`")
     return list(latest.values())
+
+
+def read_atif(path: Path) -> Trajectory:
+    """An ATIF trajectory file (Harbor's, or `orchard distill export --format atif`) as one
+    trajectory record: its steps as chat messages. The verdict is what orchard wrote in
+    `extra.orchard`; a file without one (a Harbor run's) is `unscored`, not resolved, so
+    `orchard train` takes it only with --include-unresolved."""
+    import json
+
+    from orchard_cli.atif import Trajectory as Atif, is_atif, to_messages
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{path}: not a JSON file ({exc})") from None
+    if not is_atif(data):
+        raise UsageError(f"{path}: not an ATIF trajectory (no schema_version ATIF-v1.x)",
+                         hint="pass a trajectories .jsonl file, or an ATIF trajectory.json")
+    try:
+        atif = Atif.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"{path}: not a valid ATIF trajectory: {'.'.join(str(p) for p in first['loc'])}: "
+                         f"{first['msg']}") from None
+    mine = (atif.extra or {}).get("orchard") or {}
+    resolved = bool(mine.get("resolved", False))
+    outcome = TrajectoryOutcome(resolved=resolved, category=mine.get("category") or ("resolved" if resolved else "unscored"),
+                                reward=float(mine.get("reward") or 0.0),
+                                details={"atif_schema_version": atif.schema_version})
+    metrics = atif.final_metrics
+    return Trajectory(episode_id=atif.session_id, task_id=str(mine.get("task_id") or atif.session_id),
+                      suite=str(mine.get("suite") or "atif"), family=str(mine.get("family") or "atif"),
+                      harness=atif.agent.name, harness_version=atif.agent.version,
+                      model=atif.agent.model_name or "unknown", attempt=int(mine.get("attempt") or 0),
+                      messages=to_messages(atif), tools=atif.agent.tool_definitions or [], outcome=outcome,
+                      tokens_in=(metrics.total_prompt_tokens or 0) if metrics else 0,
+                      tokens_out=(metrics.total_completion_tokens or 0) if metrics else 0,
+                      metadata={"source": "atif", "file": str(path)})
 
 
 def check_trajectory_file(path: str | Path) -> None:

@@ -80,6 +80,9 @@ class TaskSelection(BaseModel):
     """What the tasks may reach beyond their own services: 'full' (`--network full`) lets the
     tasks that browse or search the live web run (the live-web suites, Claw-Eval's web_real)."""
 
+    image_map: dict[str, str] = Field(default_factory=dict)
+    """`--image-map SRC=DST`: base images a task names, mapped to ones the engine has (harbor)."""
+
     def filters(self) -> dict[str, Any]:
         return {"instances": self.instances, "repo": self.repo, "limit": self.limit, "slice": self.slice}
 

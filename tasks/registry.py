@@ -28,6 +28,7 @@ families: Registry = Registry("task family", "orchard.tasks", {
     "live-web": "orchard_cli.tasks.live_web.family:LiveWebFamily",
     "miniwob": "orchard_cli.tasks.miniwob.family:MiniwobFamily",
     "quiz": "orchard_cli.tasks.quiz:QuizFamily",
+    "harbor": "orchard_cli.tasks.harbor.family:HarborFamily",
 })
 
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
@@ -35,13 +36,20 @@ FILE_FAMILY = "swe"
 """The family of a data file given without --family: SWE-bench's instance format."""
 FOLDER_FAMILY = "claw"
 """The family of a folder of task folders given without --family (claw's task.yaml format),
-unless its first task.yaml is a web task's (it names `sites`)."""
+unless its first task.yaml is a web task's (it names `sites`), or it holds Harbor's task.toml."""
+HARBOR_MARKER = "task.toml"
 
 
 def folder_family(folder: Path) -> str:
-    """The family of a folder of task folders, from its first task.yaml: web or claw."""
+    """The family of a folder of task folders: harbor (task.toml), else from its first task.yaml:
+    web or claw."""
     from orchard_cli.tasks.kit.taskfiles import TaskFiles, task_folders
 
+    try:
+        if task_folders(folder, HARBOR_MARKER) and not task_folders(folder):
+            return "harbor"
+    except (OrchardError, OSError):
+        pass
     try:  # through the guarded loader: a link out of the folder or a FIFO is refused at load, not read here
         found = task_folders(folder)[:1]
         head = TaskFiles(found[0].name, found[0]).read_text("task.yaml", limit=4 << 20) if found else ""

@@ -25,7 +25,7 @@ def _r(iid, attempt=1, category="unresolved", repo="o/r", **kw):
 
 def test_categories_have_one_owner():
     """The seam, the records and the scorecard share one category list (orchard_cli.outcome);
-    a family's own categories come on top, in display order, and a SWE scorecard keeps all nine."""
+    a family's own categories come on top, in display order, and a SWE scorecard keeps all ten."""
     assert task_base.ERROR_CATEGORIES is ERROR_CATEGORIES is outcome.ERROR_CATEGORIES
     assert task_base.CORE_CATEGORIES is outcome.CORE_CATEGORIES
     assert not hasattr(trajectory, "OutcomeCategory")  # no second list in the records
@@ -33,7 +33,7 @@ def test_categories_have_one_owner():
 
     ordered = list(task_base.family_categories(SWEFamily()))
     assert ordered == ["resolved", "unresolved", "empty_patch", "patch_apply_failed", "needs_network",
-                       "missing_dependency", "timeout", "env_error", "infra_error"]
+                       "missing_dependency", "timeout", "needs_image", "env_error", "infra_error"]
     card = compute_scorecard([_r("a", category="empty_patch")], suite="s", source="gold", reproducibility=REPRO,
                              categories=SWEFamily.categories)
     assert list(card.by_category) == ordered and card.by_category["empty_patch"] == 1

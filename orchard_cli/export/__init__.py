@@ -6,6 +6,8 @@
               the assistant-only mask orchard trains on (`assistant_masks`), beside the
               conversational `messages` + `tools` they come from
     verl-sft  verl's multi-turn SFT Parquet: `messages` + `tools`, one row per orchard sample
+    atif      Harbor's ATIF (ATIF-v1.4): one trajectory JSON per episode, steps, tool calls,
+              observations, token ids and log-probabilities where recorded, the reward
 
 Each exporter takes the trajectories file, a new folder and `ExportOptions`, and returns an
 `ExportResult`. docs/training.md says which of orchard's training features each format keeps.
@@ -25,6 +27,7 @@ EXPORTERS = {
     "hf": "orchard_cli.export.hf:export_hf",
     "trl": "orchard_cli.export.trl:export_trl",
     "verl-sft": "orchard_cli.export.verl:export_verl_sft",
+    "atif": "orchard_cli.export.atif:export_atif",
 }
 
 

@@ -50,6 +50,8 @@ class DistillConfig(BaseModel):
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network);
     SWE instances are graded with the network."""
+    image_map: dict[str, str] = Field(default_factory=dict)
+    """`--image-map SRC=DST`: a base image a task names, replaced by one the engine has (harbor)."""
     user_model: str | None = None
     """The model playing multi-turn tasks' users (`--user-model`); None: those tasks are needs_user."""
     user_base_url: str | None = None
@@ -77,7 +79,7 @@ class DistillConfig(BaseModel):
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
                              instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
-                             repo_mirror=self.repo_mirror, network=self.network)
+                             repo_mirror=self.repo_mirror, network=self.network, image_map=self.image_map)
 
 
 class TeacherStats(BaseModel):

@@ -72,6 +72,8 @@ class EvalConfig(BaseModel):
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network);
     SWE instances are graded with the network."""
+    image_map: dict[str, str] = Field(default_factory=dict)
+    """`--image-map SRC=DST`: a base image a task names, replaced by one the engine has (harbor)."""
     backend: str = "local"
     attempts: int = Field(1, ge=1)
     source: str = ""
@@ -108,7 +110,7 @@ class EvalConfig(BaseModel):
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
                              instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
-                             repo_mirror=self.repo_mirror, network=self.network)
+                             repo_mirror=self.repo_mirror, network=self.network, image_map=self.image_map)
 
     def compared(self) -> dict[str, Any]:
         data = self.model_dump()

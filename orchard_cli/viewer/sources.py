@@ -190,6 +190,11 @@ class TrajectoriesSource:
         self.path = path
         self.run_dir = path.with_name(path.stem + ".run")
         self.title = path.name
+        if path.suffix == ".json":  # an ATIF trajectory: checked whole now (one line when it is not one)
+            from orchard_cli.trajectory import read_atif
+
+            self.family = read_atif(path).family
+            return
         with path.open("rb") as fh:  # a file of something else is one line now, not an empty site
             head = fh.readline(1 << 20)
         try:
@@ -206,7 +211,7 @@ class TrajectoriesSource:
     def detect(path: Path) -> bool:
         if path.is_dir():
             return path.name.endswith(".run") and path.with_name(path.name.removesuffix(".run") + ".jsonl").is_file()
-        return path.is_file() and path.suffix == ".jsonl"
+        return path.is_file() and path.suffix in (".jsonl", ".json")  # .json: an ATIF trajectory
 
     def scorecard(self) -> dict[str, Any] | None:
         return None

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+wc -l < /app/data.txt | tr -d ' ' > /app/count.txt

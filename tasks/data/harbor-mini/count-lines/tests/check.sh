@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+[ "$(tr -d "[:space:]" < /app/count.txt)" = 37 ]

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+[ "$(tr -d "[:space:]" < /app/total.txt)" = 23.35 ]

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+sed 's/^PORT=.*/PORT=9090/' /app/.env.example > /app/.env

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+cd /app/repo && [ "$(git log -1 --format=%s)" = initial ] && [ -z "$(git status --porcelain)" ]

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+cd /app/repo && git revert --no-edit HEAD >/dev/null

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+cd /app/repo && git tag -a v1.0 -m release

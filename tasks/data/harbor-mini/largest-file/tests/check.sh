@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+[ "$(tr -d "[:space:]" < /app/largest.txt)" = big.bin ]

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+[ "$(stat -c %a /app/secret.txt)" = 600 ]

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+sort -n /app/nums.txt > /app/sorted.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+cd /app && tar -czf backup.tar.gz project

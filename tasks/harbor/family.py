@@ -1,0 +1,295 @@
+"""The harbor family: Harbor-format task folders (Terminal-Bench 2.0's layout) on orchard (docs/harbor.md).
+
+    load           task folders (a folder holding task.toml, or folders of them) via the guarded loader
+    sandbox_spec   the task's image (tasks/harbor/environment.py: built from environment/Dockerfile,
+                   cached by content; `--image-map` applied; a missing base is `needs_image`), its
+                   cpus, memory, timeouts, and no network unless `allow_internet`; on the local
+                   backend the host's tools when the task adds nothing to orchard's base (hostenv.py)
+    setup          /logs/agent and /logs/verifier made
+    gold           solution/ copied in, `bash /solution/solve.sh` (near miss: solution/near_miss.sh)
+    collect        after the agent: its trajectory as ATIF at /logs/agent/trajectory.json; /tests and
+                   /logs/verifier emptied, tests/ copied in (never seen by the agent), test.sh run
+                   with the verifier's env and timeout; reward.txt or reward.json read
+    grade          resolved = every reward at its maximum, 1.0; the rewards kept in `tests`
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from orchard_cli.env.models import CPU_MAX, SandboxSpec
+from orchard_cli.errors import UsageError
+from orchard_cli.evidence import CommandOutput, Evidence
+from orchard_cli.outcome import CategoryInfo, Outcome
+from orchard_cli.rollout.failures import EpisodeFailure
+from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task, TaskSelection
+from orchard_cli.tasks.harbor.environment import BuildFailed
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+REWARD_DIR = "/logs/verifier"
+TRAJECTORY = "/logs/agent/trajectory.json"
+MAX_REWARD = 1.0
+
+
+def _unpack(tar: bytes, dest: str) -> tuple[str, str]:
+    """(command, stdin) that unpack a tar into `dest` in the sandbox (stdin is text: base64)."""
+    return f"mkdir -p {dest} && base64 -d | tar -xz -C {dest}", base64.b64encode(tar).decode()
+
+
+def _exports(env: dict[str, str]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}; " for k, v in env.items())
+
+
+class HarborFamily(FamilyBase):
+    name = "harbor"
+    grading = "in_place"
+    categories = {
+        "unsupported": CategoryInfo(label="not supported yet", color="#c9a227"),
+        "no_reward": CategoryInfo(label="verifier wrote no reward", color="#d9480f"),
+    }
+    environment_error = (BuildFailed,)
+    suites = (SuiteInfo("harbor-mini", "harbor", str(DATA / "harbor-mini"),
+                        "Harbor-format tasks: shell, files, git, a small service, data processing"),)
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, Any] = {}
+        self.image_map: dict[str, str] = {}
+        self._workdirs: dict[str, str] = {}
+
+    # ---- tasks -------------------------------------------------------------------------------
+    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+        from orchard_cli.tasks.harbor.taskfile import load_task_dir, task_folders
+        from orchard_cli.tasks.swe.dataset import select
+
+        self.image_map = dict(selection.image_map)
+        root = Path(selection.dataset or suite.source)
+        if not root.is_dir():
+            raise UsageError(f"{root}: not a folder of Harbor tasks (each a folder with task.toml)")
+        folders = task_folders(root)
+        if not folders:
+            raise UsageError(f"{root}: no Harbor task folders (a folder holding task.toml, or folders of them)")
+        parsed = [load_task_dir(f) for f in folders]
+        rows = [{"instance_id": t.id, "repo": f"harbor/{t.config.metadata.get('category') or 'task'}"} for t in parsed]
+        by_id = {t.id: t for t in parsed}
+        chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
+        tasks = []
+        for row in chosen:
+            found = by_id[row["instance_id"]]
+            self._parsed[found.id] = found
+            tasks.append(Task(task_id=found.id, suite=suite.name, family=self.name, repo=row["repo"],
+                              problem_statement=found.instruction, record=found.model_dump(mode="json")))
+        return tasks
+
+    def parsed(self, task: Task) -> Any:
+        found = self._parsed.get(task.task_id)
+        if found is None:
+            from orchard_cli.tasks.harbor.taskfile import HarborTask
+
+            found = self._parsed[task.task_id] = HarborTask.model_validate(task.record)
+        return found
+
+    def provenance(self) -> dict[str, Any]:
+        return {"image_map": self.image_map} if self.image_map else {}
+
+    def groups(self, task: Task) -> dict[str, str]:
+        meta = self.parsed(task).config.metadata
+        return {k: str(meta[k]) for k in ("category", "difficulty") if meta.get(k)}
+
+    def describe(self, task: Task) -> dict[str, Any]:
+        parsed = self.parsed(task)
+        config = parsed.config
+        refusal = parsed.refusal()
+        return {"instance_id": task.task_id, "suite": task.suite, "family": self.name, "schema": config.schema,
+                "instruction": parsed.instruction, "metadata": config.metadata,
+                "environment": "docker_image " + config.environment.docker_image
+                if config.environment.docker_image and not parsed.dockerfile
+                else ("compose" if parsed.compose and not parsed.dockerfile else "Dockerfile"),
+                "allow_internet": config.environment.allow_internet,
+                "agent_timeout_sec": config.agent.timeout_sec, "verifier_timeout_sec": config.verifier.timeout_sec,
+                "cpus": config.environment.cpus, "memory_bytes": config.memory_bytes(),
+                "gold": parsed.has_solution, "near_miss": parsed.has_near_miss,
+                "refused": f"{refusal[0]}: {refusal[1]}" if refusal else None}
+
+    def env_key(self, task: Task) -> Any:
+        parsed = self.parsed(task)
+        return (parsed.dockerfile or parsed.config.environment.docker_image, tuple(sorted(parsed.environment_files.items())))
+
+    def limits(self, task: Task) -> dict[str, float]:
+        return {"timeout_seconds": self.parsed(task).config.agent.timeout_sec}
+
+    def _script(self, task: Task, name: str) -> Gold:
+        from orchard_cli.tasks.harbor.taskfile import tree_tar
+
+        parsed = self.parsed(task)
+        tar = base64.b64encode(tree_tar(Path(parsed.folder), parsed.id, "solution")).decode()
+        return Gold(commands=[f"{_exports(parsed.config.solution.env)}mkdir -p /solution && printf %s {tar} "
+                              f"| base64 -d | tar -xz -C /solution && bash /solution/{name}"])
+
+    def gold_solution(self, task: Task) -> Gold | None:
+        return self._script(task, "solve.sh") if self.parsed(task).has_solution else None
+
+    def near_miss(self, task: Task) -> Gold | None:
+        return self._script(task, "near_miss.sh") if self.parsed(task).has_near_miss else None
+
+    # ---- the episode -------------------------------------------------------------------------
+    def prompt(self, task: Task, workdir: str) -> str:
+        return self.parsed(task).instruction.strip()
+
+    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+        from orchard_cli.tasks.harbor.environment import NeedsImage, image_for, image_workdir
+
+        parsed = self.parsed(task)
+        refusal = parsed.refusal()
+        if refusal:
+            raise EpisodeFailure(*refusal)
+        if backend == "local":
+            return self._host_spec(task, parsed)
+        if backend != "docker":
+            raise EpisodeFailure("needs_image", f"the {backend} backend cannot build this task's image "
+                                 "(run it with --backend docker)")
+        try:
+            image = image_for(parsed, self.image_map)
+        except NeedsImage as exc:
+            raise EpisodeFailure("needs_image", f"{exc.message}; {exc.hint}") from None
+        workdir = self._workdirs.get(image) or self._workdirs.setdefault(image, image_workdir(image))
+        config = parsed.config
+        memory = config.memory_bytes()
+        return SandboxSpec.model_validate({
+            "image": image, "writable_root": True, "workdir": workdir if workdir != "/" else "/workspace",
+            "network": "full" if config.environment.allow_internet else "none",
+            "cpu": min(float(config.environment.cpus), CPU_MAX),
+            "memory": f"{max(memory >> 20, 256)}Mi" if memory else "2Gi",
+            "timeout": int(config.agent.timeout_sec + config.verifier.timeout_sec) + 900,
+            "env": dict(config.environment.env), "labels": {"orchard.harbor.task": parsed.id[:63]}})
+
+    def _host_spec(self, task: Task, parsed: Any) -> SandboxSpec:
+        """The local backend: the host's tools, when the task adds nothing to orchard's base
+        (tasks/harbor/hostenv.py); else needs_image, saying why."""
+        from orchard_cli.tasks.harbor.hostenv import LABEL, host_folder, host_plan
+
+        plan = host_plan(parsed, self.image_map)
+        if isinstance(plan, str):
+            raise EpisodeFailure("needs_image", f"on the local backend: {plan}; run it with --backend docker")
+        workdir, _, env = plan
+        folder = host_folder(parsed.id)
+        config = parsed.config
+        memory = config.memory_bytes()
+        return SandboxSpec.model_validate({
+            "image": "host", "workdir": workdir, "network": "none",
+            "cpu": min(float(config.environment.cpus), CPU_MAX),
+            "memory": f"{max(memory >> 20, 256)}Mi" if memory else "2Gi",
+            "timeout": int(config.agent.timeout_sec + config.verifier.timeout_sec) + 900,
+            "env": {**env, **config.environment.env},
+            "mounts": [{"source": str(folder / name), "target": f"/{name}", "read_only": False}
+                       for name in ("logs", "tests", "solution")],
+            "labels": {"orchard.harbor.task": parsed.id[:63], LABEL: str(folder)}})
+
+    def release(self, task: Task, spec: SandboxSpec) -> None:
+        import shutil
+
+        from orchard_cli.tasks.harbor.hostenv import LABEL
+
+        folder = spec.labels.get(LABEL)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def setup(self, task: Task, sandbox: Any) -> None:
+        from orchard_cli.tasks.harbor.hostenv import LABEL, copy_in, host_plan
+
+        if LABEL in sandbox.info.spec.labels:
+            workdir, copies, _ = host_plan(self.parsed(task), self.image_map)  # type: ignore[misc]
+            copy_in(self.parsed(task), sandbox, workdir, copies)
+        job = sandbox.exec("mkdir -p /logs/agent /logs/verifier", timeout=60)
+        if not job.ok:
+            raise BuildFailed(f"could not make /logs in the sandbox: {(job.stderr or job.error or '').strip()[-200:]}")
+
+    def _trajectory(self, task: Task, solution: Any) -> dict[str, Any]:
+        from orchard_cli.atif import from_episode
+        from orchard_cli.conversation import conversation
+
+        agent = getattr(solution, "agent", None)
+        records = list(agent.records) if agent is not None else []
+        messages, tools = conversation(records) if records else ([], [])
+        if not messages:  # no model ran (gold, empty): the instruction, and what the solver said
+            messages = [{"role": "user", "content": self.parsed(task).instruction}]
+            if getattr(solution, "answer", None):
+                messages.append({"role": "assistant", "content": solution.answer})
+        info = agent.run.info if agent is not None else {}
+        return from_episode(session_id=f"{task.suite}/{task.task_id}", agent=info.get("harness") or "orchard",
+                            agent_version=info.get("version"), model=getattr(solution, "model", None),
+                            messages=messages, tools=tools, calls=records).dump()
+
+    def collect(self, task: Task, sandbox: Any, solution: Any, baseline: Any) -> Evidence:
+        from orchard_cli.tasks.harbor.taskfile import tree_tar
+
+        evidence = super().collect(task, sandbox, solution, baseline)
+        if sandbox is None:
+            return evidence
+        parsed = self.parsed(task)
+        trajectory = json.dumps(self._trajectory(task, solution), indent=1)
+        evidence.attachments["trajectory.json"] = trajectory.encode()
+        job = sandbox.exec(f"mkdir -p /logs/agent && cat > {TRAJECTORY}", stdin=trajectory, timeout=60)
+        if not job.ok:
+            raise RuntimeError(f"could not write {TRAJECTORY}: {(job.stderr or job.error or '').strip()[-200:]}")
+        # the agent is done: nothing it left in /tests or /logs/verifier counts; the tests arrive now
+        command, stdin = _unpack(tree_tar(Path(parsed.folder), parsed.id, "tests"), "/tests")
+        job = sandbox.exec(f"mkdir -p /tests {REWARD_DIR} && find /tests {REWARD_DIR} -mindepth 1 -delete && {command}",
+                           stdin=stdin, timeout=120)
+        if not job.ok:
+            raise RuntimeError(f"could not copy tests/ in: {(job.stderr or job.error or '').strip()[-200:]}")
+        config = parsed.config.verifier
+        run = sandbox.exec(f"{_exports(config.env)}bash /tests/test.sh", timeout=config.timeout_sec)
+        evidence.commands.append(CommandOutput(command="bash /tests/test.sh", exit_code=run.exit_code,
+                                               stdout=run.stdout[-8000:], stderr=(run.stderr or run.error or "")[-8000:]))
+        found = sandbox.exec(f"cd {REWARD_DIR} && for f in reward.json reward.txt; do [ -f $f ] && "
+                             "{ echo \"== $f\"; head -c 65536 $f; echo; }; done; true", timeout=60)
+        evidence.state = {"verifier_exit_code": run.exit_code, "verifier_timed_out": bool(getattr(run, "timed_out", False)),
+                          **read_rewards(found.stdout)}
+        return evidence
+
+    def grade(self, task: Task, evidence: Evidence, sandbox: Any) -> Outcome:
+        state = evidence.state
+        rewards: dict[str, float] = state.get("rewards") or {}
+        log = "\n".join(c.stdout + c.stderr for c in evidence.commands)[-20000:]
+        if not rewards:
+            why = state.get("reward_error") or "the verifier wrote neither reward.txt nor reward.json"
+            category = "timeout" if state.get("verifier_timed_out") else "no_reward"
+            return Outcome(resolved=False, category=category, error=why, log=log,
+                           tests={"verifier_exit_code": state.get("verifier_exit_code")})
+        resolved = all(v >= MAX_REWARD for v in rewards.values())
+        return Outcome(resolved=resolved, category="resolved" if resolved else "unresolved",
+                       reward=sum(rewards.values()) / len(rewards), log=log,
+                       tests={"rewards": rewards, "source": state.get("reward_file"),
+                              "summary": " ".join(f"{k}={v:g}" for k, v in rewards.items())})
+
+
+def read_rewards(text: str) -> dict[str, Any]:
+    """The rewards from what the verifier left: reward.json (a number, or names -> numbers) wins
+    over reward.txt (one number); a malformed file is `reward_error`, never a guess."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("== "):
+            current = line[3:].strip()
+            sections[current] = ""
+        elif current:
+            sections[current] += line + "\n"
+    for name in ("reward.json", "reward.txt"):
+        if name not in sections:
+            continue
+        body = sections[name].strip()
+        try:
+            value = json.loads(body) if name.endswith(".json") else float(body)
+        except ValueError:
+            return {"reward_file": name, "reward_error": f"{name} is not a number: {body[:80]!r}"}
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return {"reward_file": name, "rewards": {"reward": float(value)}}
+        if isinstance(value, dict) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                     for v in value.values()):
+            return {"reward_file": name, "rewards": {str(k): float(v) for k, v in value.items()}}
+        return {"reward_file": name, "reward_error": f"{name} holds neither a number nor names -> numbers"}
+    return {}

@@ -1,0 +1,98 @@
+"""A Harbor task on the local backend: only when its environment asks for nothing the host lacks.
+
+The rule (`host_plan`): the Dockerfile (after `--image-map`) is built `FROM orchard/base:bookworm`,
+whose tools (bash, python3, git, coreutils) the local backend's host has too, and adds nothing to
+it: its instructions are only WORKDIR, COPY of files of the build context into the workdir, ENV,
+ARG, LABEL and CMD. A RUN line, another base, a prebuilt `docker_image` or an ADD needs the image:
+`needs_image`, naming why. The sandbox is the host's tools (read-only) with the workdir, and
+/logs, /tests and /solution bound from a folder of the episode's own, removed in `release`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+BASE = "orchard/base:bookworm"
+ALLOWED = {"FROM", "WORKDIR", "COPY", "ENV", "ARG", "LABEL", "CMD"}
+HOST_TOOLS = ("bash", "python3", "tar", "base64")
+BOUND = ("logs", "tests", "solution")
+LABEL = "orchard.harbor.host_dir"
+
+
+def _lines(dockerfile: str) -> list[str]:
+    """Instructions, continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n", " ", dockerfile)
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def host_plan(task, image_map: dict[str, str]) -> tuple[str, list[tuple[str, str]], dict[str, str]] | str:
+    """(workdir, [(context source, destination)], env) when the task can run on the host, else
+    the reason it needs its image."""
+    from orchard_cli.tasks.harbor.environment import base_images, map_images
+
+    if task.config.environment.docker_image and not task.dockerfile:
+        return f"it runs in the prebuilt image {task.config.environment.docker_image}"
+    dockerfile = map_images(task.dockerfile or "", image_map)
+    bases = base_images(dockerfile)
+    if bases != [BASE]:
+        return f"its environment is built from {', '.join(bases) or 'nothing'}, not {BASE} alone"
+    missing = [t for t in HOST_TOOLS if not shutil.which(t)]
+    if missing:
+        return f"the host lacks {', '.join(missing)}"
+    workdir, copies, env = "/", [], {}
+    for line in _lines(dockerfile):
+        word, _, rest = line.partition(" ")
+        word = word.upper()
+        if word not in ALLOWED:
+            return f"its Dockerfile has {word} lines (it changes the image: run it on docker)"
+        if word == "WORKDIR":
+            workdir = str(PurePosixPath(workdir) / rest.strip())
+        elif word == "ENV":
+            parts = shlex.split(rest)
+            if parts and "=" not in parts[0]:
+                env[parts[0]] = " ".join(parts[1:])
+            else:
+                env.update(p.split("=", 1) for p in parts if "=" in p)
+        elif word == "COPY":
+            parts = [p for p in shlex.split(rest) if not p.startswith("--")]
+            if len(parts) != 2:
+                return f"COPY {rest!r}: only one source to one destination runs on the host"
+            dest = str(PurePosixPath(workdir) / parts[1])
+            if not (dest == workdir or dest.startswith(workdir.rstrip("/") + "/")):
+                return f"COPY into {dest}, outside the workdir {workdir}"
+            copies.append((parts[0], dest))
+    if workdir == "/":
+        return "it sets no WORKDIR"
+    return workdir, copies, env
+
+
+def host_folder(task_id: str) -> Path:
+    """A new folder of the episode's /logs, /tests and /solution."""
+    from orchard_cli.home import orchard_home
+
+    root = orchard_home() / "harbor-host"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=re.sub(r"[^a-z0-9-]", "-", task_id.lower())[:40] + "-", dir=root))
+    for name in BOUND:
+        (folder / name).mkdir()
+    (folder / "logs" / "agent").mkdir()
+    (folder / "logs" / "verifier").mkdir()
+    return folder
+
+
+def copy_in(task, sandbox, workdir: str, copies: list[tuple[str, str]]) -> None:
+    """The COPY lines, done by writing the context's files into the workspace."""
+    from orchard_cli.tasks.kit.taskfiles import TaskFiles
+
+    files = TaskFiles(task.id, task.folder)
+    for source, dest in copies:
+        rel = str(PurePosixPath("environment") / source).rstrip("/")
+        found = files.read_tree(rel) if files.is_dir(rel) else {rel: files.read_bytes(rel)}
+        for name, data in found.items():
+            inner = name[len(rel):].lstrip("/") if files.is_dir(rel) else PurePosixPath(name).name
+            target = PurePosixPath(dest) / inner if (files.is_dir(rel) or source.endswith("/") or dest.endswith("/")) else PurePosixPath(dest)
+            sandbox.write_file(str(target), data, 0o755 if name.endswith(".sh") else 0o644)

@@ -1,0 +1,64 @@
+"""harbor-mini on the docker backend, and what the family promises on it: every task valid three
+ways (gold passes, null fails, near miss fails); a planted reward never counts; a base image the
+engine lacks is needs_image until --image-map maps it, on the record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from test_harbor_tasks import make_task
+
+pytestmark = pytest.mark.docker
+ORCHARD = [sys.executable, "-m", "orchard_cli.main"]
+
+
+def test_every_harbor_mini_task_is_valid(harbor_mini_validated):
+    bad = {k: v.reason() for k, v in harbor_mini_validated.items() if not v.valid}
+    assert len(harbor_mini_validated) >= 20 and not bad
+    for result in harbor_mini_validated.values():
+        assert [v.way for v in result.verdicts] == ["gold", "null", "near_miss"]
+        assert result.verdicts[2].category == "unresolved"  # a real near miss ran, and failed
+
+
+def test_planted_reward_and_tests_do_not_count_and_trajectory_is_atif(tmp_path):
+    """The 'agent' (a near miss) writes reward 1 and its own /tests/test.sh; the verifier empties
+    both before it runs; the verifier itself checks /logs/agent/trajectory.json is ATIF."""
+    check = ("python3 -c \"import json,sys; t=json.load(open('/logs/agent/trajectory.json')); "
+             "sys.exit(0 if t['schema_version']=='ATIF-v1.4' and t['steps'][0]['step_id']==1 else 1)\" "
+             "&& [ -f /app/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+    folder = make_task(tmp_path, test=check, solve="touch /app/done\n")
+    (folder / "solution/near_miss.sh").write_text(
+        "mkdir -p /tests /logs/verifier && echo 1 > /logs/verifier/reward.txt\n"
+        "printf '#!/bin/bash\\necho 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh\n")
+    proc = subprocess.run([*ORCHARD, "tasks", "validate", str(tmp_path), "--backend", "docker", "--format", "json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdicts = {v["way"]: v for v in json.loads(proc.stdout)["results"][0]["verdicts"]}
+    assert verdicts["gold"]["resolved"] and not verdicts["near_miss"]["resolved"]
+    assert verdicts["near_miss"]["category"] == "unresolved"
+
+
+def test_missing_base_image_is_needs_image_until_mapped(tmp_path):
+    make_task(tmp_path, dockerfile="FROM orchard-test/absent-base:24.04\nWORKDIR /app\n",
+              test="[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+              solve="touch /app/done\n")
+    out = tmp_path / "run1"
+    proc = subprocess.run([*ORCHARD, "eval", str(tmp_path / "t1"), "--predictions", "gold", "--backend", "docker",
+                           "--out", str(out), "--format", "json"], capture_output=True, text=True, timeout=600)
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["by_category"]["needs_image"] == 1, proc.stderr[-1500:]
+    error = (next(out.glob("logs/**/error.txt"))).read_text()
+    assert "orchard-test/absent-base:24.04" in error and "--image-map" in error
+    out2 = tmp_path / "run2"
+    proc = subprocess.run([*ORCHARD, "eval", str(tmp_path / "t1"), "--predictions", "gold", "--backend", "docker",
+                           "--image-map", "orchard-test/absent-base:24.04=orchard/base:bookworm",
+                           "--out", str(out2), "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    card = json.loads((out2 / "scorecard.json").read_text())
+    assert card["resolved"] == 1
+    assert card["reproducibility"]["config"]["image_map"] == {"orchard-test/absent-base:24.04": "orchard/base:bookworm"}
+    assert json.loads((out2 / "config.json").read_text())["image_map"]

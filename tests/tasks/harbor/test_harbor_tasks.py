@@ -1,0 +1,108 @@
+"""The harbor family's loading and its pure parts: task.toml of every schema version read, the
+refusals by name, the reward files, FROM lines and --image-map, the guarded loader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchard_cli.errors import UsageError
+from orchard_cli.tasks.harbor.environment import base_images, image_tag, map_images, parse_image_map
+from orchard_cli.tasks.harbor.family import read_rewards
+from orchard_cli.tasks.harbor.taskfile import load_task_dir
+from orchard_cli.tasks.registry import folder_family, load_suite
+
+ORCHARD = [sys.executable, "-m", "orchard_cli.main"]
+
+
+def make_task(root: Path, name: str = "t1", toml: str = 'version = "1.0"\n', dockerfile: str | None = "FROM orchard/base:bookworm\nWORKDIR /app\n",
+              test: str = "echo 1 > /logs/verifier/reward.txt\n", solve: str | None = "true\n") -> Path:
+    folder = root / name
+    (folder / "tests").mkdir(parents=True)
+    (folder / "task.toml").write_text(toml)
+    (folder / "instruction.md").write_text("Do the thing.\n")
+    (folder / "tests/test.sh").write_text("#!/bin/bash\n" + test)
+    if dockerfile is not None:
+        (folder / "environment").mkdir()
+        (folder / "environment/Dockerfile").write_text(dockerfile)
+    if solve is not None:
+        (folder / "solution").mkdir()
+        (folder / "solution/solve.sh").write_text("#!/bin/bash\n" + solve)
+    return folder
+
+
+def test_harbor_mini_loads_both_schemas():
+    family, tasks = load_suite("harbor-mini")
+    assert family.name == "harbor" and len(tasks) >= 20
+    schemas = {family.describe(t)["schema"] for t in tasks}
+    assert schemas == {"1.0", "1.1"}
+    assert {family.groups(t)["category"] for t in tasks} == {"shell", "files", "git", "service", "data"}
+    for task in tasks:
+        parsed = family.parsed(task)
+        assert parsed.refusal() is None and parsed.has_solution and parsed.has_near_miss
+        assert parsed.config.memory_bytes() == 2 << 30
+
+
+def test_folder_of_task_toml_is_harbor(tmp_path):
+    make_task(tmp_path, "a")
+    make_task(tmp_path, "b")
+    assert folder_family(tmp_path) == "harbor" and folder_family(tmp_path / "a") == "harbor"
+    family, tasks = load_suite(str(tmp_path))
+    assert family.name == "harbor" and [t.task_id for t in tasks] == ["a", "b"]
+
+
+@pytest.mark.parametrize("toml,extra,why", [
+    ('schema_version = "1.2"\n[[steps]]\nname = "one"\n', None, "multi-step"),
+    ('version = "1.0"\n[verifier.environment]\ndocker_image = "x"\n', None, "separate verifier environment"),
+    ('version = "1.0"\n[environment]\nmcp_servers = [{name = "fs", command = "x"}]\n', None, "MCP servers"),
+    ('version = "1.0"\n[environment]\ngpus = 1\n', None, "GPU"),
+    ('version = "1.0"\n', "compose", "docker-compose"),
+])
+def test_refused_by_name(tmp_path, toml, extra, why):
+    folder = make_task(tmp_path, toml=toml, dockerfile=None if extra else "FROM orchard/base:bookworm\n")
+    if extra:
+        (folder / "environment").mkdir()
+        (folder / "environment/docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
+    category, reason = load_task_dir(folder).refusal()
+    assert category == "unsupported" and why in reason
+
+
+def test_typo_in_task_toml_is_one_line(tmp_path):
+    make_task(tmp_path, toml='version = "1.0"\n[agent]\ntimeout_secs = 5\n')
+    with pytest.raises(UsageError, match=r"task.toml: agent.timeout_secs: Extra inputs"):
+        load_task_dir(tmp_path / "t1")
+    proc = subprocess.run([*ORCHARD, "tasks", "ls", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "timeout_secs" in proc.stderr
+
+
+def test_a_test_file_linked_out_of_the_task_is_refused(tmp_path):
+    folder = make_task(tmp_path)
+    os.symlink("/etc/hostname", folder / "tests/leak.txt")
+    with pytest.raises(UsageError, match="outside"):
+        load_task_dir(folder)
+
+
+def test_rewards():
+    assert read_rewards("== reward.txt\n1\n") == {"reward_file": "reward.txt", "rewards": {"reward": 1.0}}
+    both = read_rewards('== reward.json\n{"a": 1, "b": 0.5}\n== reward.txt\n1\n')
+    assert both == {"reward_file": "reward.json", "rewards": {"a": 1.0, "b": 0.5}}
+    assert "reward_error" in read_rewards("== reward.txt\npass\n")
+    assert "reward_error" in read_rewards('== reward.json\n{"a": "yes"}\n')
+    assert read_rewards("") == {}
+
+
+def test_from_lines_and_image_map():
+    text = "ARG BASE=ubuntu:24.04\nFROM $BASE AS build\nRUN make\nFROM --platform=linux/amd64 python:3.13-slim\nCOPY --from=build /x /x\n"
+    assert base_images(text) == ["ubuntu:24.04", "python:3.13-slim"]
+    mapped = map_images(text, {"ubuntu:24.04": "orchard/base:bookworm"})
+    assert "FROM orchard/base:bookworm AS build" in mapped and "python:3.13-slim" in mapped
+    assert base_images(mapped) == ["orchard/base:bookworm", "python:3.13-slim"]
+    assert image_tag("t", text, {"a": "1"}) != image_tag("t", text, {"a": "2"})
+    assert image_tag("t", text, {"a": "1"}) == image_tag("t", text, {"a": "1"})
+    assert parse_image_map(["a:1=b:2"]) == {"a:1": "b:2"}
+    with pytest.raises(UsageError, match="SRC=DST"):
+        parse_image_map(["nonsense"])
