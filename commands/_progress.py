@@ -49,6 +49,12 @@ def heartbeat_seconds() -> float:
     return max(0.2, value)
 
 
+def busy(workers: int, episodes: int) -> str:
+    """The workers a run will keep busy: '2 worker(s)' for 2 episodes under --workers 3."""
+    used = max(1, min(workers, episodes))
+    return f"{used} worker(s)" + (f" (of --workers {workers}: {episodes} episode(s))" if used < workers else "")
+
+
 def running_text(row: dict[str, Any], *, who: bool = False) -> str:
     """One running episode: 'mail-reply #1 agent, call 4, 3,210 tok, 0:42'."""
     parts = [row["phase"] + (f" turn {row['turn']}" if row.get("turn") else "")]
