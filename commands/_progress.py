@@ -143,8 +143,9 @@ class RunProgress:
         line = f"{self._count()} {category} {name}" + (f" ({', '.join(facts)})" if facts else "")
         self.say(line + (f": {error}" if loud and error else ""))
 
-    def tick(self, *, resolved: bool = False, error: bool = False, count: int = 1) -> None:
-        """Count a finished unit whose line the command prints itself (`say`)."""
+    def tick(self, *, resolved: bool | int = False, error: bool = False, count: int = 1) -> None:
+        """Count finished units whose line the command prints itself (`say`); `resolved`: how many
+        of them were good (a bool for one)."""
         with self._lock:
             self.finished += count
             self.resolved += int(resolved)

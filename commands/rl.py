@@ -73,12 +73,12 @@ def rollout(
                                 enabled=not no_preflight):
         console.print(f"  endpoint {line}", markup=False)
     done = [0, 0.0]
-    with RunProgress("rollout", None, console=console, quiet=quiet) as progress:
+    with RunProgress("rollout", None, console=console, quiet=quiet, good="with reward") as progress:
 
         def on_group(group) -> None:  # type: ignore[no-untyped-def]
             done[0] += len(group)
             done[1] += sum(r.reward for r in group)
-            progress.tick(count=len(group), resolved=False, error=False)
+            progress.tick(count=len(group), resolved=sum(r.reward > 0 for r in group), error=False)
             progress.say(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
                          f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})")
 
