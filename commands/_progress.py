@@ -49,6 +49,12 @@ def heartbeat_seconds() -> float:
     return max(0.2, value)
 
 
+def busy(workers: int, episodes: int) -> str:
+    """The workers a run will keep busy: '2 worker(s)' for 2 episodes under --workers 3."""
+    used = max(1, min(workers, episodes))
+    return f"{used} worker(s)" + (f" (of --workers {workers}: {episodes} episode(s))" if used < workers else "")
+
+
 def running_text(row: dict[str, Any], *, who: bool = False) -> str:
     """One running episode: 'mail-reply #1 agent, call 4, 3,210 tok, 0:42'."""
     parts = [row["phase"] + (f" turn {row['turn']}" if row.get("turn") else "")]
@@ -137,8 +143,9 @@ class RunProgress:
         line = f"{self._count()} {category} {name}" + (f" ({', '.join(facts)})" if facts else "")
         self.say(line + (f": {error}" if loud and error else ""))
 
-    def tick(self, *, resolved: bool = False, error: bool = False, count: int = 1) -> None:
-        """Count a finished unit whose line the command prints itself (`say`)."""
+    def tick(self, *, resolved: bool | int = False, error: bool = False, count: int = 1) -> None:
+        """Count finished units whose line the command prints itself (`say`); `resolved`: how many
+        of them were good (a bool for one)."""
         with self._lock:
             self.finished += count
             self.resolved += int(resolved)

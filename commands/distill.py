@@ -37,6 +37,7 @@ from orchard_cli.commands._common import (
     selection_fields,
     stderr_console,
 )
+from orchard_cli.commands._progress import busy
 
 app = typer.Typer(
     cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf|trl|verl-sft|atif --out DIR"),
@@ -132,7 +133,7 @@ def run(
     console = stderr_console(quiet)
     console.print(f"[bold]orchard distill[/] {suite}: {len(plan.tasks)} task(s) x {attempts} attempt(s) x "
                   f"{len(plan.teachers)} teacher(s) ({', '.join(plan.teachers)}), harness {harness}, "
-                  f"{workers} worker(s)" + (f"; {len(plan.planned) - len(plan.pending)} already finished"
+                  f"{busy(workers, len(plan.pending))}" + (f"; {len(plan.planned) - len(plan.pending)} already finished"
                                            if resume else "") + f"\n  trajectories: {plan.out}",
                   soft_wrap=True, markup=True, highlight=False)
     for line in checked:

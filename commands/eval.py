@@ -40,6 +40,7 @@ from orchard_cli.commands._common import (
     selection_fields,
     stderr_console,
 )
+from orchard_cli.commands._progress import busy
 
 EXIT_CODES = ("Exit codes: 0 completed (and met --fail-under); 1 below --fail-under; 2 bad usage or "
               "input; 3 env/infra errors on more instances than --max-errors (so a run where nothing "
@@ -153,7 +154,7 @@ def run(
     console = stderr_console(quiet)
     skipped = len(plan.tasks) * attempts - len(plan.pending)
     console.print(f"[bold]orchard eval[/] {suite}: {len(plan.tasks)} instance(s) x {attempts} attempt(s), "
-                  f"source {plan.solver.name}, backend {backend}, {workers} worker(s)"
+                  f"source {plan.solver.name}, backend {backend}, {busy(workers, len(plan.pending))}"
                   + (f"; {skipped} already finished" if skipped else "") + f"\n  run folder: {plan.out}",
                   soft_wrap=True)
     for line in checked:
@@ -341,7 +342,7 @@ def regrade(
     plan = plan_regrade(run_dir, out=out, workers=workers, backend=backend, resume=resume)
     console = stderr_console(quiet)
     console.print(f"[bold]orchard eval regrade[/] {run_dir}: {len(plan.pending)} episode(s), "
-                  f"{workers} worker(s)\n  run folder: {plan.out}", soft_wrap=True)
+                  f"{busy(workers, len(plan.pending))}\n  run folder: {plan.out}", soft_wrap=True)
     card = _execute(plan, console, quiet)
     before = {(r.instance_id, r.attempt): r for r in latest_results(read_jsonl(run_dir / "results.jsonl")[0])}
     after = latest_results(read_jsonl(plan.out / "results.jsonl")[0])

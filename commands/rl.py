@@ -73,12 +73,12 @@ def rollout(
                                 enabled=not no_preflight):
         console.print(f"  endpoint {line}", markup=False)
     done = [0, 0.0]
-    with RunProgress("rollout", None, console=console, quiet=quiet) as progress:
+    with RunProgress("rollout", None, console=console, quiet=quiet, good="with reward") as progress:
 
         def on_group(group) -> None:  # type: ignore[no-untyped-def]
             done[0] += len(group)
             done[1] += sum(r.reward for r in group)
-            progress.tick(count=len(group), resolved=False, error=False)
+            progress.tick(count=len(group), resolved=sum(r.reward > 0 for r in group), error=False)
             progress.say(f"  {group[0].task_id}: rewards {[round(r.reward, 2) for r in group]} "
                          f"({done[0]} episodes, mean reward {done[1] / done[0]:.3f})")
 
@@ -155,6 +155,7 @@ def rl(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the --policy-url servers' key.")] = None,
     shard: Annotated[str, typer.Option("--shard", help="Under torchrun: full (FSDP2, the default with several processes), grad-op, or none (DDP).")] = "auto",
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
+    no_preflight: NoPreflightOpt = False,
     quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
@@ -199,17 +200,22 @@ def rl(
                        options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
     if eval_suite and not eval_every:
         config = config.model_copy(update={"eval_every": steps})
-    run = plan_rl(config)
     import os
 
     from orchard_cli.commands._progress import RunProgress
+    from orchard_cli.preflight import Endpoint, check_endpoints
 
     follower = os.environ.get("RANK", "0") != "0"
     console = stderr_console(quiet=quiet or follower)  # under torchrun, rank 0 speaks
+    checked = check_endpoints([Endpoint("--policy-url", url, model, api_key_env) for url in policy_url or []],
+                              enabled=not no_preflight)  # before the run folder or the model is touched
+    run = plan_rl(config)
     plan = plan_text(suite, len(run.tasks), run.offline, rollouts, steps=steps, tasks_per_step=tasks_per_step,
                      group_size=group_size, harness=harness)
     console.print(f"[bold]orchard rl[/] {plan}, model {model}" + (" (resumed)" if run.state else "") + f"\n  run: {out}",
                   soft_wrap=True, highlight=False)
+    for line in checked:
+        console.print(f"  endpoint {line}", markup=False)
 
     with RunProgress("rl", steps - (run.state.step if run.state else 0), console=console,
                      quiet=quiet or follower, unit="step", good="steps with reward") as progress:

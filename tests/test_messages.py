@@ -148,3 +148,14 @@ def test_a_missing_repo_mirror_is_found_before_the_run_folder(capsys, tmp_path):
                         "--out", str(tmp_path / "run"))
     assert code == 2 and f"--repo-mirror {tmp_path / 'nope'}: no such folder" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_header_counts_the_workers_a_run_keeps_busy(capsys, tmp_path):
+    """The walkthrough: 'eval claw-mini ... --limit 2' said '3 worker(s)' (the default) for 2 episodes."""
+    code, _, err = _cli(capsys, "eval", "calc", "--predictions", "gold", "--limit", "2", "--workers", "3",
+                        "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    assert "2 worker(s) (of --workers 3: 2 episode(s))" in err
+    code, _, err = _cli(capsys, "eval", "calc", "--predictions", "gold", "--limit", "2", "--workers", "2",
+                        "--out", str(tmp_path / "run2"))
+    assert code == 0 and ", 2 worker(s)\n" in err, err

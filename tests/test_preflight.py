@@ -79,6 +79,7 @@ def _run(argv: list[str], capsys) -> tuple[int, str, float]:
     ["eval", "calc", "--harness", "bash", "--model", "m", "--base-url", "{url}"],
     ["distill", "--suite", "calc", "--teacher", "m", "--base-url", "{url}"],
     ["rollout", "calc", "--policy-url", "{url}", "--model", "m"],
+    ["rl", "calc", "--policy-url", "{url}", "--sync", "checkpoint", "--model", "m"],
     ["eval", "calc", "--predictions", "gold", "--judge-model", "j", "--judge-base-url", "{url}"],
 ])
 def test_an_unreachable_endpoint_is_one_line_before_anything_runs(argv, tmp_path, capsys, monkeypatch):
@@ -92,6 +93,19 @@ def test_an_unreachable_endpoint_is_one_line_before_anything_runs(argv, tmp_path
     assert "--no-preflight" in err and "Traceback" not in err
     assert seconds < 30  # was ~18 s per task, task by task
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.run").exists() and not (tmp_path / "runs").exists()
+
+
+def test_judge_asks_its_endpoint_before_judging(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("")  # a run folder as `orchard eval` leaves one (nothing graded yet)
+    url = _closed_url()
+    code, err, seconds = _run(["judge", str(run), "--judge-model", "j", "--judge-base-url", url], capsys)
+    assert code == 2, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        f"error: model endpoint --judge-base-url {url}: connection refused (is the server running on that port?)"]
+    assert seconds < 30
+    assert sorted(p.name for p in run.iterdir()) == ["results.jsonl"]  # no judge-METHOD folder
 
 
 def test_a_refused_key_names_the_variable(capsys, monkeypatch):

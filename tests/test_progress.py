@@ -20,7 +20,12 @@ import time
 
 import pytest
 
+from orchard_cli.env import connect
 from orchard_cli.models.scripted import ScriptedEndpoint
+from orchard_cli.rollout.episode import Episode, run_episode
+from orchard_cli.rollout.live import LiveBoard
+from orchard_cli.rollout.solvers import GoldSolver
+from orchard_cli.tasks.registry import load_suite
 
 pytestmark = pytest.mark.bwrap
 
@@ -120,3 +125,35 @@ def test_a_timeout_is_said_but_counted_as_the_scorecard_counts_it():
     assert (progress.finished, progress.errors) == (3, 1)
     text = out.getvalue()
     assert "timeout t1 #1" in text and "killed at its time limit" in text and "the proxy went away" in text
+
+
+class _SlowToStart(GoldSolver):
+    """The gold solution, played by a solver that starts a model first, as an agent's first
+    adapt starts its proxy (and an embedded model loads there, ~40 s): what a person sees then."""
+
+    model_ran = True
+
+    def __init__(self, family, activity) -> None:
+        super().__init__(family)
+        self.activity, self.seen = activity, []
+
+    def needs_sandbox(self, family) -> bool:
+        return True  # as an agent does
+
+    def adapt(self, task, spec):
+        self.seen.append(self.activity.phase)
+        return spec
+
+
+def test_a_model_starting_is_not_shown_as_the_sandbox(tmp_path):
+    family, tasks = load_suite("calc", limit=1)
+    activity = LiveBoard().start("k", tasks[0].task_id)
+    solver = _SlowToStart(family, activity)
+    env = connect("local")
+    try:
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id="slow"),
+                             family=family, env=env, backend="local", activity=activity)
+    finally:
+        env.close()
+    assert result.outcome.category == "resolved", result.outcome
+    assert solver.seen == ["starting the model"]  # was "sandbox" for the whole of a model's load

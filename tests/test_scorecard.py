@@ -110,3 +110,11 @@ def test_empty_results_make_an_empty_scorecard():
     card = compute_scorecard([], suite="s", source="gold", reproducibility=REPRO, expected=2)
     assert card.total == 0 and card.resolved_rate == 0.0 and card.resolved_rate_graded is None
     assert card.missing == 2
+
+
+def test_a_run_without_a_seed_says_so_in_both_reports():
+    from orchard_cli.scoring.report import render_html, render_markdown
+
+    card = compute_scorecard([_r("a")], suite="s", source="gold", reproducibility=Reproducibility(orchard_version="0.1.0"))
+    assert "<tr><th>seed</th><td><code>-</code></td></tr>" in render_html(card)  # was Python's 'None'
+    assert "- seed: -" in render_markdown(card)

@@ -11,6 +11,7 @@ elsewhere still shows its screenshots.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -120,3 +121,28 @@ def test_the_scorecard_page_copied_alone_keeps_its_thumbnails(site, browser, tmp
     page.wait_for_function("[...document.querySelectorAll('#screenshots img')].every(i => i.complete)")
     assert _loaded_images(page, "#screenshots img") == 1  # the unresolved attempt's last page
     assert page.locator("td.id a[href='logs/booking-availability-7019/attempt-1/']").count() == 1
+
+
+def test_a_reply_cut_at_the_token_limit_says_so_and_folds(browser, tmp_path):
+    """As the walkthrough's SmolLM2 run showed: one reply repeating a line to the token limit filled
+    three screens twice (the call and the final answer), and nothing said why the agent stopped."""
+    reply = "You can call tools. to call a bash command in the repository and return its output.\n\n" * 40
+    model = ScriptedEndpoint([{"content": reply, "finish_reason": "length"}], model="small")
+    info = model.start()
+    try:
+        main(["eval", "calc", "--limit", "1", "--harness", "bash", "--model", "small", "--base-url", info.base_url,
+              "--max-turns", "2", "--out", str(tmp_path / "run"), "--quiet"])
+    finally:
+        model.stop()
+    assert main(["view", str(tmp_path / "run")]) == 0
+    page, errors = _open(browser, (tmp_path / "run" / "view" / "index.html").as_uri())
+    page.locator("#episodes tbody tr").first.click()
+    page.wait_for_selector("#grading")
+    assert "stopped: length (the token limit)" in page.inner_text("#calls summary")
+    for box in ("#calls", "#evidence"):
+        shown = page.inner_text(box)
+        assert re.search(r"show all \(3,\d{3} characters, (79|80|81) lines\)", shown), shown[:2000]
+        assert shown.count("You can call tools.") <= 12 + 1  # the start, not all 40 (folded ones are hidden)
+    page.click("#evidence details.long > summary, #evidence .long summary")
+    assert page.inner_text("#evidence").count("You can call tools.") >= 40
+    assert not errors, errors

@@ -98,8 +98,11 @@ class _Run:
             spec = self.family.sandbox_spec(task, self.backend)
         try:  # from here on, what sandbox_spec reserved is given back if no sandbox comes of it
             if solver is not None:
+                # an agent's first adapt starts its model's proxy: an embedded model loads here (~40 s)
+                self.step("starting the model" if solver.model_ran else "sandbox")
                 with phase("infra_error", f"preparing the sandbox for {solver.name}", self.env_errors):
                     spec = solver.adapt(task, spec)
+                self.step("sandbox")
             if self.stopping.is_set():
                 raise EpisodeFailure("infra_error", "the run was interrupted")
             with phase("infra_error", "creating the sandbox", self.env_errors):

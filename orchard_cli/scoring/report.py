@@ -383,7 +383,7 @@ def render_html(card: Scorecard, results: list[AttemptResult] | None = None, roo
                   if not card.complete else "")
     repro = "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>" for k, v in (
         ("orchard", r.orchard_version), ("harness", f"{r.harness or '-'} {r.harness_version or ''}"),
-        ("dataset sha256", r.dataset_sha256 or "-"), ("seed", r.seed),
+        ("dataset sha256", r.dataset_sha256 or "-"), ("seed", "-" if r.seed is None else r.seed),
         *sorted((f"config.{k}", v) for k, v in r.config.items() if v not in (None, "", [], {}))))
     legend = "".join(f"<span class='pill' style='background:{color(card, c)};margin-right:6px'>{text}</span>"
                      for c, text in (("resolved", "resolved"), ("env_error", "env / infra error")))

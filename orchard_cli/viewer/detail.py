@@ -115,8 +115,22 @@ def model_calls(trajectory: Any, images: Callable[[str], str | None]) -> list[di
             "status": record.status, "seconds": round(record.timing.ended_ms / 1000, 2),
             "tokens_in": usage.input_tokens if usage else None, "tokens_out": usage.output_tokens if usage else None,
             "error": f"{record.error.type}: {record.error.message}" if record.error else None,
+            "finish": _finish(record.response),
             "new": [_message(m, images) for m in new], "answer": _message(answer, images) if answer else None})
     return out
+
+
+def _finish(response: Any) -> str | None:
+    """Why the model stopped answering (`length`: it ran out of tokens), as the response says."""
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        reason = choices[0].get("finish_reason")
+    else:  # the Responses API: incomplete_details.reason (max_output_tokens), else its status
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else response.get("status")
+    return str(reason) if reason else None
 
 
 def _shots(log_dir: Path | None) -> list[tuple[int, Path]]:

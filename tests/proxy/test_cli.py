@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import httpx
 from proxy_helpers import CHAT
@@ -42,6 +43,35 @@ def test_standalone_proxy_appends_one_line_per_call(scripted, tmp_path):
     assert (first.episode, first.endpoint) == ("default", "chat")
     assert (second.episode, second.endpoint, second.upstream_endpoint) == ("task-7", "responses", "chat")
     assert second.response["output"][0]["content"][0]["text"] == "echo: hi"
+
+
+def test_calls_reach_the_file_while_the_proxy_runs(scripted, tmp_path):
+    """`tail -f calls.jsonl` beside a running proxy shows each call as it ends, not at stop."""
+    upstream = scripted(dialects=("chat",))
+    out = tmp_path / "calls.jsonl"
+    proc = subprocess.Popen([*ORCHARD, "proxy", "--upstream", upstream.start().base_url, "--port", "0",
+                             "--out", str(out), "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    seen = []
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read().decode()
+        url = json.loads(line)["url"]
+        with httpx.Client(timeout=30) as http:
+            for n in (1, 2):
+                assert http.post(f"{url}/e/live/v1/chat/completions", json=CHAT).status_code == 200
+                answered = time.monotonic()
+                while time.monotonic() - answered < 10:  # ~50 ms when quiet; generous on a loaded machine
+                    if out.exists() and out.read_bytes().count(b"\n") == n:
+                        break
+                    time.sleep(0.02)
+                seen.append((out.read_bytes().count(b"\n") if out.exists() else 0, time.monotonic() - answered))
+        assert proc.poll() is None  # still serving: the lines came while it ran
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert [n for n, _ in seen] == [1, 2], seen
+    assert [r.episode for r in read_records(out)] == ["live", "live"]
 
 
 def test_key_variable_that_is_unset_is_a_usage_error(tmp_path):

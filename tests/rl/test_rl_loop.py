@@ -69,13 +69,15 @@ def test_parquet_has_one_row_per_trainable_segment(rollouts) -> None:
         assert row["reward"] == r.reward and row["uid"] == r.uid
 
 
-def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeypatch) -> None:
+def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeypatch, capsys) -> None:
     from orchard_cli.rl.rollouts import read_rollouts
 
     monkeypatch.setenv("ORCHARD_HOME", str(smollm2_home))
     assert main(["rollout", "capitals", "--instances", "capital-italy", "-G", "2", "--temperature", "0",
                  "--max-new-tokens", "8", "--out", str(tmp_path / "g.jsonl")]) == 0
     first, second = read_rollouts(tmp_path / "g.jsonl")
+    rewarded = sum(r.reward > 0 for r in (first, second))  # the progress counts them (it said "0 resolved")
+    assert f"rollout [2/2] {rewarded} with reward, 0 errors" in capsys.readouterr().err
     call = first.calls[0]
     assert call.completion_ids == second.calls[0].completion_ids  # greedy: the same answer twice
     smollm2.forget()
