@@ -172,7 +172,7 @@ def rl(
     """
     from orchard_cli.errors import UsageError
     from orchard_cli.rl.learner import LearnerConfig
-    from orchard_cli.rl.loop import RLConfig, plan_rl
+    from orchard_cli.rl.loop import RLConfig, check_options, plan_rl
     from orchard_cli.rl.rollouts import Sampling
     from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.tasks.base import TaskSelection
@@ -207,8 +207,9 @@ def rl(
 
     follower = os.environ.get("RANK", "0") != "0"
     console = stderr_console(quiet=quiet or follower)  # under torchrun, rank 0 speaks
+    check_options(config)  # the options first, then the servers: before the run folder or the model is touched
     checked = check_endpoints([Endpoint("--policy-url", url, model, api_key_env) for url in policy_url or []],
-                              enabled=not no_preflight)  # before the run folder or the model is touched
+                              enabled=not no_preflight)
     run = plan_rl(config)
     plan = plan_text(suite, len(run.tasks), run.offline, rollouts, steps=steps, tasks_per_step=tasks_per_step,
                      group_size=group_size, harness=harness)

@@ -310,11 +310,9 @@ def _step_record(step: int, names: list[str], rollouts: list[Rollout], stats: Up
         learner_tokens_per_s=round(stats.tokens_per_s, 1) if stats.tokens_per_s else None)
 
 
-def plan_rl(config: RLConfig) -> RLRun:
-    """Check the options, the run folder and the tasks; nothing is started or written yet."""
-    from orchard_cli.rollout.agent import load_ready_harness
-    from orchard_cli.tasks.registry import load_suite
-
+def check_options(config: RLConfig) -> None:
+    """The options alone (no file, model or server is asked): what the command checks before its
+    pre-flight reaches any server."""
     if (config.selection is None) == (config.rollouts_file is None):
         raise UsageError("name the tasks to train on (SUITE) or a rollouts file (--rollouts FILE), not both")
     if config.policy_urls and config.sync is None:
@@ -330,6 +328,14 @@ def plan_rl(config: RLConfig) -> RLRun:
         raise UsageError("a LoRA policy is pushed as an adapter: use --sync lora with --policy-url")
     if config.rollouts_file is not None and not Path(config.rollouts_file).is_file():
         raise UsageError(f"--rollouts {config.rollouts_file}: no such file")
+
+
+def plan_rl(config: RLConfig) -> RLRun:
+    """Check the options, the run folder and the tasks; nothing is started or written yet."""
+    from orchard_cli.rollout.agent import load_ready_harness
+    from orchard_cli.tasks.registry import load_suite
+
+    check_options(config)
     from orchard_cli.models.local_model import resolve_checkpoint
 
     resolve_checkpoint(config.model)  # a model that is not there is one line now
