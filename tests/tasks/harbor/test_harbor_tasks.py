@@ -93,6 +93,11 @@ def test_rewards():
     assert "reward_error" in read_rewards("== reward.txt\npass\n")
     assert "reward_error" in read_rewards('== reward.json\n{"a": "yes"}\n')
     assert read_rewards("") == {}
+    # Harbor leaves out keys that are not numbers; non-finite or oddly spelt numbers are errors
+    assert read_rewards('== reward.json\n{"reward": 1, "details": "ok"}\n')["rewards"] == {"reward": 1.0}
+    for bad in ("== reward.txt\ninf\n", "== reward.txt\nnan\n", "== reward.txt\n1_0\n",
+                "== reward.json\nNaN\n", '== reward.json\n{"reward": Infinity}\n', "== reward.json\n1e999\n"):
+        assert "reward_error" in read_rewards(bad), bad
 
 
 def test_from_lines_and_image_map():
