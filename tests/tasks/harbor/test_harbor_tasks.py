@@ -55,6 +55,18 @@ def test_folder_of_task_toml_is_harbor(tmp_path):
     assert family.name == "harbor" and [t.task_id for t in tasks] == ["a", "b"]
 
 
+def test_named_instances_load_beside_a_malformed_task(tmp_path):
+    # real datasets hold broken task folders; naming the good ones must not read the broken one
+    make_task(tmp_path, "good")
+    (make_task(tmp_path, "broken") / "tests/test.sh").unlink()
+    family, tasks = load_suite(str(tmp_path), instances=["good"])
+    assert [t.task_id for t in tasks] == ["good"]
+    with pytest.raises(UsageError, match="broken: no tests/test.sh"):
+        load_suite(str(tmp_path))
+    with pytest.raises(UsageError, match="unknown instance id"):
+        load_suite(str(tmp_path), instances=["good", "gone"])
+
+
 @pytest.mark.parametrize("toml,extra,why", [
     ('schema_version = "1.2"\n[[steps]]\nname = "one"\n', None, "multi-step"),
     ('version = "1.0"\n[verifier.environment]\ndocker_image = "x"\n', None, "separate verifier environment"),
