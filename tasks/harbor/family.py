@@ -84,6 +84,9 @@ class HarborFamily(FamilyBase):
         folders = task_folders(root)
         if not folders:
             raise UsageError(f"{root}: no Harbor task folders (a folder holding task.toml, or folders of them)")
+        if selection.instances:  # only the named tasks are read: a malformed task elsewhere in the
+            named = set(selection.instances)  # dataset does not refuse the ones asked for
+            folders = [f for f in folders if f.name in named]
         parsed = [load_task_dir(f) for f in folders]
         rows = [{"instance_id": t.id, "repo": f"harbor/{t.config.metadata.get('category') or 'task'}"} for t in parsed]
         by_id = {t.id: t for t in parsed}

@@ -8,7 +8,7 @@
 
 Schema versions read: Harbor's 1.0 (`version = "1.0"`, `[environment] memory = "2G"`,
 `storage = "10G"`, `allow_internet`: Terminal-Bench 2.0's spelling) and the later 1.x
-(`schema_version = "1.x"`, a `[task]` table, `memory_mb`, `storage_mb`). Both are read into one
+(`schema_version = "1.x"`, a `[task]` table, `memory_mb`, `storage_mb`, `network_mode`). Both are read into one
 model; what orchard cannot run yet (multi-step tasks, a separate verifier environment, MCP
 servers, docker-compose environments, GPUs, a Windows image) is kept as `refusal`, a reason the
 episode gives by name, never a silent half-run. `near_miss.sh` beside solve.sh is orchard's own
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchard_cli.errors import UsageError
 
@@ -66,12 +66,22 @@ class EnvironmentConfig(_Section):
     """1.0's spelling ('2G', '512M'); memory_mb wins when both are given."""
     storage: str | None = None
     allow_internet: bool = False
+    network_mode: Literal["public", "no-network", "allowlist"] | None = None
+    """The later schemas' spelling of allow_internet; it wins over allow_internet, as in Harbor.
+    "allowlist" (or allowed_hosts) is refused by name."""
+    allowed_hosts: list[str] = Field(default_factory=list)
     gpus: int = 0
     gpu_types: list[str] | None = None
     os: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     mcp_servers: list[dict[str, Any]] | None = None
     skills_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _network_mode(self) -> "EnvironmentConfig":
+        if self.network_mode in ("public", "no-network"):
+            self.allow_internet = self.network_mode == "public"
+        return self
 
 
 class TaskConfig(_Section):
@@ -138,6 +148,8 @@ class HarborTask(BaseModel):
         if self.compose and not self.dockerfile:
             return "unsupported", (f"a docker-compose environment (environment/{self.compose}): "
                                    "orchard runs Dockerfile environments only, for now")
+        if c.environment.network_mode == "allowlist" or c.environment.allowed_hosts:
+            return "unsupported", "a host allowlist ([environment] network_mode = \"allowlist\") is not supported yet"
         if c.environment.gpus:
             return "unsupported", f"it needs {c.environment.gpus} GPU(s)"
         if c.environment.os and c.environment.os.lower() not in ("linux",):

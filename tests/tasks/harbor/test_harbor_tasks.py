@@ -55,12 +55,26 @@ def test_folder_of_task_toml_is_harbor(tmp_path):
     assert family.name == "harbor" and [t.task_id for t in tasks] == ["a", "b"]
 
 
+def test_named_instances_load_beside_a_malformed_task(tmp_path):
+    # real datasets hold broken task folders; naming the good ones must not read the broken one
+    make_task(tmp_path, "good")
+    (make_task(tmp_path, "broken") / "tests/test.sh").unlink()
+    family, tasks = load_suite(str(tmp_path), instances=["good"])
+    assert [t.task_id for t in tasks] == ["good"]
+    with pytest.raises(UsageError, match="broken: no tests/test.sh"):
+        load_suite(str(tmp_path))
+    with pytest.raises(UsageError, match="unknown instance id"):
+        load_suite(str(tmp_path), instances=["good", "gone"])
+
+
 @pytest.mark.parametrize("toml,extra,why", [
     ('schema_version = "1.2"\n[[steps]]\nname = "one"\n', None, "multi-step"),
     ('version = "1.0"\n[verifier.environment]\ndocker_image = "x"\n', None, "separate verifier environment"),
     ('version = "1.0"\n[environment]\nmcp_servers = [{name = "fs", command = "x"}]\n', None, "MCP servers"),
     ('version = "1.0"\n[environment]\ngpus = 1\n', None, "GPU"),
     ('version = "1.0"\n', "compose", "docker-compose"),
+    ('schema_version = "1.1"\n[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', None,
+     "allowlist"),
 ])
 def test_refused_by_name(tmp_path, toml, extra, why):
     folder = make_task(tmp_path, toml=toml, dockerfile=None if extra else "FROM orchard/base:bookworm\n")
@@ -69,6 +83,18 @@ def test_refused_by_name(tmp_path, toml, extra, why):
         (folder / "environment/docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
     category, reason = load_task_dir(folder).refusal()
     assert category == "unsupported" and why in reason
+
+
+@pytest.mark.parametrize("env,internet", [
+    ('network_mode = "no-network"', False),
+    ('network_mode = "public"', True),
+    ('allow_internet = true\nnetwork_mode = "no-network"', False),
+])
+def test_network_mode_is_read(tmp_path, env, internet):
+    # Harbor's later [environment] network_mode (seen on real public tasks) loads and decides the network
+    make_task(tmp_path, toml=f'schema_version = "1.1"\n[environment]\n{env}\n', dockerfile="FROM orchard/base:bookworm\n")
+    task = load_task_dir(tmp_path / "t1")
+    assert task.refusal() is None and task.config.environment.allow_internet is internet
 
 
 def test_typo_in_task_toml_is_one_line(tmp_path):
