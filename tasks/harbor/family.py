@@ -20,6 +20,7 @@ import json
 import math
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ class HarborFamily(FamilyBase):
     grading = "in_place"
     categories = {
         "unsupported": CategoryInfo(label="not supported yet", color="#c9a227"),
+        "invalid_task": CategoryInfo(label="task folder could not be read", color="#a61e4d"),
     }
     environment_error = (BuildFailed,)
     suites = (SuiteInfo("harbor-mini", "harbor", str(DATA / "harbor-mini"),
@@ -74,7 +76,7 @@ class HarborFamily(FamilyBase):
 
     # ---- tasks -------------------------------------------------------------------------------
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
-        from orchard_cli.tasks.harbor.taskfile import load_task_dir, task_folders
+        from orchard_cli.tasks.harbor.taskfile import HarborTask, load_task_dir, task_folders
         from orchard_cli.tasks.swe.dataset import select
 
         self.image_map = dict(selection.image_map)
@@ -87,7 +89,19 @@ class HarborFamily(FamilyBase):
         if selection.instances:  # only the named tasks are read: a malformed task elsewhere in the
             named = set(selection.instances)  # dataset does not refuse the ones asked for
             folders = [f for f in folders if f.name in named]
-        parsed = [load_task_dir(f) for f in folders]
+        parsed, broken = [], []
+        for folder in folders:
+            try:
+                parsed.append(load_task_dir(folder))
+            except UsageError as exc:
+                broken.append(HarborTask.broken(folder, exc.message))
+        if broken and (not parsed or len(folders) == 1):
+            raise UsageError(broken[0].invalid or "")  # nothing readable: bad input, one line
+        for task in broken:  # the others run; these are kept and end invalid_task, with the cause
+            print(f"note: {task.id} is not a readable Harbor task, kept as invalid_task: {task.invalid}",
+                  file=sys.stderr)
+        _say_ignored(parsed)
+        parsed += broken
         rows = [{"instance_id": t.id, "repo": f"harbor/{t.config.metadata.get('category') or 'task'}"} for t in parsed]
         by_id = {t.id: t for t in parsed}
         chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
@@ -127,7 +141,8 @@ class HarborFamily(FamilyBase):
                 "agent_timeout_sec": config.agent.timeout_sec, "verifier_timeout_sec": config.verifier.timeout_sec,
                 "cpus": config.environment.cpus, "memory_bytes": config.memory_bytes(),
                 "gold": parsed.has_solution, "near_miss": parsed.has_near_miss,
-                "refused": f"{refusal[0]}: {refusal[1]}" if refusal else None}
+                "refused": f"{refusal[0]}: {refusal[1]}" if refusal else None,
+                "ignored_keys": parsed.ignored}
 
     def env_key(self, task: Task) -> Any:
         parsed = self.parsed(task)
@@ -150,6 +165,8 @@ class HarborFamily(FamilyBase):
                               f"rm -f /tmp/.orchard-solution.b64 && bash /solution/{name}"])
 
     def gold_solution(self, task: Task) -> Gold | None:
+        if self.parsed(task).invalid:  # the episode ends invalid_task before any solution runs
+            return Gold(commands=[])
         return self._script(task, "solve.sh") if self.parsed(task).has_solution else None
 
     def near_miss(self, task: Task) -> Gold | None:
@@ -301,6 +318,17 @@ NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(name)
+
+
+def _say_ignored(parsed: list[Any]) -> None:
+    """One line on stderr for the task.toml keys left out (as Harbor leaves them out)."""
+    counts: dict[str, int] = {}
+    for task in parsed:
+        for key in task.ignored:
+            counts[key] = counts.get(key, 0) + 1
+    if counts:
+        keys = ", ".join(f"{k} ({n} task{'s' if n > 1 else ''})" if n > 1 else k for k, n in counts.items())
+        print(f"note: task.toml keys Harbor's format does not define were left out: {keys}", file=sys.stderr)
 
 
 def read_rewards(text: str) -> dict[str, Any]:

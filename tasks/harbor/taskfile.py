@@ -34,7 +34,10 @@ COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "c
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # keys Harbor's model does not know are left out, as Harbor's own loader does (many public
+    # tasks carry their own: workdir, tags, description, ...); `ignored_keys` names them, and a
+    # near miss of a known key says which one it is likely meant to be
+    model_config = ConfigDict(extra="allow")
 
 
 class VerifierConfig(_Section):
@@ -135,9 +138,20 @@ class HarborTask(BaseModel):
     """Path inside environment/ -> sha256 of its bytes (the build context's content hash)."""
     has_solution: bool = False
     has_near_miss: bool = False
+    ignored: list[str] = Field(default_factory=list)
+    """task.toml keys left out (ignored_keys)."""
+    invalid: str | None = None
+    """Why this folder could not be read as a task (it is kept, and every episode of it ends
+    `invalid_task` with this reason, so one broken folder does not refuse a dataset)."""
+
+    @classmethod
+    def broken(cls, folder: Path, why: str) -> "HarborTask":
+        return cls(id=folder.name, folder=str(folder), config=TaskConfig(), instruction="", invalid=why)
 
     def refusal(self) -> tuple[str, str] | None:
         """(category, reason) this task is refused with before any sandbox, or None."""
+        if self.invalid:
+            return "invalid_task", self.invalid
         c = self.config
         if c.steps:
             return "unsupported", "a multi-step task ([[steps]]): orchard runs single-step Harbor tasks"
@@ -157,6 +171,22 @@ class HarborTask(BaseModel):
         if not self.dockerfile and not c.environment.docker_image:
             return "unsupported", "no environment/Dockerfile and no docker_image"
         return None
+
+
+def ignored_keys(config: TaskConfig) -> list[str]:
+    """The task.toml keys orchard (as Harbor) leaves out, each with the known key it is likely a
+    misspelling of ('agent.timeout_secs (did you mean agent.timeout_sec?)')."""
+    import difflib
+
+    out = []
+    sections: list[tuple[str, BaseModel]] = [("", config)]
+    sections += [(f"{name}.", getattr(config, name)) for name in ("verifier", "agent", "environment", "solution")]
+    for prefix, model in sections:
+        known = list(type(model).model_fields)
+        for key in sorted(model.model_extra or {}):
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+            out.append(f"{prefix}{key}" + (f" (did you mean {prefix}{close[0]}?)" if close else ""))
+    return out
 
 
 def _where(error: ValidationError) -> str:
@@ -205,7 +235,7 @@ def load_task_dir(folder: Path) -> HarborTask:
     return HarborTask(id=folder.name, folder=str(folder), config=config,
                       instruction=files.read_text("instruction.md", limit=TEXT_LIMIT), dockerfile=dockerfile,
                       compose=compose, environment_files=hashes, has_solution=has_solution,
-                      has_near_miss=files.exists("solution/near_miss.sh"))
+                      has_near_miss=files.exists("solution/near_miss.sh"), ignored=ignored_keys(config))
 
 
 def task_folders(root: Path) -> list[Path]:

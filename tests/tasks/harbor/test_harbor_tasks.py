@@ -61,8 +61,9 @@ def test_named_instances_load_beside_a_malformed_task(tmp_path):
     (make_task(tmp_path, "broken") / "tests/test.sh").unlink()
     family, tasks = load_suite(str(tmp_path), instances=["good"])
     assert [t.task_id for t in tasks] == ["good"]
-    with pytest.raises(UsageError, match="broken: no tests/test.sh"):
-        load_suite(str(tmp_path))
+    family, tasks = load_suite(str(tmp_path))  # the whole dataset: the broken one is kept, with its cause
+    refused = family.describe(next(t for t in tasks if t.task_id == "broken"))["refused"]
+    assert refused.startswith("invalid_task: ") and "no tests/test.sh" in refused
     with pytest.raises(UsageError, match="unknown instance id"):
         load_suite(str(tmp_path), instances=["good", "gone"])
 
@@ -97,12 +98,19 @@ def test_network_mode_is_read(tmp_path, env, internet):
     assert task.refusal() is None and task.config.environment.allow_internet is internet
 
 
-def test_typo_in_task_toml_is_one_line(tmp_path):
-    make_task(tmp_path, toml='version = "1.0"\n[agent]\ntimeout_secs = 5\n')
-    with pytest.raises(UsageError, match=r"task.toml: agent.timeout_secs: Extra inputs"):
-        load_task_dir(tmp_path / "t1")
+def test_keys_harbor_does_not_define_are_left_out_and_named(tmp_path):
+    """As Harbor's loader: a key it does not define does not refuse the task (public tasks carry
+    workdir, tags, description, ...); it is named, with the known key a misspelling is close to."""
+    make_task(tmp_path, toml='version = "1.0"\ntags = ["x"]\n[agent]\ntimeout_secs = 5\n[environment]\nworkdir = "/app"\n')
+    task = load_task_dir(tmp_path / "t1")
+    assert task.ignored == ["tags", "agent.timeout_secs (did you mean agent.timeout_sec?)", "environment.workdir"]
+    assert task.config.agent.timeout_sec == 600.0  # the misspelt key sets nothing
     proc = subprocess.run([*ORCHARD, "tasks", "ls", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "timeout_secs" in proc.stderr
+    assert proc.returncode == 0 and "t1" in proc.stdout, proc.stderr
+    assert "agent.timeout_secs (did you mean agent.timeout_sec?)" in proc.stderr
+    make_task(tmp_path / "bad", toml='version = "1.0"\n[agent]\ntimeout_sec = "soon"\n')
+    with pytest.raises(UsageError, match=r"task.toml: agent.timeout_sec: "):  # a known key's value is still checked
+        load_task_dir(tmp_path / "bad" / "t1")
 
 
 def test_a_test_file_linked_out_of_the_task_is_refused(tmp_path):
