@@ -128,6 +128,9 @@ def read_trajectories(path: str | Path, *, report: ReadReport | None = None,
     return list(latest.values())
 
 
+MAX_ATIF_BYTES = 256 << 20
+
+
 def read_atif(path: Path) -> Trajectory:
     """An ATIF trajectory file (Harbor's, or `orchard distill export --format atif`) as one
     trajectory record: its steps as chat messages. The verdict is what orchard wrote in
@@ -138,6 +141,8 @@ def read_atif(path: Path) -> Trajectory:
     from orchard_cli.atif import Trajectory as Atif, is_atif, to_messages
 
     try:
+        if path.stat().st_size > MAX_ATIF_BYTES:
+            raise UsageError(f"{path}: over {MAX_ATIF_BYTES >> 20} MiB, more than an ATIF trajectory holds")
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{path}: not a JSON file ({exc})") from None
@@ -151,15 +156,20 @@ def read_atif(path: Path) -> Trajectory:
         raise UsageError(f"{path}: not a valid ATIF trajectory: {'.'.join(str(p) for p in first['loc'])}: "
                          f"{first['msg']}") from None
     mine = (atif.extra or {}).get("orchard") or {}
-    resolved = bool(mine.get("resolved", False))
-    outcome = TrajectoryOutcome(resolved=resolved, category=mine.get("category") or ("resolved" if resolved else "unscored"),
-                                reward=float(mine.get("reward") or 0.0),
-                                details={"atif_schema_version": atif.schema_version})
+    try:
+        if not isinstance(mine, dict):
+            raise ValueError("extra.orchard is not an object")
+        resolved = bool(mine.get("resolved", False))
+        reward, attempt = float(mine.get("reward") or 0.0), int(mine.get("attempt") or 0)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: not a valid ATIF trajectory: extra.orchard: {exc}") from None
+    outcome = TrajectoryOutcome(resolved=resolved, category=str(mine.get("category") or ("resolved" if resolved else "unscored")),
+                                reward=reward, details={"atif_schema_version": atif.schema_version})
     metrics = atif.final_metrics
     return Trajectory(episode_id=atif.session_id, task_id=str(mine.get("task_id") or atif.session_id),
                       suite=str(mine.get("suite") or "atif"), family=str(mine.get("family") or "atif"),
                       harness=atif.agent.name, harness_version=atif.agent.version,
-                      model=atif.agent.model_name or "unknown", attempt=int(mine.get("attempt") or 0),
+                      model=atif.agent.model_name or "unknown", attempt=attempt,
                       messages=to_messages(atif), tools=atif.agent.tool_definitions or [], outcome=outcome,
                       tokens_in=(metrics.total_prompt_tokens or 0) if metrics else 0,
                       tokens_out=(metrics.total_completion_tokens or 0) if metrics else 0,

@@ -63,6 +63,15 @@ from orchard_cli.env.models import (
 from orchard_cli.errors import LimitError, SandboxError, UsageError
 from orchard_cli.home import orchard_home, state_dir
 
+
+def task_data() -> list[Path]:
+    """orchard's bundled task folders (their tests, gold solutions and checks): hidden from 'host'
+    sandboxes, which show /usr and /opt, where a system install keeps them."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("orchard_cli.tasks")
+    return [Path(p) / "data" for p in (spec.submodule_search_locations or [])] if spec else []
+
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY_TIMEOUT = 30.0
 _warned = False
@@ -237,7 +246,7 @@ class LocalBackend:
         inside = "/.orchard" if self.bwrap else str(folder / "run")
         argv = [python, "-I", "-S", "-c", runner_boot.program(inside, compiled), f"{inside}/ctl.sock"]
         if self.bwrap:
-            argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home()]), "--",
+            argv = [*bwrap_argv(self.bwrap, image, folder, spec, [self.root, orchard_home(), *task_data()]), "--",
                     *argv]
         config: dict = {"nofile": limits.started_with()}
         proc = tail = None

@@ -125,7 +125,7 @@ class GoldSolver(SolverBase):
             for command in gold.commands:
                 job = context.sandbox.exec(command, timeout=600)
                 if not job.ok:
-                    raise RuntimeError(f"gold command {command!r} failed: {(job.stderr or job.error or '').strip()[-300:]}")
+                    raise RuntimeError(f"gold command {command[:200]!r} failed: {(job.stderr or job.error or '').strip()[-300:]}")
             if gold.tool_calls:
                 session = self.family.tools(context.task, context.sandbox)
                 if session is None:

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,17 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 REWARD_DIR = "/logs/verifier"
 TRAJECTORY = "/logs/agent/trajectory.json"
 MAX_REWARD = 1.0
+PIECE = 64 * 1024  # base64 characters per command of a gold script
+# before the verifier: links at /logs, /logs/verifier, /tests removed (a link there would let the
+# agent's own folder stand in for them), the folders emptied or made anew
+STAGE = """set -e
+if [ -L /logs ]; then rm -f /logs; fi
+for d in /logs/agent /logs/verifier /tests; do
+  if [ -L $d ] || { [ -e $d ] && [ ! -d $d ]; }; then rm -rf $d; fi
+  mkdir -p $d
+done
+find /tests /logs/verifier -mindepth 1 -delete
+rm -rf /logs/agent/trajectory.json"""
 
 
 def _unpack(tar: bytes, dest: str) -> tuple[str, str]:
@@ -49,7 +63,7 @@ class HarborFamily(FamilyBase):
     grading = "in_place"
     categories = {
         "unsupported": CategoryInfo(label="not supported yet", color="#c9a227"),
-        "no_reward": CategoryInfo(label="verifier wrote no reward", color="#d9480f"),
+        "invalid_task": CategoryInfo(label="task folder could not be read", color="#a61e4d"),
     }
     environment_error = (BuildFailed,)
     suites = (SuiteInfo("harbor-mini", "harbor", str(DATA / "harbor-mini"),
@@ -62,7 +76,7 @@ class HarborFamily(FamilyBase):
 
     # ---- tasks -------------------------------------------------------------------------------
     def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
-        from orchard_cli.tasks.harbor.taskfile import load_task_dir, task_folders
+        from orchard_cli.tasks.harbor.taskfile import HarborTask, load_task_dir, task_folders
         from orchard_cli.tasks.swe.dataset import select
 
         self.image_map = dict(selection.image_map)
@@ -72,7 +86,22 @@ class HarborFamily(FamilyBase):
         folders = task_folders(root)
         if not folders:
             raise UsageError(f"{root}: no Harbor task folders (a folder holding task.toml, or folders of them)")
-        parsed = [load_task_dir(f) for f in folders]
+        if selection.instances:  # only the named tasks are read: a malformed task elsewhere in the
+            named = set(selection.instances)  # dataset does not refuse the ones asked for
+            folders = [f for f in folders if f.name in named]
+        parsed, broken = [], []
+        for folder in folders:
+            try:
+                parsed.append(load_task_dir(folder))
+            except UsageError as exc:
+                broken.append(HarborTask.broken(folder, exc.message))
+        if broken and (not parsed or len(folders) == 1):
+            raise UsageError(broken[0].invalid or "")  # nothing readable: bad input, one line
+        for task in broken:  # the others run; these are kept and end invalid_task, with the cause
+            print(f"note: {task.id} is not a readable Harbor task, kept as invalid_task: {task.invalid}",
+                  file=sys.stderr)
+        _say_ignored(parsed)
+        parsed += broken
         rows = [{"instance_id": t.id, "repo": f"harbor/{t.config.metadata.get('category') or 'task'}"} for t in parsed]
         by_id = {t.id: t for t in parsed}
         chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
@@ -112,7 +141,8 @@ class HarborFamily(FamilyBase):
                 "agent_timeout_sec": config.agent.timeout_sec, "verifier_timeout_sec": config.verifier.timeout_sec,
                 "cpus": config.environment.cpus, "memory_bytes": config.memory_bytes(),
                 "gold": parsed.has_solution, "near_miss": parsed.has_near_miss,
-                "refused": f"{refusal[0]}: {refusal[1]}" if refusal else None}
+                "refused": f"{refusal[0]}: {refusal[1]}" if refusal else None,
+                "ignored_keys": parsed.ignored}
 
     def env_key(self, task: Task) -> Any:
         parsed = self.parsed(task)
@@ -122,14 +152,21 @@ class HarborFamily(FamilyBase):
         return {"timeout_seconds": self.parsed(task).config.agent.timeout_sec}
 
     def _script(self, task: Task, name: str) -> Gold:
+        """solution/ copied in and `name` run; the tar goes in pieces (one argument may hold 128 KiB)."""
         from orchard_cli.tasks.harbor.taskfile import tree_tar
 
         parsed = self.parsed(task)
         tar = base64.b64encode(tree_tar(Path(parsed.folder), parsed.id, "solution")).decode()
-        return Gold(commands=[f"{_exports(parsed.config.solution.env)}mkdir -p /solution && printf %s {tar} "
-                              f"| base64 -d | tar -xz -C /solution && bash /solution/{name}"])
+        pieces = [tar[i:i + PIECE] for i in range(0, len(tar), PIECE)] or [""]
+        commands = [f"printf %s {piece} >> /tmp/.orchard-solution.b64" for piece in pieces]
+        commands[0] = commands[0].replace(">>", ">", 1)
+        return Gold(commands=[*commands, f"{_exports(parsed.config.solution.env)}mkdir -p /solution && "
+                              "base64 -d /tmp/.orchard-solution.b64 | tar -xz -C /solution && "
+                              f"rm -f /tmp/.orchard-solution.b64 && bash /solution/{name}"])
 
     def gold_solution(self, task: Task) -> Gold | None:
+        if self.parsed(task).invalid:  # the episode ends invalid_task before any solution runs
+            return Gold(commands=[])
         return self._script(task, "solve.sh") if self.parsed(task).has_solution else None
 
     def near_miss(self, task: Task) -> Gold | None:
@@ -230,19 +267,25 @@ class HarborFamily(FamilyBase):
         if sandbox is None:
             return evidence
         parsed = self.parsed(task)
+        # the agent is done. Whatever it left at /logs, /logs/verifier or /tests does not count: a
+        # symlink there is removed (not followed), the folders made anew, then the trajectory and
+        # the tests (never seen by the agent) are written in
+        job = sandbox.exec(STAGE, timeout=120)
+        if not job.ok:
+            raise RuntimeError(f"could not make /tests and {REWARD_DIR} anew: {(job.stderr or job.error or '').strip()[-200:]}")
         trajectory = json.dumps(self._trajectory(task, solution), indent=1)
         evidence.attachments["trajectory.json"] = trajectory.encode()
-        job = sandbox.exec(f"mkdir -p /logs/agent && cat > {TRAJECTORY}", stdin=trajectory, timeout=60)
+        job = sandbox.exec(f"cat > {TRAJECTORY}", stdin=trajectory, timeout=60)
         if not job.ok:
             raise RuntimeError(f"could not write {TRAJECTORY}: {(job.stderr or job.error or '').strip()[-200:]}")
-        # the agent is done: nothing it left in /tests or /logs/verifier counts; the tests arrive now
         command, stdin = _unpack(tree_tar(Path(parsed.folder), parsed.id, "tests"), "/tests")
-        job = sandbox.exec(f"mkdir -p /tests {REWARD_DIR} && find /tests {REWARD_DIR} -mindepth 1 -delete && {command}",
-                           stdin=stdin, timeout=120)
+        job = sandbox.exec(command, stdin=stdin, timeout=120)
         if not job.ok:
             raise RuntimeError(f"could not copy tests/ in: {(job.stderr or job.error or '').strip()[-200:]}")
         config = parsed.config.verifier
         run = sandbox.exec(f"{_exports(config.env)}bash /tests/test.sh", timeout=config.timeout_sec)
+        if run.exit_code is None and not getattr(run, "timed_out", False):
+            raise RuntimeError(f"the verifier did not run: {(run.error or run.stderr or '').strip()[-200:]}")
         evidence.commands.append(CommandOutput(command="bash /tests/test.sh", exit_code=run.exit_code,
                                                stdout=run.stdout[-8000:], stderr=(run.stderr or run.error or "")[-8000:]))
         found = sandbox.exec(f"cd {REWARD_DIR} && for f in reward.json reward.txt; do [ -f $f ] && "
@@ -255,10 +298,13 @@ class HarborFamily(FamilyBase):
         state = evidence.state
         rewards: dict[str, float] = state.get("rewards") or {}
         log = "\n".join(c.stdout + c.stderr for c in evidence.commands)[-20000:]
-        if not rewards:
+        if state.get("verifier_timed_out"):  # as Harbor: no verdict from a verifier cut short
+            return Outcome(resolved=False, category="env_error", log=log,
+                           error=f"the verifier ran past its {self.parsed(task).config.verifier.timeout_sec:g} s",
+                           tests={"verifier_exit_code": state.get("verifier_exit_code")})
+        if not rewards:  # a verifier that gave no verdict is an error, never `unresolved`
             why = state.get("reward_error") or "the verifier wrote neither reward.txt nor reward.json"
-            category = "timeout" if state.get("verifier_timed_out") else "no_reward"
-            return Outcome(resolved=False, category=category, error=why, log=log,
+            return Outcome(resolved=False, category="env_error", error=why, log=log,
                            tests={"verifier_exit_code": state.get("verifier_exit_code")})
         resolved = all(v >= MAX_REWARD for v in rewards.values())
         return Outcome(resolved=resolved, category="resolved" if resolved else "unresolved",
@@ -267,9 +313,28 @@ class HarborFamily(FamilyBase):
                               "summary": " ".join(f"{k}={v:g}" for k, v in rewards.items())})
 
 
+NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(name)
+
+
+def _say_ignored(parsed: list[Any]) -> None:
+    """One line on stderr for the task.toml keys left out (as Harbor leaves them out)."""
+    counts: dict[str, int] = {}
+    for task in parsed:
+        for key in task.ignored:
+            counts[key] = counts.get(key, 0) + 1
+    if counts:
+        keys = ", ".join(f"{k} ({n} task{'s' if n > 1 else ''})" if n > 1 else k for k, n in counts.items())
+        print(f"note: task.toml keys Harbor's format does not define were left out: {keys}", file=sys.stderr)
+
+
 def read_rewards(text: str) -> dict[str, Any]:
-    """The rewards from what the verifier left: reward.json (a number, or names -> numbers) wins
-    over reward.txt (one number); a malformed file is `reward_error`, never a guess."""
+    """The rewards from what the verifier left: reward.json (a number, or names -> numbers; other
+    keys are left out, as Harbor does) wins over reward.txt (one number); a malformed or
+    non-finite value is `reward_error`, never a guess."""
     sections: dict[str, str] = {}
     current = None
     for line in text.splitlines():
@@ -283,13 +348,23 @@ def read_rewards(text: str) -> dict[str, Any]:
             continue
         body = sections[name].strip()
         try:
-            value = json.loads(body) if name.endswith(".json") else float(body)
+            if name.endswith(".json"):
+                value = json.loads(body, parse_constant=_refuse_constant)
+            elif NUMBER.fullmatch(body):
+                value = float(body)
+            else:
+                raise ValueError(body)
         except ValueError:
             return {"reward_file": name, "reward_error": f"{name} is not a number: {body[:80]!r}"}
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, dict):
+            value = {str(k): v for k, v in value.items() if _number(v)}
+            if value and all(math.isfinite(v) for v in value.values()):
+                return {"reward_file": name, "rewards": {k: float(v) for k, v in value.items()}}
+        elif _number(value) and math.isfinite(value):
             return {"reward_file": name, "rewards": {"reward": float(value)}}
-        if isinstance(value, dict) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                     for v in value.values()):
-            return {"reward_file": name, "rewards": {str(k): float(v) for k, v in value.items()}}
-        return {"reward_file": name, "reward_error": f"{name} holds neither a number nor names -> numbers"}
+        return {"reward_file": name, "reward_error": f"{name} holds neither a finite number nor names -> numbers"}
     return {}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -8,7 +8,7 @@
 
 Schema versions read: Harbor's 1.0 (`version = "1.0"`, `[environment] memory = "2G"`,
 `storage = "10G"`, `allow_internet`: Terminal-Bench 2.0's spelling) and the later 1.x
-(`schema_version = "1.x"`, a `[task]` table, `memory_mb`, `storage_mb`). Both are read into one
+(`schema_version = "1.x"`, a `[task]` table, `memory_mb`, `storage_mb`, `network_mode`). Both are read into one
 model; what orchard cannot run yet (multi-step tasks, a separate verifier environment, MCP
 servers, docker-compose environments, GPUs, a Windows image) is kept as `refusal`, a reason the
 episode gives by name, never a silent half-run. `near_miss.sh` beside solve.sh is orchard's own
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchard_cli.errors import UsageError
 
@@ -34,7 +34,10 @@ COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "c
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # keys Harbor's model does not know are left out, as Harbor's own loader does (many public
+    # tasks carry their own: workdir, tags, description, ...); `ignored_keys` names them, and a
+    # near miss of a known key says which one it is likely meant to be
+    model_config = ConfigDict(extra="allow")
 
 
 class VerifierConfig(_Section):
@@ -66,12 +69,22 @@ class EnvironmentConfig(_Section):
     """1.0's spelling ('2G', '512M'); memory_mb wins when both are given."""
     storage: str | None = None
     allow_internet: bool = False
+    network_mode: Literal["public", "no-network", "allowlist"] | None = None
+    """The later schemas' spelling of allow_internet; it wins over allow_internet, as in Harbor.
+    "allowlist" (or allowed_hosts) is refused by name."""
+    allowed_hosts: list[str] = Field(default_factory=list)
     gpus: int = 0
     gpu_types: list[str] | None = None
     os: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     mcp_servers: list[dict[str, Any]] | None = None
     skills_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _network_mode(self) -> "EnvironmentConfig":
+        if self.network_mode in ("public", "no-network"):
+            self.allow_internet = self.network_mode == "public"
+        return self
 
 
 class TaskConfig(_Section):
@@ -125,9 +138,20 @@ class HarborTask(BaseModel):
     """Path inside environment/ -> sha256 of its bytes (the build context's content hash)."""
     has_solution: bool = False
     has_near_miss: bool = False
+    ignored: list[str] = Field(default_factory=list)
+    """task.toml keys left out (ignored_keys)."""
+    invalid: str | None = None
+    """Why this folder could not be read as a task (it is kept, and every episode of it ends
+    `invalid_task` with this reason, so one broken folder does not refuse a dataset)."""
+
+    @classmethod
+    def broken(cls, folder: Path, why: str) -> "HarborTask":
+        return cls(id=folder.name, folder=str(folder), config=TaskConfig(), instruction="", invalid=why)
 
     def refusal(self) -> tuple[str, str] | None:
         """(category, reason) this task is refused with before any sandbox, or None."""
+        if self.invalid:
+            return "invalid_task", self.invalid
         c = self.config
         if c.steps:
             return "unsupported", "a multi-step task ([[steps]]): orchard runs single-step Harbor tasks"
@@ -138,6 +162,8 @@ class HarborTask(BaseModel):
         if self.compose and not self.dockerfile:
             return "unsupported", (f"a docker-compose environment (environment/{self.compose}): "
                                    "orchard runs Dockerfile environments only, for now")
+        if c.environment.network_mode == "allowlist" or c.environment.allowed_hosts:
+            return "unsupported", "a host allowlist ([environment] network_mode = \"allowlist\") is not supported yet"
         if c.environment.gpus:
             return "unsupported", f"it needs {c.environment.gpus} GPU(s)"
         if c.environment.os and c.environment.os.lower() not in ("linux",):
@@ -145,6 +171,22 @@ class HarborTask(BaseModel):
         if not self.dockerfile and not c.environment.docker_image:
             return "unsupported", "no environment/Dockerfile and no docker_image"
         return None
+
+
+def ignored_keys(config: TaskConfig) -> list[str]:
+    """The task.toml keys orchard (as Harbor) leaves out, each with the known key it is likely a
+    misspelling of ('agent.timeout_secs (did you mean agent.timeout_sec?)')."""
+    import difflib
+
+    out = []
+    sections: list[tuple[str, BaseModel]] = [("", config)]
+    sections += [(f"{name}.", getattr(config, name)) for name in ("verifier", "agent", "environment", "solution")]
+    for prefix, model in sections:
+        known = list(type(model).model_fields)
+        for key in sorted(model.model_extra or {}):
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+            out.append(f"{prefix}{key}" + (f" (did you mean {prefix}{close[0]}?)" if close else ""))
+    return out
 
 
 def _where(error: ValidationError) -> str:
@@ -193,7 +235,7 @@ def load_task_dir(folder: Path) -> HarborTask:
     return HarborTask(id=folder.name, folder=str(folder), config=config,
                       instruction=files.read_text("instruction.md", limit=TEXT_LIMIT), dockerfile=dockerfile,
                       compose=compose, environment_files=hashes, has_solution=has_solution,
-                      has_near_miss=files.exists("solution/near_miss.sh"))
+                      has_near_miss=files.exists("solution/near_miss.sh"), ignored=ignored_keys(config))
 
 
 def task_folders(root: Path) -> list[Path]:

@@ -72,3 +72,30 @@ def test_no_host_secret_is_readable_from_a_sandbox(backend, planted, monkeypatch
                 assert "harnesses-bound" in env.wait_job(probe.job_id, 120).stdout  # the mounts were there
             finally:
                 env.delete_sandbox(info.sandbox_id)
+
+
+@pytest.mark.bwrap
+def test_bundled_task_data_is_hidden_from_host_sandboxes(monkeypatch):
+    """A system install keeps orchard's task folders (tests, gold solutions) under /usr or /opt,
+    which 'host' sandboxes show: they are hidden. The package's own folder is on the list, and a
+    folder under /opt standing in for it cannot be read from a sandbox."""
+    from orchard_cli.env import local
+
+    assert any((path / "harbor-mini").is_dir() for path in local.task_data())
+    stand_in = Path(tempfile.mkdtemp(prefix="orchard-taskdata-", dir="/opt"))
+    try:
+        (stand_in / "solve.sh").write_text("echo the-gold-solution\n")
+        (stand_in / "solve.sh").chmod(0o644)
+        monkeypatch.setattr(local, "task_data", lambda: [stand_in])
+        with EnvManager("local") as env:
+            info = env.create_sandbox(SandboxSpec(network="none"))
+            try:
+                job = env.exec(info.sandbox_id, ExecRequest(command=f"cat {stand_in}/solve.sh; ls /opt",
+                                                            wait=True, timeout_seconds=60))
+                job = env.wait_job(job.job_id, 120)
+                assert "the-gold-solution" not in job.stdout and stand_in.name not in job.stdout, job
+                assert job.stdout.strip() or job.stderr, "the sandbox ran"
+            finally:
+                env.delete_sandbox(info.sandbox_id)
+    finally:
+        shutil.rmtree(stand_in)

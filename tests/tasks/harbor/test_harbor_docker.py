@@ -42,6 +42,50 @@ def test_planted_reward_and_tests_do_not_count_and_trajectory_is_atif(tmp_path):
     assert verdicts["near_miss"]["category"] == "unresolved"
 
 
+def test_links_planted_at_the_verifiers_folders_do_not_count(tmp_path):
+    """A near miss that turns /logs/verifier and /tests into links to its own folders (holding a
+    reward of 1 and a test.sh of its own) does not resolve: the links are removed, not followed."""
+    folder = make_task(tmp_path, test="[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+                       solve="touch /app/done\n")
+    (folder / "solution/near_miss.sh").write_text(
+        "mkdir -p /tmp/v /tmp/t && echo 1 > /tmp/v/reward.txt && echo '{\"reward\": 1}' > /tmp/v/reward.json\n"
+        "printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tmp/t/test.sh\n"
+        "rm -rf /logs/verifier /tests && ln -s /tmp/v /logs/verifier && ln -s /tmp/t /tests\n")
+    proc = subprocess.run([*ORCHARD, "tasks", "validate", str(tmp_path), "--backend", "docker", "--format", "json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdicts = {v["way"]: v for v in json.loads(proc.stdout)["results"][0]["verdicts"]}
+    assert verdicts["gold"]["resolved"]
+    assert not verdicts["near_miss"]["resolved"] and verdicts["near_miss"]["category"] == "unresolved"
+
+
+def test_a_verifier_that_writes_no_reward_is_an_error_not_unresolved(tmp_path):
+    make_task(tmp_path, test="echo 'could not install pytest' >&2; exit 1\n", solve="true\n")
+    out = tmp_path / "run"
+    proc = subprocess.run([*ORCHARD, "eval", str(tmp_path / "t1"), "--predictions", "gold", "--backend", "docker",
+                           "--out", str(out), "--format", "json"], capture_output=True, text=True, timeout=600)
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["by_category"].get("env_error") == 1 and not card["by_category"].get("unresolved"), proc.stderr[-1500:]
+    assert "neither reward.txt nor reward.json" in next(out.glob("logs/**/error.txt")).read_text()
+
+
+def test_a_broken_task_folder_does_not_refuse_the_dataset(tmp_path):
+    """One folder whose task.toml is not TOML: the other task runs; the broken one is kept as
+    invalid_task with its cause, on stderr and on the scorecard. A single broken task is bad input."""
+    make_task(tmp_path, name="good", test="echo 1 > /logs/verifier/reward.txt\n")
+    make_task(tmp_path, name="broken", toml='version = "1.0\n')
+    out = tmp_path / "run"
+    proc = subprocess.run([*ORCHARD, "eval", str(tmp_path), "--predictions", "gold", "--backend", "docker",
+                           "--out", str(out), "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert "broken is not a readable Harbor task" in proc.stderr, proc.stderr[-1500:]
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["resolved"] == 1 and card["by_category"]["invalid_task"] == 1, proc.stderr[-1500:]
+    assert "not valid TOML" in next(out.glob("logs/**/broken*/**/error.txt")).read_text()
+    proc = subprocess.run([*ORCHARD, "eval", str(tmp_path / "broken"), "--predictions", "gold", "--backend", "docker",
+                           "--out", str(tmp_path / "run2")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "not valid TOML" in proc.stderr and not (tmp_path / "run2").exists()
+
+
 def test_missing_base_image_is_needs_image_until_mapped(tmp_path):
     make_task(tmp_path, dockerfile="FROM orchard-test/absent-base:24.04\nWORKDIR /app\n",
               test="[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",

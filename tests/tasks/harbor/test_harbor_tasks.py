@@ -55,12 +55,27 @@ def test_folder_of_task_toml_is_harbor(tmp_path):
     assert family.name == "harbor" and [t.task_id for t in tasks] == ["a", "b"]
 
 
+def test_named_instances_load_beside_a_malformed_task(tmp_path):
+    # real datasets hold broken task folders; naming the good ones must not read the broken one
+    make_task(tmp_path, "good")
+    (make_task(tmp_path, "broken") / "tests/test.sh").unlink()
+    family, tasks = load_suite(str(tmp_path), instances=["good"])
+    assert [t.task_id for t in tasks] == ["good"]
+    family, tasks = load_suite(str(tmp_path))  # the whole dataset: the broken one is kept, with its cause
+    refused = family.describe(next(t for t in tasks if t.task_id == "broken"))["refused"]
+    assert refused.startswith("invalid_task: ") and "no tests/test.sh" in refused
+    with pytest.raises(UsageError, match="unknown instance id"):
+        load_suite(str(tmp_path), instances=["good", "gone"])
+
+
 @pytest.mark.parametrize("toml,extra,why", [
     ('schema_version = "1.2"\n[[steps]]\nname = "one"\n', None, "multi-step"),
     ('version = "1.0"\n[verifier.environment]\ndocker_image = "x"\n', None, "separate verifier environment"),
     ('version = "1.0"\n[environment]\nmcp_servers = [{name = "fs", command = "x"}]\n', None, "MCP servers"),
     ('version = "1.0"\n[environment]\ngpus = 1\n', None, "GPU"),
     ('version = "1.0"\n', "compose", "docker-compose"),
+    ('schema_version = "1.1"\n[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', None,
+     "allowlist"),
 ])
 def test_refused_by_name(tmp_path, toml, extra, why):
     folder = make_task(tmp_path, toml=toml, dockerfile=None if extra else "FROM orchard/base:bookworm\n")
@@ -71,12 +86,31 @@ def test_refused_by_name(tmp_path, toml, extra, why):
     assert category == "unsupported" and why in reason
 
 
-def test_typo_in_task_toml_is_one_line(tmp_path):
-    make_task(tmp_path, toml='version = "1.0"\n[agent]\ntimeout_secs = 5\n')
-    with pytest.raises(UsageError, match=r"task.toml: agent.timeout_secs: Extra inputs"):
-        load_task_dir(tmp_path / "t1")
+@pytest.mark.parametrize("env,internet", [
+    ('network_mode = "no-network"', False),
+    ('network_mode = "public"', True),
+    ('allow_internet = true\nnetwork_mode = "no-network"', False),
+])
+def test_network_mode_is_read(tmp_path, env, internet):
+    # Harbor's later [environment] network_mode (seen on real public tasks) loads and decides the network
+    make_task(tmp_path, toml=f'schema_version = "1.1"\n[environment]\n{env}\n', dockerfile="FROM orchard/base:bookworm\n")
+    task = load_task_dir(tmp_path / "t1")
+    assert task.refusal() is None and task.config.environment.allow_internet is internet
+
+
+def test_keys_harbor_does_not_define_are_left_out_and_named(tmp_path):
+    """As Harbor's loader: a key it does not define does not refuse the task (public tasks carry
+    workdir, tags, description, ...); it is named, with the known key a misspelling is close to."""
+    make_task(tmp_path, toml='version = "1.0"\ntags = ["x"]\n[agent]\ntimeout_secs = 5\n[environment]\nworkdir = "/app"\n')
+    task = load_task_dir(tmp_path / "t1")
+    assert task.ignored == ["tags", "agent.timeout_secs (did you mean agent.timeout_sec?)", "environment.workdir"]
+    assert task.config.agent.timeout_sec == 600.0  # the misspelt key sets nothing
     proc = subprocess.run([*ORCHARD, "tasks", "ls", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "timeout_secs" in proc.stderr
+    assert proc.returncode == 0 and "t1" in proc.stdout, proc.stderr
+    assert "agent.timeout_secs (did you mean agent.timeout_sec?)" in proc.stderr
+    make_task(tmp_path / "bad", toml='version = "1.0"\n[agent]\ntimeout_sec = "soon"\n')
+    with pytest.raises(UsageError, match=r"task.toml: agent.timeout_sec: "):  # a known key's value is still checked
+        load_task_dir(tmp_path / "bad" / "t1")
 
 
 def test_a_test_file_linked_out_of_the_task_is_refused(tmp_path):
@@ -93,6 +127,11 @@ def test_rewards():
     assert "reward_error" in read_rewards("== reward.txt\npass\n")
     assert "reward_error" in read_rewards('== reward.json\n{"a": "yes"}\n')
     assert read_rewards("") == {}
+    # Harbor leaves out keys that are not numbers; non-finite or oddly spelt numbers are errors
+    assert read_rewards('== reward.json\n{"reward": 1, "details": "ok"}\n')["rewards"] == {"reward": 1.0}
+    for bad in ("== reward.txt\ninf\n", "== reward.txt\nnan\n", "== reward.txt\n1_0\n",
+                "== reward.json\nNaN\n", '== reward.json\n{"reward": Infinity}\n', "== reward.json\n1e999\n"):
+        assert "reward_error" in read_rewards(bad), bad
 
 
 def test_from_lines_and_image_map():
