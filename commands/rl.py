@@ -208,7 +208,9 @@ def rl(
     follower = os.environ.get("RANK", "0") != "0"
     console = stderr_console(quiet=quiet or follower)  # under torchrun, rank 0 speaks
     check_options(config)  # the options first, then the servers: before the run folder or the model is touched
-    checked = check_endpoints([Endpoint("--policy-url", url, model, api_key_env) for url in policy_url or []],
+    # --model is the checkpoint trained here, not a name the servers serve: they are asked only
+    # to answer (the loop takes the name each one lists)
+    checked = check_endpoints([Endpoint("--policy-url", url, None, api_key_env) for url in policy_url or []],
                               enabled=not no_preflight)
     run = plan_rl(config)
     plan = plan_text(suite, len(run.tasks), run.offline, rollouts, steps=steps, tasks_per_step=tasks_per_step,

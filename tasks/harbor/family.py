@@ -37,15 +37,18 @@ REWARD_DIR = "/logs/verifier"
 TRAJECTORY = "/logs/agent/trajectory.json"
 MAX_REWARD = 1.0
 PIECE = 64 * 1024  # base64 characters per command of a gold script
-# before the verifier: links at /logs, /logs/verifier, /tests removed (a link there would let the
-# agent's own folder stand in for them), the folders emptied or made anew
+# before the verifier: links (or files) at /logs, /logs/verifier, /tests removed (a link there
+# would let the agent's own folder stand in for them), the folders made writable again (an agent
+# that locks them must not turn its episode into an error), emptied or made anew
 STAGE = """set -e
-if [ -L /logs ]; then rm -f /logs; fi
+if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -rf /logs; fi
 for d in /logs/agent /logs/verifier /tests; do
   if [ -L $d ] || { [ -e $d ] && [ ! -d $d ]; }; then rm -rf $d; fi
   mkdir -p $d
 done
+chmod -R u+rwX /tests /logs/agent /logs/verifier 2>/dev/null || true
 find /tests /logs/verifier -mindepth 1 -delete
+chmod 0777 /logs/verifier
 rm -rf /logs/agent/trajectory.json"""
 
 
@@ -357,13 +360,21 @@ def read_rewards(text: str) -> dict[str, Any]:
         except ValueError:
             return {"reward_file": name, "reward_error": f"{name} is not a number: {body[:80]!r}"}
         if isinstance(value, dict):
-            value = {str(k): v for k, v in value.items() if _number(v)}
-            if value and all(math.isfinite(v) for v in value.values()):
-                return {"reward_file": name, "rewards": {k: float(v) for k, v in value.items()}}
-        elif _number(value) and math.isfinite(value):
-            return {"reward_file": name, "rewards": {"reward": float(value)}}
+            value = {str(k): _finite(v) for k, v in value.items() if _number(v)}
+            if value and all(v is not None for v in value.values()):
+                return {"reward_file": name, "rewards": value}
+        elif _number(value) and _finite(value) is not None:
+            return {"reward_file": name, "rewards": {"reward": _finite(value)}}
         return {"reward_file": name, "reward_error": f"{name} holds neither a finite number nor names -> numbers"}
     return {}
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _number(value: Any) -> bool:

@@ -130,7 +130,8 @@ def test_rewards():
     # Harbor leaves out keys that are not numbers; non-finite or oddly spelt numbers are errors
     assert read_rewards('== reward.json\n{"reward": 1, "details": "ok"}\n')["rewards"] == {"reward": 1.0}
     for bad in ("== reward.txt\ninf\n", "== reward.txt\nnan\n", "== reward.txt\n1_0\n",
-                "== reward.json\nNaN\n", '== reward.json\n{"reward": Infinity}\n', "== reward.json\n1e999\n"):
+                "== reward.json\nNaN\n", '== reward.json\n{"reward": Infinity}\n', "== reward.json\n1e999\n",
+                "== reward.json\n" + "9" * 400 + "\n", '== reward.json\n{"a": ' + "9" * 400 + "}\n"):
         assert "reward_error" in read_rewards(bad), bad
 
 
