@@ -147,12 +147,15 @@ def image_for(task, image_map: dict[str, str]) -> str:
                 raise NeedsImage(prebuilt)
             return prebuilt
     dockerfile = map_images(task.dockerfile or "", image_map)
-    tag = image_tag(task.id, dockerfile, task.environment_files)
-    if has_image(client, tag):
-        return tag
     missing = [b for b in base_images(dockerfile) if not has_image(client, b)]
     if missing:
         raise NeedsImage(missing[0])
+    # the bases' ids are part of the tag: a base loaded again (orchard's base rebuilt, a mapped
+    # image replaced) makes the task's image again instead of keeping the old one
+    bases = [f"{b}@{client.images.get(b).id}" for b in base_images(dockerfile)]
+    tag = image_tag(task.id, "\n".join([dockerfile, *bases]), task.environment_files)
+    if has_image(client, tag):
+        return tag
     with _build_lock(tag):
         if has_image(client, tag):
             return tag
