@@ -147,12 +147,13 @@ def image_for(task, image_map: dict[str, str]) -> str:
                 raise NeedsImage(prebuilt)
             return prebuilt
     dockerfile = map_images(task.dockerfile or "", image_map)
-    missing = [b for b in base_images(dockerfile) if not has_image(client, b)]
-    if missing:
-        raise NeedsImage(missing[0])
     # the bases' ids are part of the tag: a base loaded again (orchard's base rebuilt, a mapped
     # image replaced) makes the task's image again instead of keeping the old one
-    bases = [f"{b}@{client.images.get(b).id}" for b in base_images(dockerfile)]
+    bases = []
+    for base in base_images(dockerfile):
+        if not has_image(client, base):
+            raise NeedsImage(base)
+        bases.append(f"{base}@{client.images.get(base).id}")
     tag = image_tag(task.id, "\n".join([dockerfile, *bases]), task.environment_files)
     if has_image(client, tag):
         return tag

@@ -160,9 +160,8 @@ class HarborFamily(FamilyBase):
 
         parsed = self.parsed(task)
         tar = base64.b64encode(tree_tar(Path(parsed.folder), parsed.id, "solution")).decode()
-        pieces = [tar[i:i + PIECE] for i in range(0, len(tar), PIECE)] or [""]
-        commands = [f"printf %s {piece} >> /tmp/.orchard-solution.b64" for piece in pieces]
-        commands[0] = commands[0].replace(">>", ">", 1)
+        commands = [f"printf %s {tar[i:i + PIECE]} {'>' if i == 0 else '>>'} /tmp/.orchard-solution.b64"
+                    for i in range(0, len(tar), PIECE)]
         return Gold(commands=[*commands, f"{_exports(parsed.config.solution.env)}mkdir -p /solution && "
                               "base64 -d /tmp/.orchard-solution.b64 | tar -xz -C /solution && "
                               f"rm -f /tmp/.orchard-solution.b64 && bash /solution/{name}"])
@@ -363,8 +362,8 @@ def read_rewards(text: str) -> dict[str, Any]:
             value = {str(k): _finite(v) for k, v in value.items() if _number(v)}
             if value and all(v is not None for v in value.values()):
                 return {"reward_file": name, "rewards": value}
-        elif _number(value) and _finite(value) is not None:
-            return {"reward_file": name, "rewards": {"reward": _finite(value)}}
+        elif _number(value) and (number := _finite(value)) is not None:
+            return {"reward_file": name, "rewards": {"reward": number}}
         return {"reward_file": name, "reward_error": f"{name} holds neither a finite number nor names -> numbers"}
     return {}
 
