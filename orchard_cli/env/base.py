@@ -23,6 +23,7 @@ CAPABILITIES = frozenset({
     "writable_root",   # spec.writable_root lets a command change the image's files
     "mounts",          # spec.mounts binds host paths into the sandbox
     "pty",             # terminal sessions (the published API's exec/pty WebSocket)
+    "services",        # spec.services: side containers on a network private to the sandbox
 })
 
 

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchard_cli.env import cgroups, netdrop, nosuid, pidkill, runner_boot
+from orchard_cli.env import cgroups, docker_services, netdrop, nosuid, pidkill, runner_boot
 from orchard_cli.env.docker_files import HostTree
 from orchard_cli.env.docker_io import RawResult, engine_exec, extract_workdir
 from orchard_cli.env.runner_channel import RunnerChannel
@@ -284,6 +284,8 @@ class DockerBackend:
         """Sandboxes made here -> their runner channel and the host ends of their relayed ports."""
         self._made: dict[str, str] = {}
         """Sandboxes made by this backend object -> their workdir: destroyed without asking the engine."""
+        self._serviced: set[str] = set()
+        """Sandboxes made here with side services (removed with them by destroy)."""
         self._empty: set[tuple[str, str]] = set()
         """(image id, workdir) pairs where the image holds nothing to copy into the workspace."""
         self._runs_runner: dict[str, tuple[str, bool]] = {}
@@ -369,17 +371,24 @@ class DockerBackend:
                   f"{LABEL}.host_dir": str(root), f"{LABEL}.workdir": spec.workdir}
         name = f"orchard-{sandbox_id}"
         self._removed(sandbox_id, 30)  # the id was destroyed here a moment ago: its name is free
+        network, joined = "bridge" if spec.network == "full" else "none", None
+        if spec.services:  # first, on a network of the sandbox's own (docker_services.py)
+            self._serviced.add(sandbox_id)
+            side = {k: v for k, v in labels.items() if k != f"{LABEL}.auto_remove"}
+            network = docker_services.start(self.api, sandbox_id, spec, side, self._cpus())
+            joined = self.api.create_networking_config(
+                {network: self.api.create_endpoint_config(aliases=["main"])})
         try:
             host_config = self.api.create_host_config(
                 init=True, auto_remove=True, read_only=not spec.writable_root, mounts=mounts,
-                network_mode="bridge" if spec.network == "full" else "none",
+                network_mode=network,
                 nano_cpus=int(min(spec.cpu, self._cpus()) * 1e9),
                 mem_limit=spec.memory_bytes, memswap_limit=spec.memory_bytes,
                 pids_limit=spec.pids)
             container = self.api.create_container(  # no health check: the engine runs nothing in it
                 image, entrypoint=["/bin/sh", f"{CTL}/start.sh"], name=name, labels=labels,
                 environment=env, working_dir=spec.workdir, host_config=host_config, detach=True,
-                healthcheck={"test": ["NONE"]})
+                healthcheck={"test": ["NONE"]}, networking_config=joined)
             cid = container["Id"]
             empty = (attrs["Id"], spec.workdir)  # an image known to hold nothing there: no probe
             prepopulated = empty not in self._empty and self._prepopulate(
@@ -558,6 +567,9 @@ class DockerBackend:
                 self.api.remove_container(f"{name}-probe", force=True)
             except docker.errors.APIError:
                 pass
+        if sandbox_id in self._serviced or not made_here:  # its side services and their network
+            self._serviced.discard(sandbox_id)
+            docker_services.remove(self.api, sandbox_id)
         if channel is not None:
             channel.close()
         close_relays(relays)

@@ -210,7 +210,8 @@ class KubernetesBackend:
     """
 
     name: ClassVar[str] = "kubernetes"
-    unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts", "pty", "forwards"})
+    unsupported: ClassVar[frozenset[str]] = frozenset({"pids_limit", "mounts", "pty", "forwards",
+                                                               "services"})
 
     def __init__(self, namespace: str | None = None, *, kubeconfig: str | None = None,
                  context: str | None = None, in_cluster: bool | None = None,
@@ -301,6 +302,9 @@ class KubernetesBackend:
         if spec.forwards:
             raise UsageError("the kubernetes backend cannot forward ports to the orchard host "
                              "(spec.forwards)", hint="use the local or docker backend")
+        if spec.services:
+            raise UsageError("the kubernetes backend cannot start side services (spec.services: a "
+                             "docker-compose task's other containers)", hint="use the docker backend")
         image = self.default_image if spec.image == "host" else spec.image
         pod = m.pod_body(sandbox_id, spec, namespace=self.namespace, owner=owner,
                          expires_at=expires_at, image=image,

@@ -188,7 +188,7 @@ class LocalBackend:
         self.root.mkdir(parents=True, exist_ok=True)
         self.bwrap = shutil.which("bwrap")
         self.cgroups = cgroups.detect()
-        unsupported = {"writable_root"}  # bubblewrap binds the image read-only (see details['root'])
+        unsupported = {"writable_root", "services"}  # bubblewrap binds the image read-only (see details['root'])
         if netdrop.available():
             unsupported.add("network_drop")
         if not self.bwrap:
@@ -220,6 +220,9 @@ class LocalBackend:
         image = image_root(spec.image)
         if not self.bwrap and spec.image != "host":
             raise UsageError("an image folder needs bubblewrap", hint="apt-get install bubblewrap")
+        if spec.services:
+            raise UsageError("the local backend cannot start side services (spec.services: a "
+                             "docker-compose task's other containers)", hint="use the docker backend")
         if not self.bwrap and spec.forwards:
             raise UsageError("spec.forwards need bubblewrap (a sandbox without it has no network "
                              "of its own)", hint="apt-get install bubblewrap")

@@ -127,6 +127,27 @@ class PortForward(_Model):
         return host_port(self.target)
 
 
+class SideService(_Model):
+    """A container started beside the sandbox, before it, on a network private to the sandbox
+    (a docker-compose task's other services): the sandbox reaches it by `name`, and it goes when
+    the sandbox goes. The docker backend runs them; the others list 'services' in `unsupported`."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+    """Its host name on the private network (the compose service's name); not 'main'."""
+    image: str
+    """An image the engine has (nothing is pulled for a side service)."""
+    command: list[str] | None = None
+    """Replaces the image's CMD."""
+    entrypoint: list[str] | None = None
+    """Replaces the image's ENTRYPOINT."""
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    user: str | None = None
+    healthcheck: list[str] | None = None
+    """A command in the engine's form (['CMD', ...] or ['CMD-SHELL', '...']): the sandbox is made
+    only once it passes (checked every second); without one, once the container runs."""
+
+
 class SandboxSpec(_Model):
     """Body of `POST /sandboxes`: what sandbox to create."""
 
@@ -169,6 +190,10 @@ class SandboxSpec(_Model):
     mounts: list[Mount] = Field(default_factory=list)
     """Host paths bound into the sandbox (harness binaries, prepared environments); read-only
     unless said otherwise. Backends that cannot mount list 'mounts' in `unsupported`."""
+    services: list[SideService] = Field(default_factory=list)
+    """Containers started before the sandbox on a network of its own (a docker-compose task's
+    other services), reached from it by name, removed with it. Their network reaches the internet
+    only with network='full'. docker only; others list 'services' in `unsupported`."""
     writable_root: bool = False
     """The image's own files may be changed (`apt-get install`, `pip install` into the system),
     the changes dying with the sandbox, as in the published API's containers; false keeps
@@ -211,6 +236,12 @@ class SandboxSpec(_Model):
             raise ValueError(f"proxy_url {self.proxy_url!r} is not an http(s) URL")
         if self.forwards:
             self._check_forwards()
+        names = [s.name for s in self.services]
+        if "main" in names or len(set(names)) != len(names):
+            raise ValueError("services need distinct names, none of them 'main' (the sandbox's own)")
+        if self.services and self.network == "drop":
+            raise ValueError("services need network 'none', 'proxy' or 'full' (with 'drop' the "
+                             "sandbox could not reach them)")
         return self
 
     def _check_forwards(self) -> None:
