@@ -212,6 +212,9 @@ class LocalBackend:
                              "honour it", hint="ask for fewer (see /proc/sys/kernel/pid_max)")
 
     def create(self, sandbox_id: str, spec: SandboxSpec, owner: str, expires_at: float) -> LocalSandbox:
+        if spec.services:
+            raise UsageError("the local backend cannot start side services (spec.services: a "
+                             "docker-compose task's other containers)", hint="use the docker backend")
         if not self.bwrap and os.environ.get("ORCHARD_ALLOW_NO_ISOLATION") != "1":
             raise SandboxError(
                 "bubblewrap (bwrap) is not installed, so local sandboxes cannot be isolated",
@@ -220,9 +223,6 @@ class LocalBackend:
         image = image_root(spec.image)
         if not self.bwrap and spec.image != "host":
             raise UsageError("an image folder needs bubblewrap", hint="apt-get install bubblewrap")
-        if spec.services:
-            raise UsageError("the local backend cannot start side services (spec.services: a "
-                             "docker-compose task's other containers)", hint="use the docker backend")
         if not self.bwrap and spec.forwards:
             raise UsageError("spec.forwards need bubblewrap (a sandbox without it has no network "
                              "of its own)", hint="apt-get install bubblewrap")

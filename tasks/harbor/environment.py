@@ -117,16 +117,19 @@ def has_image(client, name: str) -> bool:
         return False
 
 
-def _context(folder: Path, task_id: str, dockerfile: str) -> bytes:
+def _context(folder: Path, task_id: str, context: str, name: str, dockerfile: str) -> bytes:
+    """The build context (a folder of the task, read through the guarded loader), its Dockerfile
+    at `name` replaced by `dockerfile` (mapped)."""
     from orchard_cli.tasks.kit.taskfiles import TaskFiles
 
     files = TaskFiles(task_id, folder)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        context = files.read_tree("environment") if files.is_dir("environment") else {}
-        context["environment/Dockerfile"] = dockerfile.encode()
-        for name, data in sorted(context.items()):
-            info = tarfile.TarInfo(name.removeprefix("environment/"))
+        found = files.read_tree(context) if files.is_dir(context) else {}
+        found = {name.removeprefix(context.rstrip("/") + "/"): data for name, data in found.items()}
+        found[name] = dockerfile.encode()
+        for name, data in sorted(found.items()):
+            info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o755 if name.endswith(".sh") else 0o644
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -134,19 +137,62 @@ def _context(folder: Path, task_id: str, dockerfile: str) -> bytes:
 
 def image_for(task, image_map: dict[str, str]) -> str:
     """The image `task` (a HarborTask) runs in: its prebuilt docker_image when the engine has
-    it, else its Dockerfile built (once). NeedsImage when a base is missing; BuildFailed with the
-    build's last lines when the Dockerfile fails."""
-    from orchard_cli.env.images import _build_lock, docker_client
+    it, else its Dockerfile built (once); for a compose task, its `main` service's. NeedsImage
+    when a base is missing; BuildFailed with the build's last lines when the Dockerfile fails."""
+    from orchard_cli.env.images import docker_client
 
     client = docker_client()
-    prebuilt = task.config.environment.docker_image
+    plan = compose_plan(task)
+    prebuilt = plan.main.image if plan and not plan.main.context else task.config.environment.docker_image
     if prebuilt:
         prebuilt = image_map.get(prebuilt, prebuilt)
-        if has_image(client, prebuilt) or not task.dockerfile:
+        if has_image(client, prebuilt) or not (task.dockerfile or plan):
             if not has_image(client, prebuilt):
                 raise NeedsImage(prebuilt)
             return prebuilt
-    dockerfile = map_images(task.dockerfile or "", image_map)
+    if plan and plan.main.context:
+        return build_image(task, image_map, plan.main, task.id)
+    return build_image(task, image_map, None, task.id)
+
+
+def side_images(task, image_map: dict[str, str]) -> dict[str, str]:
+    """{service: image} of a compose task's side services: each built from its context (cached
+    as the main image is), or its `image` when the engine has it (nothing is pulled)."""
+    from orchard_cli.env.images import docker_client
+
+    client = docker_client()
+    found = {}
+    for service in compose_plan(task).sides:
+        if service.context:
+            found[service.name] = build_image(task, image_map, service, f"{task.id}-{service.name}")
+        else:
+            image = image_map.get(service.image, service.image)
+            if not has_image(client, image):
+                raise NeedsImage(image)
+            found[service.name] = image
+    return found
+
+
+def compose_plan(task):
+    from orchard_cli.tasks.harbor.compose import ComposePlan
+
+    return ComposePlan.model_validate(task.compose_plan) if task.compose_plan else None
+
+
+def build_image(task, image_map: dict[str, str], service, name: str) -> str:
+    """A Dockerfile of the task built (once; the tag is its content's hash): environment/Dockerfile
+    when `service` is None, else a compose service's context, Dockerfile and args."""
+    from orchard_cli.env.images import _build_lock, docker_client
+    from orchard_cli.tasks.kit.taskfiles import TaskFiles
+
+    client = docker_client()
+    context, args = (service.context, service.args) if service else ("environment", {})
+    within = service.dockerfile if service else "Dockerfile"
+    if service is None or (context == "environment" and service.dockerfile == "Dockerfile"):
+        text = task.dockerfile or ""
+    else:
+        text = TaskFiles(task.id, task.folder).read_text(f"{context}/{service.dockerfile}")
+    dockerfile = map_images(text, image_map)
     # the bases' ids are part of the tag: a base loaded again (orchard's base rebuilt, a mapped
     # image replaced) makes the task's image again instead of keeping the old one
     bases = []
@@ -154,7 +200,9 @@ def image_for(task, image_map: dict[str, str]) -> str:
         if not has_image(client, base):
             raise NeedsImage(base)
         bases.append(f"{base}@{client.images.get(base).id}")
-    tag = image_tag(task.id, "\n".join([dockerfile, *bases]), task.environment_files)
+    inside = context.removeprefix("environment").strip("/")
+    files = {k: v for k, v in task.environment_files.items() if not inside or k.startswith(inside + "/")}
+    tag = image_tag(name, "\n".join([dockerfile, *bases, *(f"ARG {k}={v}" for k, v in sorted(args.items()))]), files)
     if has_image(client, tag):
         return tag
     with _build_lock(tag):
@@ -162,20 +210,21 @@ def image_for(task, image_map: dict[str, str]) -> str:
             return tag
         log: list[str] = []
         try:
-            for chunk in client.api.build(fileobj=io.BytesIO(_context(Path(task.folder), task.id, dockerfile)),
+            for chunk in client.api.build(fileobj=io.BytesIO(_context(Path(task.folder), task.id, context, within, dockerfile)),
                                           custom_context=True, tag=tag, rm=True, forcerm=True, pull=False,
+                                          dockerfile=within, buildargs=args or None,
                                           labels={"orchard.harbor.task": task.id}, decode=True,
                                           timeout=int(task.config.environment.build_timeout_sec)):
                 if "stream" in chunk:
                     log.append(chunk["stream"])
                 if "error" in chunk:
                     tail = " | ".join(line.strip() for line in "".join(log).splitlines()[-3:] if line.strip())
-                    raise BuildFailed(f"the Dockerfile of {task.id} did not build: {chunk['error'].strip()}"
+                    raise BuildFailed(f"the Dockerfile of {name} did not build: {chunk['error'].strip()}"
                                       + (f" (last lines: {tail[-400:]})" if tail else ""))
         except OrchardError:
             raise
         except Exception as exc:
-            raise BuildFailed(f"the Dockerfile of {task.id} did not build: {exc}") from exc
+            raise BuildFailed(f"the Dockerfile of {name} did not build: {exc}") from exc
     return tag
 
 

@@ -139,7 +139,8 @@ class HarborFamily(FamilyBase):
                 "instruction": parsed.instruction, "metadata": config.metadata,
                 "environment": "docker_image " + config.environment.docker_image
                 if config.environment.docker_image and not parsed.dockerfile
-                else ("compose" if parsed.compose and not parsed.dockerfile else "Dockerfile"),
+                else (f"compose ({parsed.compose})" if parsed.compose else "Dockerfile"),
+                "services": [s["name"] for s in (parsed.compose_plan or {}).get("sides", [])],
                 "allow_internet": config.environment.allow_internet,
                 "agent_timeout_sec": config.agent.timeout_sec, "verifier_timeout_sec": config.verifier.timeout_sec,
                 "cpus": config.environment.cpus, "memory_bytes": config.memory_bytes(),
@@ -179,12 +180,16 @@ class HarborFamily(FamilyBase):
         return self.parsed(task).instruction.strip()
 
     def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        from orchard_cli.tasks.harbor.environment import NeedsImage, image_for, image_workdir
+        from orchard_cli.tasks.harbor.environment import NeedsImage, compose_plan, image_for, image_workdir, side_images
 
         parsed = self.parsed(task)
         refusal = parsed.refusal()
         if refusal:
             raise EpisodeFailure(*refusal)
+        plan = compose_plan(parsed)
+        if plan and plan.sides and backend != "docker":
+            raise EpisodeFailure("unsupported", f"a docker-compose task (main beside {', '.join(s.name for s in plan.sides)}): "
+                                 f"the {backend} backend cannot start side services; run it with --backend docker")
         if backend == "local":
             return self._host_spec(task, parsed)
         if backend != "docker":
@@ -192,18 +197,26 @@ class HarborFamily(FamilyBase):
                                  "(run it with --backend docker)")
         try:
             image = image_for(parsed, self.image_map)
+            sides = side_images(parsed, self.image_map) if plan else {}
         except NeedsImage as exc:
             raise EpisodeFailure("needs_image", f"{exc.message}; {exc.hint}") from None
         workdir = self._workdirs.get(image) or self._workdirs.setdefault(image, image_workdir(image))
+        if plan and plan.main.workdir:
+            workdir = plan.main.workdir
         config = parsed.config
         memory = config.memory_bytes()
+        services = [{"name": s.name, "image": sides[s.name], "command": s.command, "entrypoint": s.entrypoint,
+                     "env": s.env, "workdir": s.workdir, "user": s.user, "healthcheck": s.healthcheck}
+                    for s in plan.sides] if plan else []
         return SandboxSpec.model_validate({
-            "image": image, "writable_root": True, "workdir": workdir if workdir != "/" else "/workspace",
+            "services": services, "image": image, "writable_root": True,
+            "workdir": workdir if workdir != "/" else "/workspace",
             "network": "full" if config.environment.allow_internet else "none",
             "cpu": min(float(config.environment.cpus), CPU_MAX),
             "memory": f"{max(memory >> 20, 256)}Mi" if memory else "2Gi",
             "timeout": int(config.agent.timeout_sec + config.verifier.timeout_sec) + 900,
-            "env": dict(config.environment.env), "labels": {"orchard.harbor.task": parsed.id[:63]}})
+            "env": {**(plan.main.env if plan else {}), **config.environment.env},
+            "labels": {"orchard.harbor.task": parsed.id[:63]}})
 
     def _host_spec(self, task: Task, parsed: Any) -> SandboxSpec:
         """The local backend: the host's tools, when the task adds nothing to orchard's base

@@ -10,8 +10,8 @@ Schema versions read: Harbor's 1.0 (`version = "1.0"`, `[environment] memory = "
 `storage = "10G"`, `allow_internet`: Terminal-Bench 2.0's spelling) and the later 1.x
 (`schema_version = "1.x"`, a `[task]` table, `memory_mb`, `storage_mb`, `network_mode`). Both are read into one
 model; what orchard cannot run yet (multi-step tasks, a separate verifier environment, MCP
-servers, docker-compose environments, GPUs, a Windows image) is kept as `refusal`, a reason the
-episode gives by name, never a silent half-run. `near_miss.sh` beside solve.sh is orchard's own
+servers, the parts of docker-compose it does not run (compose.py), GPUs, a Windows image) is
+kept as `refusal`, a reason the episode gives by name, never a silent half-run. `near_miss.sh` beside solve.sh is orchard's own
 addition: a plausible wrong solution `tasks validate` checks fails.
 """
 
@@ -134,6 +134,10 @@ class HarborTask(BaseModel):
     dockerfile: str | None = None
     compose: str | None = None
     """The compose file's name, when the environment is docker-compose."""
+    compose_plan: Any = None
+    """Its plan (tasks/harbor/compose.py: main and the side services), when it can run."""
+    compose_error: tuple[str, str] | None = None
+    """(category, reason) when it cannot: `unsupported` or `invalid_task`."""
     environment_files: dict[str, str] = Field(default_factory=dict)
     """Path inside environment/ -> sha256 of its bytes (the build context's content hash)."""
     has_solution: bool = False
@@ -159,16 +163,15 @@ class HarborTask(BaseModel):
             return "unsupported", "a separate verifier environment ([verifier.environment]) is not supported yet"
         if c.environment.mcp_servers:
             return "unsupported", "the task declares MCP servers ([environment].mcp_servers), not supported yet"
-        if self.compose and not self.dockerfile:
-            return "unsupported", (f"a docker-compose environment (environment/{self.compose}): "
-                                   "orchard runs Dockerfile environments only, for now")
+        if self.compose_error:
+            return self.compose_error
         if c.environment.network_mode == "allowlist" or c.environment.allowed_hosts:
             return "unsupported", "a host allowlist ([environment] network_mode = \"allowlist\") is not supported yet"
         if c.environment.gpus:
             return "unsupported", f"it needs {c.environment.gpus} GPU(s)"
         if c.environment.os and c.environment.os.lower() not in ("linux",):
             return "unsupported", f"its environment is {c.environment.os}, not Linux"
-        if not self.dockerfile and not c.environment.docker_image:
+        if not self.dockerfile and not c.environment.docker_image and not self.compose_plan:
             return "unsupported", "no environment/Dockerfile and no docker_image"
         return None
 
@@ -229,13 +232,29 @@ def load_task_dir(folder: Path) -> HarborTask:
     if files.is_dir("environment"):
         for name, path in files.files("environment"):
             hashes[name.removeprefix("environment/")] = hashlib.sha256(files.read_bytes(name)).hexdigest()
+    plan, error = _compose(files, compose) if compose else (None, None)
     has_solution = files.exists("solution/solve.sh")
     if has_solution:
         files.files("solution", total=SCRIPT_TREE_LIMIT)
     return HarborTask(id=folder.name, folder=str(folder), config=config,
                       instruction=files.read_text("instruction.md", limit=TEXT_LIMIT), dockerfile=dockerfile,
-                      compose=compose, environment_files=hashes, has_solution=has_solution,
+                      compose=compose, compose_plan=plan, compose_error=error, environment_files=hashes, has_solution=has_solution,
                       has_near_miss=files.exists("solution/near_miss.sh"), ignored=ignored_keys(config))
+
+
+def _compose(files: Any, name: str) -> tuple[dict | None, tuple[str, str] | None]:
+    """(plan, None) for a compose file orchard runs, else (None, (category, reason))."""
+    from orchard_cli.tasks.harbor.compose import ComposeError, harbor_values, read_compose
+
+    try:
+        plan = read_compose(files.read_text(f"environment/{name}", limit=TEXT_LIMIT), name, harbor_values())
+        for service in [plan.main, *plan.sides]:
+            if service.context and not files.exists(f"{service.context}/{service.dockerfile}"):
+                raise ComposeError(f"services.{service.name}: no {service.context}/{service.dockerfile}", "invalid")
+    except ComposeError as exc:
+        where = f"a docker-compose environment (environment/{name})"
+        return None, ("invalid_task" if exc.kind == "invalid" else "unsupported", f"{where}: {exc}")
+    return plan.model_dump(), None
 
 
 def task_folders(root: Path) -> list[Path]:

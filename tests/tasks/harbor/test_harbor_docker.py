@@ -19,6 +19,7 @@ ORCHARD = [sys.executable, "-m", "orchard_cli.main"]
 def test_every_harbor_mini_task_is_valid(harbor_mini_validated):
     bad = {k: v.reason() for k, v in harbor_mini_validated.items() if not v.valid}
     assert len(harbor_mini_validated) >= 20 and not bad
+    assert {"compose-token", "compose-store"} <= set(harbor_mini_validated)  # main beside side services
     for result in harbor_mini_validated.values():
         assert [v.way for v in result.verdicts] == ["gold", "null", "near_miss"]
         assert result.verdicts[2].category == "unresolved"  # a real near miss ran, and failed

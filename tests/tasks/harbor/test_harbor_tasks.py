@@ -73,7 +73,11 @@ def test_named_instances_load_beside_a_malformed_task(tmp_path):
     ('version = "1.0"\n[verifier.environment]\ndocker_image = "x"\n', None, "separate verifier environment"),
     ('version = "1.0"\n[environment]\nmcp_servers = [{name = "fs", command = "x"}]\n', None, "MCP servers"),
     ('version = "1.0"\n[environment]\ngpus = 1\n', None, "GPU"),
-    ('version = "1.0"\n', "compose", "docker-compose"),
+    ('version = "1.0"\n', "services:\n  main:\n    build: .\n  db:\n    image: x\n    volumes: [data:/var/lib]\n",
+     "db has volumes"),
+    ('version = "1.0"\n', "services:\n  main: {}\n  db:\n    image: x\n    privileged: true\n", "db uses privileged"),
+    ('version = "1.0"\n', "services:\n  db:\n    image: x\n    depends_on: [main]\n", "depends on main"),
+    ('version = "1.0"\n', "services:\n  main:\n    build: ../..\n", "outside environment/"),
     ('schema_version = "1.1"\n[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', None,
      "allowlist"),
 ])
@@ -81,9 +85,43 @@ def test_refused_by_name(tmp_path, toml, extra, why):
     folder = make_task(tmp_path, toml=toml, dockerfile=None if extra else "FROM orchard/base:bookworm\n")
     if extra:
         (folder / "environment").mkdir()
-        (folder / "environment/docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
+        (folder / "environment/Dockerfile").write_text("FROM orchard/base:bookworm\n")
+        (folder / "environment/docker-compose.yaml").write_text(extra)
     category, reason = load_task_dir(folder).refusal()
     assert category == "unsupported" and why in reason
+
+
+def test_compose_file_read_as_harbor_sets_it(tmp_path):
+    """main is the sandbox (built from environment/ unless its build says otherwise); the others
+    are side services in depends_on order, compose's variables interpolated; a malformed file is
+    invalid_task naming it."""
+    folder = make_task(tmp_path)
+    (folder / "environment/web").mkdir()
+    (folder / "environment/web/web.Dockerfile").write_text("FROM orchard/base:bookworm\n")
+    (folder / "environment/docker-compose.yaml").write_text(
+        "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}\n    image: ${MAIN_IMAGE_NAME}\n"
+        "    environment:\n      - URL=http://web:${PORT:-81}\n    volumes:\n      - ${HOST_VERIFIER_LOGS_PATH}:${ENV_VERIFIER_LOGS_PATH}\n"
+        "    depends_on: [web]\n"
+        "  web:\n    build:\n      context: web\n      dockerfile: web.Dockerfile\n    command: python3 -m http.server 81\n"
+        "    depends_on: {db: {condition: service_healthy}}\n    ports: ['81:81']\n"
+        "    healthcheck:\n      test: curl -f http://localhost:81 || exit 1\n"
+        "  db:\n    image: postgres:16\n    environment: {POSTGRES_PASSWORD: $$secret}\n")
+    task = load_task_dir(folder)
+    assert task.refusal() is None
+    plan = task.compose_plan
+    assert plan["main"]["context"] == "environment" and plan["main"]["env"] == {"URL": "http://web:81"}
+    assert [s["name"] for s in plan["sides"]] == ["db", "web"]
+    db, web = plan["sides"]
+    assert db["image"] == "postgres:16" and db["env"] == {"POSTGRES_PASSWORD": "$secret"}
+    assert web["context"] == "environment/web" and web["dockerfile"] == "web.Dockerfile"
+    assert web["command"] == ["python3", "-m", "http.server", "81"]
+    assert web["healthcheck"] == ["CMD-SHELL", "curl -f http://localhost:81 || exit 1"]
+    (folder / "environment/docker-compose.yaml").write_text("services: [oops\n")
+    category, reason = load_task_dir(folder).refusal()
+    assert category == "invalid_task" and "not valid YAML" in reason
+    (folder / "environment/docker-compose.yaml").write_text("services:\n  web:\n    build: nowhere\n")
+    category, reason = load_task_dir(folder).refusal()
+    assert category == "invalid_task" and "no environment/nowhere/Dockerfile" in reason
 
 
 @pytest.mark.parametrize("env,internet", [
