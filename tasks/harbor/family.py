@@ -6,7 +6,8 @@
                    cpus, memory, timeouts, and no network unless `allow_internet`; on the local
                    backend the host's tools when the task adds nothing to orchard's base (hostenv.py)
     setup          /logs/agent and /logs/verifier made
-    gold           solution/ copied in, `bash /solution/solve.sh` (near miss: solution/near_miss.sh)
+    gold           solution/ copied in, `bash /solution/solve.sh` within [solution] timeout_sec
+                   (near miss: solution/near_miss.sh)
     collect        after the agent: its trajectory as ATIF at /logs/agent/trajectory.json; /tests and
                    /logs/verifier emptied, tests/ copied in (never seen by the agent), test.sh run
                    with the verifier's env and timeout; reward.txt or reward.json read
@@ -163,9 +164,15 @@ class HarborFamily(FamilyBase):
         tar = base64.b64encode(tree_tar(Path(parsed.folder), parsed.id, "solution")).decode()
         commands = [f"printf %s {tar[i:i + PIECE]} {'>' if i == 0 else '>>'} /tmp/.orchard-solution.b64"
                     for i in range(0, len(tar), PIECE)]
+        run = f"bash /solution/{name}"
+        limit = parsed.config.solution.timeout_sec
+        if limit:  # [solution] timeout_sec (the gold solver's own 600 s cap still holds above it)
+            run = (f"{{ if command -v timeout >/dev/null; then timeout -k 5 {limit:g} {run}; else {run}; fi; "
+                   f"rc=$?; [ $rc -ne 124 ] || echo 'solution/{name} ran past its [solution] timeout_sec "
+                   f"({limit:g} s)' >&2; exit $rc; }}")
         return Gold(commands=[*commands, f"{_exports(parsed.config.solution.env)}mkdir -p /solution && "
                               "base64 -d /tmp/.orchard-solution.b64 | tar -xz -C /solution && "
-                              f"rm -f /tmp/.orchard-solution.b64 && bash /solution/{name}"])
+                              f"rm -f /tmp/.orchard-solution.b64 && {run}"])
 
     def gold_solution(self, task: Task) -> Gold | None:
         if self.parsed(task).invalid:  # the episode ends invalid_task before any solution runs

@@ -107,3 +107,16 @@ def test_missing_base_image_is_needs_image_until_mapped(tmp_path):
     assert card["resolved"] == 1
     assert card["reproducibility"]["config"]["image_map"] == {"orchard-test/absent-base:24.04": "orchard/base:bookworm"}
     assert json.loads((out2 / "config.json").read_text())["image_map"]
+
+
+def test_solution_timeout_is_honoured(tmp_path):
+    """[solution] timeout_sec cuts the gold solver; the error names it."""
+    make_task(tmp_path, toml='version = "1.0"\n[solution]\ntimeout_sec = 2\n',
+              test="[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+              solve="sleep 60; touch /app/done\n")
+    out = tmp_path / "run"
+    proc = subprocess.run([*ORCHARD, "eval", str(tmp_path / "t1"), "--predictions", "gold", "--backend", "docker",
+                           "--out", str(out), "--format", "json"], capture_output=True, text=True, timeout=600)
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["resolved"] == 0, proc.stderr[-1500:]
+    assert "ran past its [solution] timeout_sec (2 s)" in next(out.glob("logs/**/error.txt")).read_text()
