@@ -3,7 +3,8 @@
 The rule (`host_plan`): the Dockerfile (after `--image-map`) is built `FROM orchard/base:bookworm`,
 whose tools (bash, python3, git, coreutils) the local backend's host has too, and adds nothing to
 it: its instructions are only WORKDIR, COPY of files of the build context into the workdir, ENV,
-ARG, LABEL and CMD. A RUN line, another base, a prebuilt `docker_image` or an ADD needs the image:
+ARG, LABEL and CMD (with `$VAR` references substituted as Docker does, from the ARG and ENV lines
+before them and the base image's PATH). A RUN line, another base, a prebuilt `docker_image` or an ADD needs the image:
 `needs_image`, naming why. The sandbox is the host's tools (read-only) with the workdir, and
 /logs, /tests and /solution bound from a folder of the episode's own, removed in `release`.
 """
@@ -21,6 +22,35 @@ ALLOWED = {"FROM", "WORKDIR", "COPY", "ENV", "ARG", "LABEL", "CMD"}
 HOST_TOOLS = ("bash", "python3", "tar", "base64")
 BOUND = ("logs", "tests", "solution")
 LABEL = "orchard.harbor.host_dir"
+
+
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+"""The environment orchard's base image declares (what `$PATH` means in an ENV line)."""
+_REF = re.compile(r"\\\$|\$\{(\w+)(?::([-+])([^}]*))?\}|\$(\w+)")
+
+
+def substitute(text: str, known: dict[str, str]) -> str:
+    """Docker's variable substitution in ENV, WORKDIR and COPY: `$VAR`, `${VAR}`, `${VAR:-word}`,
+    `${VAR:+word}` from the ARG and ENV values declared before the line (an unknown one is empty);
+    nothing inside single quotes; `\\$` stays a literal `$` (the shell-style split unescapes it)."""
+    out = []
+    for i, part in enumerate(re.split(r"('[^']*')", text)):
+        if i % 2:  # a single-quoted stretch
+            out.append(part)
+            continue
+
+        def one(m: re.Match) -> str:
+            if m[0] == "\\$":
+                return m[0]
+            name = m[1] or m[4]
+            value = known.get(name, "")
+            if m[2] == "-":
+                return value or m[3]
+            if m[2] == "+":
+                return m[3] if value else ""
+            return value
+        out.append(_REF.sub(one, part))
+    return "".join(out)
 
 
 def _lines(dockerfile: str) -> list[str]:
@@ -44,19 +74,29 @@ def host_plan(task, image_map: dict[str, str]) -> tuple[str, list[tuple[str, str
     if missing:
         return f"the host lacks {', '.join(missing)}"
     workdir, copies, env = "/", [], {}
+    known = dict(BASE_ENV)
     for line in _lines(dockerfile):
         word, _, rest = line.partition(" ")
         word = word.upper()
         if word not in ALLOWED:
             return f"its Dockerfile has {word} lines (it changes the image: run it on docker)"
+        if word == "ARG":
+            name, sep, default = rest.strip().partition("=")
+            if name.strip() and name.strip() not in known:
+                known[name.strip()] = substitute(default, known).strip("\"'") if sep else ""
+            continue
+        if word in ("WORKDIR", "ENV", "COPY"):
+            rest = substitute(rest, known)
         if word == "WORKDIR":
             workdir = str(PurePosixPath(workdir) / rest.strip())
         elif word == "ENV":
             parts = shlex.split(rest)
             if parts and "=" not in parts[0]:
-                env[parts[0]] = " ".join(parts[1:])
+                added = {parts[0]: " ".join(parts[1:])}
             else:
-                env.update(p.split("=", 1) for p in parts if "=" in p)
+                added = dict(p.split("=", 1) for p in parts if "=" in p)
+            env.update(added)  # every reference on the line saw the values from before it
+            known.update(added)
         elif word == "COPY":
             parts = [p for p in shlex.split(rest) if not p.startswith("--")]
             if len(parts) != 2:

@@ -184,3 +184,19 @@ def test_from_lines_and_image_map():
     assert parse_image_map(["a:1=b:2"]) == {"a:1": "b:2"}
     with pytest.raises(UsageError, match="SRC=DST"):
         parse_image_map(["nonsense"])
+
+
+def test_env_lines_substitute_as_docker_does_on_the_host(tmp_path):
+    """The local backend's reading of a Dockerfile: $VAR, ${VAR}, ${VAR:-word} from the ARG and ENV
+    lines before (one ENV line sees the values from before it), none inside single quotes, \\$
+    literal, $PATH the base image's."""
+    from orchard_cli.tasks.harbor.hostenv import BASE_ENV, host_plan
+
+    make_task(tmp_path, dockerfile="FROM orchard/base:bookworm\nARG APP=/app\nWORKDIR $APP\n"
+              "ENV TOOLS=${APP}/bin PATH=/opt/x:$PATH\n"
+              "ENV BIN=$TOOLS LIT='$TOOLS' EMPTY=${NOPE:-dflt} PLUS=${TOOLS:+yes} ESC=\\$HOME\n"
+              "ENV SAME=1 SEE=$SAME\nENV OLD form $BIN\n")
+    workdir, copies, env = host_plan(load_task_dir(tmp_path / "t1"), {})
+    assert workdir == "/app" and copies == []
+    assert env == {"TOOLS": "/app/bin", "PATH": "/opt/x:" + BASE_ENV["PATH"], "BIN": "/app/bin", "LIT": "$TOOLS",
+                   "EMPTY": "dflt", "PLUS": "yes", "ESC": "$HOME", "SAME": "1", "SEE": "", "OLD": "form /app/bin"}
