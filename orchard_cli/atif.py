@@ -4,7 +4,11 @@ orchard writes ATIF-v1.4 (Harbor's RFC 0001, "Agent Trajectory Interchange Forma
 `Trajectory` of numbered `Step`s, each from the system, the user or the agent; an agent step
 carries its message, its reasoning, its tool calls, the observations they produced and, where the
 recording proxy kept them, the call's metrics (token counts, token ids, log-probabilities). It
-reads every version up to v1.4 (the fields orchard uses are the same in all of them).
+reads every version up to v1.6: v1.5 and v1.6 add content parts (`{"type": "text", "text"}`,
+`{"type": "image", "source"}`) as a message or an observation's content, `llm_call_count` and
+`is_copied_context` on a step; text parts are read as their text, an image is refused by name
+(orchard's chat messages carry text). A later version (v1.7: embedded subagent trajectories, a
+`trajectory_id`) is refused by name.
 
 The models below re-express the schema from its documentation (field names, which fields only an
 agent step may carry, step ids 1, 2, 3 ..., observation results naming a tool call of their own
@@ -25,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from orchard_cli.proxy.records import CallRecord
 
 ATIF_VERSION = "ATIF-v1.4"
-READABLE = ("ATIF-v1.0", "ATIF-v1.1", "ATIF-v1.2", "ATIF-v1.3", "ATIF-v1.4")
+READABLE = ("ATIF-v1.0", "ATIF-v1.1", "ATIF-v1.2", "ATIF-v1.3", "ATIF-v1.4", "ATIF-v1.5", "ATIF-v1.6")
+Version = Literal["ATIF-v1.0", "ATIF-v1.1", "ATIF-v1.2", "ATIF-v1.3", "ATIF-v1.4", "ATIF-v1.5", "ATIF-v1.6"]
 
 
 class _Model(BaseModel):
@@ -80,6 +85,10 @@ class Step(_Model):
     tool_calls: list[ToolCall] | None = None
     observation: Observation | None = None
     metrics: Metrics | None = None
+    llm_call_count: int | None = Field(None, ge=0)
+    """v1.5+: how many model calls this step stands for (0: none, e.g. a dispatch)."""
+    is_copied_context: bool | None = None
+    """v1.5+: the step was copied from an earlier trajectory as context (kept as a message)."""
     extra: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -107,7 +116,7 @@ class FinalMetrics(_Model):
 
 
 class Trajectory(_Model):
-    schema_version: Literal["ATIF-v1.0", "ATIF-v1.1", "ATIF-v1.2", "ATIF-v1.3", "ATIF-v1.4"] = ATIF_VERSION
+    schema_version: Version = ATIF_VERSION
     session_id: str
     agent: Agent
     steps: list[Step] = Field(min_length=1)
@@ -213,15 +222,34 @@ def from_episode(*, session_id: str, agent: str, agent_version: str | None, mode
 
 # ---- ATIF -> orchard --------------------------------------------------------------------------
 
+def _plain(content: Any, where: str) -> Any:
+    """A list of content parts (v1.5+) as its text; ValueError naming `where` for an image or a
+    part of a kind ATIF does not define. Lists of another shape (v1.4 and earlier) stay as they are."""
+    if not isinstance(content, list) or not all(isinstance(p, dict) and "type" in p for p in content):
+        return content
+    texts = []
+    for part in content:
+        if part["type"] == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part["type"] == "image":
+            raise ValueError(f"{where} holds an image content part (ATIF-v1.5 multimodal content), "
+                             "which orchard's chat messages do not carry")
+        else:
+            raise ValueError(f"{where} holds a content part of type {part['type']!r} without text")
+    return "".join(texts)
+
+
 def to_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
-    """The chat messages an ATIF trajectory holds (system, user, assistant with tool_calls, tool)."""
+    """The chat messages an ATIF trajectory holds (system, user, assistant with tool_calls, tool).
+    ValueError, naming the step, for content a chat message cannot carry (an image)."""
     messages: list[dict[str, Any]] = []
     for step in trajectory.steps:
+        where = f"step {step.step_id}"
         if step.source != "agent":
             role = "tool" if (step.extra or {}).get("role") == "tool" else step.source
-            messages.append({"role": role, "content": step.message})
+            messages.append({"role": role, "content": _plain(step.message, where)})
             continue
-        answer: dict[str, Any] = {"role": "assistant", "content": step.message}
+        answer: dict[str, Any] = {"role": "assistant", "content": _plain(step.message, where)}
         if step.reasoning_content:
             answer["reasoning_content"] = step.reasoning_content
         if step.tool_calls:
@@ -230,7 +258,7 @@ def to_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
                                     for c in step.tool_calls]
         messages.append(answer)
         for result in (step.observation.results if step.observation else ()):
-            content = result.content if result.content is not None else ""
+            content = _plain(result.content, f"{where}'s observation") if result.content is not None else ""
             if result.source_call_id is not None:
                 messages.append({"role": "tool", "tool_call_id": result.source_call_id, "content": content})
             else:

@@ -138,7 +138,7 @@ def read_atif(path: Path) -> Trajectory:
     `orchard train` takes it only with --include-unresolved."""
     import json
 
-    from orchard_cli.atif import Trajectory as Atif, is_atif, to_messages
+    from orchard_cli.atif import READABLE, Trajectory as Atif, is_atif, to_messages
 
     try:
         if path.stat().st_size > MAX_ATIF_BYTES:
@@ -149,12 +149,20 @@ def read_atif(path: Path) -> Trajectory:
     if not is_atif(data):
         raise UsageError(f"{path}: not an ATIF trajectory (no schema_version ATIF-v1.x)",
                          hint="pass a trajectories .jsonl file, or an ATIF trajectory.json")
+    version = str(data.get("schema_version"))
+    if version not in READABLE:
+        newer = " (it adds embedded subagent trajectories and trajectory ids)" if version == "ATIF-v1.7" else ""
+        raise UsageError(f"{path}: {version}{newer} is not a version orchard reads "
+                         f"({READABLE[0]} to {READABLE[-1]})")
     try:
         atif = Atif.model_validate(data)
+        messages = to_messages(atif)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UsageError(f"{path}: not a valid ATIF trajectory: {'.'.join(str(p) for p in first['loc'])}: "
                          f"{first['msg']}") from None
+    except ValueError as exc:  # after ValidationError, which is one
+        raise UsageError(f"{path}: not read: {exc}") from None
     mine = (atif.extra or {}).get("orchard") or {}
     try:
         if not isinstance(mine, dict):
@@ -170,7 +178,7 @@ def read_atif(path: Path) -> Trajectory:
                       suite=str(mine.get("suite") or "atif"), family=str(mine.get("family") or "atif"),
                       harness=atif.agent.name, harness_version=atif.agent.version,
                       model=atif.agent.model_name or "unknown", attempt=attempt,
-                      messages=to_messages(atif), tools=atif.agent.tool_definitions or [], outcome=outcome,
+                      messages=messages, tools=atif.agent.tool_definitions or [], outcome=outcome,
                       tokens_in=(metrics.total_prompt_tokens or 0) if metrics else 0,
                       tokens_out=(metrics.total_completion_tokens or 0) if metrics else 0,
                       metadata={"source": "atif", "file": str(path)})

@@ -90,3 +90,36 @@ def test_a_broken_atif_file_is_one_line(tmp_path):
                                "steps": [{"step_id": 2, "source": "user", "message": "hi"}]}))
     proc = subprocess.run([*ORCHARD, "view", str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "step_id" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _later(version: str, message) -> dict:
+    return {"schema_version": version, "session_id": "s", "agent": {"name": "a", "version": "1"},
+            "steps": [{"step_id": 1, "source": "user", "message": message, "is_copied_context": True},
+                      {"step_id": 2, "source": "agent", "message": [{"type": "text", "text": "run "}, {"type": "text", "text": "it"}],
+                       "llm_call_count": 1, "tool_calls": [{"tool_call_id": "c1", "function_name": "bash", "arguments": {"cmd": "ls"}}],
+                       "observation": {"results": [{"source_call_id": "c1", "content": [{"type": "text", "text": "a.txt"}]}]}},
+                      {"step_id": 3, "source": "agent", "message": "done", "llm_call_count": 0}]}
+
+
+@pytest.mark.parametrize("version", ["ATIF-v1.5", "ATIF-v1.6"])
+def test_later_atif_versions_read_their_text_parts(tmp_path, version):
+    from orchard_cli.trajectory import read_atif
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_later(version, [{"type": "text", "text": "list files"}])))
+    got = read_atif(path)
+    assert got.outcome.details["atif_schema_version"] == version
+    assert [m["content"] for m in got.messages] == ["list files", "run it", "a.txt", "done"]
+    assert got.messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}
+
+
+def test_an_image_or_a_newer_version_is_refused_by_name(tmp_path):
+    image = tmp_path / "image.json"
+    image.write_text(json.dumps(_later("ATIF-v1.6", [{"type": "image", "source": {"media_type": "image/png", "path": "x.png"}}])))
+    proc = subprocess.run([*ORCHARD, "view", str(image)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "step 1 holds an image content part" in proc.stderr and "Traceback" not in proc.stderr
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(_later("ATIF-v1.7", "hi")))
+    proc = subprocess.run([*ORCHARD, "view", str(newer)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "ATIF-v1.7 (it adds embedded subagent trajectories" in proc.stderr
+    assert "ATIF-v1.0 to ATIF-v1.6" in proc.stderr
