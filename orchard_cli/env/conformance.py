@@ -544,6 +544,31 @@ def check_forwards_reach_only_their_target(env, spec_kwargs: dict) -> None:
                 assert len(seen) == 3 and not other.paths and proxy.paths == ["/prefix/hello"]
 
 
+SERVICE_PROBE = ("python3 -c \"import urllib.request; "
+                 "print(urllib.request.urlopen('http://web:8080/', timeout=10).status)\"")
+
+
+@check(needs="services")
+def check_services_reached_by_name(env, spec_kwargs: dict) -> None:
+    """spec.services: a side service (the sandbox's image serving HTTP) is up before the sandbox
+    is ready and answers at its name from it, with network 'none' and with 'proxy' (the proxy
+    still reached beside it); it goes with the sandbox."""
+    web = {"name": "web", "image": spec_kwargs.get("image", "host"), "workdir": "/tmp",
+           "command": ["python3", "-m", "http.server", "8080"],
+           "healthcheck": ["CMD", "python3", "-c",
+                           "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/', timeout=2)"]}
+    with sandbox(env, spec_kwargs, network="none", services=[web]) as info:
+        assert ok(env, info.sandbox_id, SERVICE_PROBE).strip() == "200"
+    with loopback_server("proxy") as proxy:
+        url = f"http://127.0.0.1:{proxy.server_address[1]}/prefix"
+        with sandbox(env, spec_kwargs, network="proxy", proxy_url=url, services=[web]) as info:
+            assert ok(env, info.sandbox_id, SERVICE_PROBE).strip() == "200"
+            assert ok(env, info.sandbox_id, HTTP_GET).endswith("proxy /prefix/hello")
+    backend = getattr(env, "backend", None)  # in process: nothing of it is left on the backend
+    if backend is not None:
+        assert info.sandbox_id not in [r.sandbox_id for r in backend.resources()]
+
+
 FORKS = """import os, time
 n = 0
 for _ in range(100):
