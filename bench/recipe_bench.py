@@ -90,7 +90,7 @@ def config_for(args: argparse.Namespace) -> Any:
     preset = PRESETS[(args.family, device)]
     return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=DEFAULT_HARNESS[args.family],
                         device=args.device, synth=SynthPart(**preset["synth"]), train=TrainPart(**preset["train"]),
-                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=True),
+                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=True, near_miss=True),
                         rl=RLPart(enabled=args.rl, **preset["rl"]))
 
 
