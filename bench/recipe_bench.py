@@ -5,8 +5,8 @@
     .venv/bin/python bench/recipe_bench.py --family claw --device cuda        # a GPU machine
 
 Each runs `orchard recipe` (the same Python API) with the presets below, then prints the figures
-the issue asks for from the run's report.json: base vs the SFT student vs the control (the same
-training on demonstrations shuffled between tasks of a template) vs the teacher on the held-out
+the issue asks for from the run's report.json: base vs the SFT student vs the controls (the same
+training on demonstrations shuffled between tasks of a template, and on each task's near miss) vs the teacher on the held-out
 seeds (unseen seeds of the training templates) and the held-out templates, McNemar's exact test,
 the wall time of each stage, and the load average before and after (other processes share the
 cores: the times are contended unless it is low). `--rl` adds GRPO from the student with a
@@ -34,10 +34,11 @@ mail-lookup-12000..12038 even, mail-search-12001..12039 odd; docs/recipes.md has
 | base (SmolLM2-135M) | 0/40 (0.0%) | 0 / 40 discordant, p = 1.8e-12 |
 | SFT student | 40/40 (100.0%) | |
 | control (shuffled demonstrations) | 6/40 (15.0%): lookup 6/20, search 0/20 | 0 / 34, p = 1.2e-10 |
+| near-miss control (near-miss demonstrations) | 0/40 (0.0%) | 0 / 40, p = 1.8e-12 |
 | teacher (gold) | 40/40 (100.0%) | |
 
 Stages: synth 32 s, distill 10 s, student 476 s, control 438 s, eval teacher 10 s, base 390 s,
-student 347 s, control 459 s (SFT recipe without the control: 21 min). Not measured: RL,
+student 347 s, control 459 s, near-miss control 386 s + 247 s (SFT recipe without the controls: 21 min). Not measured: RL,
 held-out templates, the GPU preset (no device machine was lent).
 """
 
@@ -90,7 +91,7 @@ def config_for(args: argparse.Namespace) -> Any:
     preset = PRESETS[(args.family, device)]
     return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=DEFAULT_HARNESS[args.family],
                         device=args.device, synth=SynthPart(**preset["synth"]), train=TrainPart(**preset["train"]),
-                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=True),
+                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=True, near_miss=True),
                         rl=RLPart(enabled=args.rl, **preset["rl"]))
 
 

@@ -66,6 +66,7 @@ def recipe(
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 300.0,
     max_reply_tokens: Annotated[int, typer.Option("--max-reply-tokens", min=1, help="Cap on one reply of a served local model.")] = 192,
     control: Annotated[bool, typer.Option("--control", help="Also train and evaluate a control student on demonstrations shuffled between tasks of a template.")] = False,
+    near_miss_control: Annotated[bool, typer.Option("--near-miss-control", help="Also train and evaluate a control student on near-miss demonstrations (each task's near miss played through the same harness).")] = False,
     rl: Annotated[bool, typer.Option("--rl", help="Also run RL (GRPO) from the student on the training tasks, then evaluate it.")] = False,
     rl_steps: Annotated[int, typer.Option("--rl-steps", min=1, help="RL steps.")] = 8,
     rl_tasks_per_step: Annotated[int, typer.Option("--rl-tasks-per-step", min=1, help="Tasks per RL step.")] = 2,
@@ -103,7 +104,7 @@ def recipe(
                         grad_accum=grad_accum, packing=packing, lora=lora, seed=train_seed, precision=precision, threads=threads),
         eval=config_of(EvalPart, attempts=attempts, temperature=temperature, workers=workers, max_turns=max_turns,
                        timeout=timeout, max_reply_tokens=max_reply_tokens),
-        control=config_of(ControlPart, shuffled=control),
+        control=config_of(ControlPart, shuffled=control, near_miss=near_miss_control),
         rl=config_of(RLPart, enabled=rl, steps=rl_steps, tasks_per_step=rl_tasks_per_step, group_size=rl_group_size,
                      temperature=rl_temperature, lr=rl_lr, eval_every=rl_eval_every, shuffled_control=rl_control))
     console = stderr_console()

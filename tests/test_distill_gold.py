@@ -94,3 +94,26 @@ def test_a_task_without_a_reference_is_refused_by_name(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "book-flight" in err and len(err.strip().splitlines()) <= 2
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.bwrap
+def test_the_near_miss_demonstrator_plays_each_tasks_near_miss(tmp_path, capsys):
+    """`--base-url near-miss`: the same demonstrator playing the family's near miss (mail-lookup's is
+    the answer without the tools, and the other month's total): recorded like gold's, graded as
+    the near miss it is (unresolved), and kept in the output (the near-miss control trains on it)."""
+    out = tmp_path / "near.jsonl"
+    code = main(["distill", "--suite", "claw-mini", "--instances", "mail-lookup-1004", "--base-url", "near-miss",
+                 "--harness", "bash", "--out", str(out), "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    (record,) = read_trajectories(out)
+    assert record.model == "near-miss" and not record.errors
+    assert not record.outcome.resolved and record.outcome.category == "unresolved"
+    assert record.evidence.dispatches == [] and "The invoice from" in record.messages[-1]["content"]
+    assert [m["role"] for m in record.messages][-1] == "assistant" and record.calls
+    # a family without near misses (calc's patches) is refused by name before anything runs
+    code = main(["distill", "--suite", "calc", "--base-url", "near-miss", "--harness", "bash",
+                 "--out", str(tmp_path / "calc.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and "near miss" in err and "calc-" in err, err
+    assert not (tmp_path / "calc.jsonl").exists()

@@ -5,6 +5,7 @@
 - `scripted`: an in-package loopback server that replays fixed replies (for tests).
 - `gold`: the demonstrator teacher: it plays each episode's reference solution as the model's turns
   (it needs orchard's recording proxy in front of it, which names each call's episode).
+- `near-miss`: the same, playing each task's near miss (a demonstration that does not resolve).
 - `smollm2`: the embedded default model (SmolLM2-135M-Instruct on the CPU), served on loopback.
 - `local`: a checkpoint folder (`checkpoint=DIR`, e.g. a fine-tuned student) served the same way.
   A spec that is a path to an existing folder means `local` with that folder.
@@ -28,6 +29,7 @@ endpoints: Registry = Registry(
         "openai": "orchard_cli.models.openai_compat:OpenAIEndpoint",
         "scripted": "orchard_cli.models.scripted:ScriptedEndpoint",
         "gold": "orchard_cli.models.gold:GoldEndpoint",
+        "near-miss": "orchard_cli.models.gold:NearMissEndpoint",
         "smollm2": "orchard_cli.models.local_server:smollm2",
         "local": "orchard_cli.models.local_server:LocalEndpoint",
     },

@@ -18,6 +18,10 @@ episode's next move; a call of an episode gold was not told about, or past the r
 move, is answered 400, and the episode's `GoldReport` (from `end_episode`) says what went wrong.
 A task without a reference is refused before anything runs (`rollout.choose.require_references`).
 
+`near-miss` (NearMissEndpoint) is the same demonstrator playing each task's near miss instead (the
+family's `near_miss`: the right procedure with a wrong last step, e.g. the wrong month's total):
+demonstrations that look like a teacher's and do not resolve, for the recipe's near-miss control.
+
 Web steps name elements by selector; the web agent names them by the page's ids. When the
 episode's tools are a browser (`tools.backend.locate`), gold asks it for the id of the element a
 selector finds on the page the agent was last shown.
@@ -67,9 +71,12 @@ class GoldEndpoint(LoopbackEndpoint):
     """Registered as the model endpoint `gold`."""
 
     server_name = "orchard-gold"
+    endpoint_name = "gold"
     grace_s = 0.2
     wants_episode = True
     """The recording proxy names each call's episode in the `X-Orchard-Episode` header."""
+    plays = "gold_solution"
+    """The family hook whose `Gold` this endpoint plays (EpisodeScripted.plays)."""
 
     def __init__(self, *, model: str = "gold", dialects: Sequence[Dialect] = ("chat", "responses"),
                  key_env: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -126,7 +133,7 @@ class GoldEndpoint(LoopbackEndpoint):
         return ScriptedReply(content=content, tool_calls=[ScriptedToolCall(name=n, arguments=a) for n, a in calls])
 
     def exhausted_message(self) -> str:
-        return self._last_error or "gold: nothing to say"
+        return self._last_error or f"{self.endpoint_name}: nothing to say"
 
     def app(self) -> Any:
         from orchard_cli.models.scripted_app import build_app
@@ -134,5 +141,16 @@ class GoldEndpoint(LoopbackEndpoint):
         return build_app(self)
 
     def info(self, root: str) -> EndpointInfo:
-        return EndpointInfo(name="gold", base_url=f"{root}/v1", model=self.model, dialects=self.dialects,
+        return EndpointInfo(name=self.endpoint_name, base_url=f"{root}/v1", model=self.model, dialects=self.dialects,
                             key_env=self.key_env)
+
+
+class NearMissEndpoint(GoldEndpoint):
+    """Registered as the model endpoint `near-miss`: each task's near miss, played like gold."""
+
+    server_name = "orchard-near-miss"
+    endpoint_name = "near-miss"
+    plays = "near_miss"
+
+    def __init__(self, *, model: str = "near-miss", **options: Any) -> None:
+        super().__init__(model=model, **options)

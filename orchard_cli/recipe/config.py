@@ -92,6 +92,10 @@ class ControlPart(BaseModel):
     shuffled: bool = False
     """Also train a control student on the same demonstrations with each task's turns given to
     another task of the same template (same format, broken link to the task), and evaluate it."""
+    near_miss: bool = False
+    """Also distill each training task's near miss (the `near-miss` demonstrator: the family's
+    near_miss played through the same harness: the task's procedure with a wrong last step),
+    train a second control student on those demonstrations, and evaluate it."""
     seed: int = 0
 
 

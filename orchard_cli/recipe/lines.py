@@ -73,6 +73,8 @@ def train(config: Any) -> str:
     _opt(argv, "--threads", config.threads)
     _opt(argv, "--precision", config.precision, "auto")
     _opt(argv, "--eval-suite", config.eval_suite)
+    if not config.filters.only_resolved:
+        argv.append("--include-unresolved")
     return _join(argv)
 
 

@@ -47,7 +47,7 @@ def collect(ctx: Ctx) -> dict[str, Any]:
                           for k, v in ((card.get("by_group") or {}).get("category") or {}).items()}
             arms[arm][name] = {**result, "categories": categories, "mean_score": card.get("mean_score")}
     tests: dict[str, Any] = {}
-    for first, second in (("base", "student"), ("control", "student"), ("student", "rl")):
+    for first, second in (("base", "student"), ("control", "student"), ("near-miss", "student"), ("student", "rl")):
         for name in ctx.eval_sets():
             if name in arms.get(first, {}) and name in arms.get(second, {}):
                 tests[f"{first}->{second}:{name}"] = {
@@ -185,7 +185,7 @@ def plot(data: dict[str, Any], path: Path) -> bool:
         return False
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     width = 0.8 / len(arms)
-    colors = {"base": "#adb5bd", "student": "#1f77b4", "control": "#ff7f0e", "rl": "#2ca02c", "teacher": "#6c757d"}
+    colors = {"base": "#adb5bd", "student": "#1f77b4", "control": "#ff7f0e", "near-miss": "#d62728", "rl": "#2ca02c", "teacher": "#6c757d"}
     for i, arm in enumerate(arms):
         xs = [j + i * width for j in range(len(sets))]
         ys = [(data["arms"][arm].get(s) or {}).get("rate", 0.0) * 100 for s in sets]

@@ -6,6 +6,8 @@ any stage runs (a bad configuration is one line, exit 2).
     distill        DIR/distill/demos.jsonl (+ demos.run/)  orchard distill --base-url gold ...
     student        DIR/student/                           orchard train --builder merged ...
     control        DIR/control/student/ (--control)       orchard train on shuffled demonstrations
+    near-miss      DIR/near-miss/{demos.jsonl,student/}   orchard distill --base-url near-miss, then
+                   (--near-miss-control)                  orchard train --include-unresolved
     eval-<arm>     DIR/eval/<arm>-<set>/                  orchard serve + orchard eval ...
     rl             DIR/rl/run/ (+ rl/control/) (--rl)     orchard rl --model DIR/student ...
     report         DIR/report.{md,html,png,json}
@@ -116,9 +118,10 @@ def plan_recipe(config: RecipeConfig, *, resume: bool = False) -> RunFolder:
 def stages(config: RecipeConfig) -> list[tuple[str, Body]]:
     out: list[tuple[str, Body]] = [("synth", stages_data.synth), ("distill", stages_data.distill),
                                    ("student", stages_model.student)]
-    if config.control.shuffled:
-        out.append(("control", stages_model.control))
-    arms = ["teacher", "base", "student"] + (["control"] if config.control.shuffled else [])
+    controls = [name for name, on in (("control", config.control.shuffled),
+                                      ("near-miss", config.control.near_miss)) if on]
+    out += [(name, getattr(stages_model, name.replace("-", "_"))) for name in controls]
+    arms = ["teacher", "base", "student", *controls]
     out += [(f"eval-{arm}", _eval(arm)) for arm in arms]
     if config.rl.enabled:
         out += [("rl", stages_model.rl), ("eval-rl", _eval("rl"))]
@@ -142,8 +145,10 @@ def inputs(ctx: Ctx, name: str) -> dict[str, Any]:
                     "train": sets["train"]},
         "student": {"train": c.train.model_dump(), "student": c.student, "demos": ctx.outputs("distill"),
                     "heldout": sets["heldout"]},
-        "control": {"control": c.control.model_dump(), "train": c.train.model_dump(), "student": c.student,
-                    "demos": ctx.outputs("distill"), "heldout": sets["heldout"]},
+        "control": {"control": c.control.model_dump(exclude={"near_miss"}), "train": c.train.model_dump(),
+                    "student": c.student, "demos": ctx.outputs("distill"), "heldout": sets["heldout"]},
+        "near-miss": {"train": c.train.model_dump(), "student": c.student, "harness": c.harness,
+                      "timeout": c.eval.timeout, "train_set": sets["train"], "heldout": sets["heldout"]},
         "rl": {"rl": c.rl.model_dump(), "student": ctx.outputs("student"), "train": sets["train"],
                "heldout": sets["heldout"], "reply": c.eval.max_reply_tokens, "turns": c.eval.max_turns,
                "max_seq_len": c.train.max_seq_len},

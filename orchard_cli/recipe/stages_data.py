@@ -106,18 +106,62 @@ def synth(ctx: Ctx, record: StageRecord, continuing: bool) -> None:
 
 def distill(ctx: Ctx, record: StageRecord, continuing: bool) -> None:
     """The teacher's demonstrations on the training tasks, in the chosen harness."""
+    config = ctx.config
+    gold = config.distill.teacher == "gold"
+    summary, plan, bugs = _demonstrations(ctx, record, continuing, ctx.folder.path("distill", "demos.jsonl"),
+                                          teachers=[] if gold else [config.distill.teacher],
+                                          base_url=config.teacher_url, key_env=config.distill.key_env)
+    for task_id, category in sorted(bugs.items()):
+        if gold:
+            ctx.say(f"  REFERENCE BUG: gold's demonstration of {task_id} did not resolve ({category}): the task's "
+                    "reference solution is wrong, or the harness cannot play it")
+    if not summary.resolved:
+        raise UsageError(f"the teacher resolved none of the {summary.planned} training episodes: nothing to train on",
+                         hint=f"see {plan.run_dir}/logs/")
+    record.result = {"episodes": summary.finished, "resolved": summary.resolved, "errors": summary.errors,
+                     "unresolved": bugs, "reference_bugs": sorted(bugs) if gold else [],
+                     "teacher": ", ".join(plan.teachers), "wall_seconds": summary.wall_seconds}
+    record.outputs = file_digest(ctx.folder.path("distill", "demos.jsonl"))
+
+
+def near_miss_data(ctx: Ctx, record: StageRecord, continuing: bool) -> str:
+    """The near-miss control's demonstrations: each training task's near miss played by the
+    `near-miss` demonstrator through the same harness; returns the file. A near miss that resolves
+    is a bug in the task's near miss, reported as such (it is kept: the control is what it is)."""
+    out = ctx.folder.path("near-miss", "demos.jsonl")
+    summary, plan, _ = _demonstrations(ctx, record, continuing, out, teachers=[], base_url="near-miss")
+    finished = summary.finished - summary.errors
+    if finished <= 0:
+        raise UsageError(f"the near-miss demonstrator finished none of the {summary.planned} training episodes",
+                         hint=f"see {plan.run_dir}/logs/")
+    if summary.resolved:
+        ctx.say(f"  NEAR-MISS BUG: {summary.resolved} of {finished} near misses resolved their task")
+    record.result["near_miss"] = {"episodes": summary.finished, "resolved": summary.resolved,
+                                  "errors": summary.errors, "categories": _categories(plan.run_dir)}
+    return str(out)
+
+
+def _categories(run_dir: Any) -> dict[str, int]:
+    from collections import Counter
+
+    latest = {row["episode_id"]: row for row in iter_jsonl(run_dir / "episodes.jsonl")}
+    return dict(Counter(row.get("category") or "?" for row in latest.values()))
+
+
+def _demonstrations(ctx: Ctx, record: StageRecord, continuing: bool, out: Any, *, teachers: list[str],
+                    base_url: str, key_env: str | None = None) -> tuple[Any, Any, dict[str, str]]:
+    """`orchard distill` of the training tasks into `out`: (summary, plan, the unresolved episodes'
+    categories by task, errors aside)."""
     from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.rollout.distill_run import DistillConfig, plan_distill, run_dir_of
 
     config = ctx.config
-    out = ctx.folder.path("distill", "demos.jsonl")
     if not continuing:
         fresh(out)
         fresh(run_dir_of(out))
-    gold = config.distill.teacher == "gold"
     distill_config = DistillConfig(
-        suite=str(ctx.tasks("train")), family=config.family, teachers=[] if gold else [config.distill.teacher],
-        base_url=config.teacher_url, api_key_env=config.distill.key_env, harness=config.harness,
+        suite=str(ctx.tasks("train")), family=config.family, teachers=teachers,
+        base_url=base_url, api_key_env=key_env, harness=config.harness,
         attempts=config.distill.attempts, workers=config.eval.workers, backend=config.backend, out=str(out),
         options=EpisodeOptions(timeout_seconds=config.eval.timeout))
     ctx.command(record, lines.distill(distill_config))
@@ -129,17 +173,7 @@ def distill(ctx: Ctx, record: StageRecord, continuing: bool) -> None:
     latest = {row["episode_id"]: row for row in iter_jsonl(run_dir_of(out) / "episodes.jsonl")}
     bugs = {row["task_id"]: row["category"] for row in latest.values()
             if not row.get("resolved") and row.get("category") not in ERROR_CATEGORIES}
-    for task_id, category in sorted(bugs.items()):
-        if gold:
-            ctx.say(f"  REFERENCE BUG: gold's demonstration of {task_id} did not resolve ({category}): the task's "
-                    "reference solution is wrong, or the harness cannot play it")
-    if not summary.resolved:
-        raise UsageError(f"the teacher resolved none of the {summary.planned} training episodes: nothing to train on",
-                         hint=f"see {plan.run_dir}/logs/")
-    record.result = {"episodes": summary.finished, "resolved": summary.resolved, "errors": summary.errors,
-                     "unresolved": bugs, "reference_bugs": sorted(bugs) if gold else [],
-                     "teacher": ", ".join(plan.teachers), "wall_seconds": summary.wall_seconds}
-    record.outputs = file_digest(out)
+    return summary, plan, bugs
 
 
 def control_data(ctx: Ctx, record: StageRecord) -> str:

@@ -21,9 +21,9 @@ from orchard_cli.recipe.context import SET_LABELS, Ctx, add_cost, fresh
 from orchard_cli.recipe.state import StageRecord, digest
 from orchard_cli.records import read_json
 
-ARMS = ("teacher", "base", "student", "control", "rl")
-ARM_LABELS = {"base": "base", "student": "SFT", "control": "SFT on shuffled demos", "rl": "SFT + RL",
-              "teacher": "teacher"}
+ARMS = ("teacher", "base", "student", "control", "near-miss", "rl")
+ARM_LABELS = {"base": "base", "student": "SFT", "control": "SFT on shuffled demos",
+              "near-miss": "SFT on near-miss demos", "rl": "SFT + RL", "teacher": "teacher"}
 
 
 def _port(key: str) -> int:
@@ -66,6 +66,7 @@ def model_of(ctx: Ctx, arm: str) -> str | None:
     folder = ctx.folder
     return {"base": ctx.config.student, "student": str(folder.path("student")),
             "control": str(folder.path("control", "student")),
+            "near-miss": str(folder.path("near-miss", "student")),
             "rl": str(folder.path("rl", "run", "model"))}.get(arm)
 
 

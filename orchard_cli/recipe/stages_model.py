@@ -28,10 +28,13 @@ def _eval_guard(ctx: Ctx) -> tuple[set[str], dict[str, str]]:
     return {t.task_id for t in tasks}, {content_key(t): t.task_id for t in tasks}
 
 
-def train(ctx: Ctx, record: StageRecord, continuing: bool, *, trajectories: str, out: Path) -> dict[str, Any]:
+def train(ctx: Ctx, record: StageRecord, continuing: bool, *, trajectories: str, out: Path,
+          unresolved: bool = False) -> dict[str, Any]:
     """`orchard train` on `trajectories` into `out` (merged builder: one sample per episode, the
-    loss on the model's turns only, rendered as the served model sees them)."""
+    loss on the model's turns only, rendered as the served model sees them); `unresolved`: the
+    unresolved episodes too (`--include-unresolved`: the near-miss control's)."""
     from orchard_cli.training.config import TrainConfig
+    from orchard_cli.training.episodes import EpisodeFilter
     from orchard_cli.training.run import train as run_training
 
     config, part = ctx.config, ctx.config.train
@@ -42,7 +45,7 @@ def train(ctx: Ctx, record: StageRecord, continuing: bool, *, trajectories: str,
         max_steps=part.steps, epochs=part.epochs, lr=part.lr, max_seq_len=part.max_seq_len,
         batch_size=part.batch_size, grad_accum=part.grad_accum, packing=part.packing, lora=part.lora, merge=part.lora, seed=part.seed,
         threads=part.threads, precision=part.precision, eval_suite=str(ctx.tasks("heldout")),
-        resume=continuing and out.exists())
+        filters=EpisodeFilter(only_resolved=not unresolved), resume=continuing and out.exists())
     ctx.command(record, lines.train(train_config))
     ids, contents = _eval_guard(ctx)
     summary = run_training(train_config, eval_task_ids=ids, eval_contents=contents, progress=ctx.progress,
@@ -73,6 +76,17 @@ def control(ctx: Ctx, record: StageRecord, continuing: bool) -> None:
     out = ctx.folder.path("control", "student")
     data = control_data(ctx, record)
     record.result.update(train(ctx, record, continuing, trajectories=data, out=out))
+    record.outputs = model_digest(out)
+
+
+def near_miss(ctx: Ctx, record: StageRecord, continuing: bool) -> None:
+    """The near-miss control: each training task's near miss demonstrated through the same harness,
+    then the same training on those demonstrations."""
+    from orchard_cli.recipe.stages_data import near_miss_data
+
+    out = ctx.folder.path("near-miss", "student")
+    data = near_miss_data(ctx, record, continuing)
+    record.result.update(train(ctx, record, continuing, trajectories=data, out=out, unresolved=True))
     record.outputs = model_digest(out)
 
 

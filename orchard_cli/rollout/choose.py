@@ -62,33 +62,37 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
             chosen = {k: v for k, v in chosen.items() if k in selected}
         return PredictionsSolver(predictions, chosen)
     if harness or model:
-        if plays_references(base_url):
-            require_references(family, tasks, "the demonstrator --base-url gold")
+        hook = plays_references(base_url)
+        if hook:
+            require_references(family, tasks, f"the demonstrator --base-url {base_url}", hook=hook)
         return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout, user=user)
     raise UsageError("nothing to evaluate: say where the answers come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
 
 
 def require_references(family: "TaskFamily", tasks: list["Task"], who: str = "--predictions gold",
-                       suite_tasks: Callable[[], list["Task"]] | None = None) -> None:
-    """A one-line UsageError naming the tasks without a reference solution (gold), and the suite's
-    tasks that have one, before anything runs (`who` plays them: --predictions gold, --base-url gold)."""
-    lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
+                       suite_tasks: Callable[[], list["Task"]] | None = None, hook: str = "gold_solution") -> None:
+    """A one-line UsageError naming the tasks without a reference solution (gold; with `hook`
+    near_miss: a near miss), and the suite's tasks that have one, before anything runs (`who` plays
+    them: --predictions gold, --base-url gold, --base-url near-miss)."""
+    lacking = [t.task_id for t in tasks if getattr(family, hook)(t) is None]
     if lacking or not tasks:
-        message, hint = _no_gold(family, tasks, lacking, suite_tasks)
+        message, hint = _no_gold(family, tasks, lacking, suite_tasks, hook)
         raise UsageError(f"{who} plays reference solutions: {message}", hint=hint)
 
 
-def plays_references(base_url: str | None) -> bool:
-    """Whether `base_url` names an in-package endpoint that plays each task's reference (gold)."""
+def plays_references(base_url: str | None) -> str | None:
+    """The family hook (`gold_solution`, `near_miss`) whose reference the in-package endpoint
+    `base_url` plays for each task (gold, near-miss); None for any other endpoint."""
     from orchard_cli.models import endpoints
 
     if not base_url or base_url.startswith(("http://", "https://")) or base_url not in endpoints.names():
-        return False
+        return None
     try:
-        return bool(getattr(endpoints.load(base_url), "wants_episode", False))
+        endpoint = endpoints.load(base_url)
     except Exception:  # noqa: BLE001 - an endpoint that cannot load is refused later, by name
-        return False
+        return None
+    return getattr(endpoint, "plays", "gold_solution") if getattr(endpoint, "wants_episode", False) else None
 
 
 def user_config(model: str | None, base_url: str | None, key_env: str | None) -> "UserConfig | None":
@@ -105,19 +109,20 @@ def user_config(model: str | None, base_url: str | None, key_env: str | None) ->
 
 
 def _no_gold(family: "TaskFamily", tasks: list["Task"], lacking: list[str],
-             suite_tasks: Callable[[], list["Task"]] | None) -> tuple[str, str | None]:
+             suite_tasks: Callable[[], list["Task"]] | None, hook: str = "gold_solution") -> tuple[str, str | None]:
     """(message, hint) for --predictions gold over tasks without a gold solution: which of the
     selection lack one, and the suite's tasks that have one (to pick with --instances)."""
     having = [t.task_id for t in tasks if t.task_id not in set(lacking)]
     if not having and suite_tasks is not None:
         try:
-            having = [t.task_id for t in suite_tasks() if family.gold_solution(t) is not None]
+            having = [t.task_id for t in suite_tasks() if getattr(family, hook)(t) is not None]
         except Exception:  # naming them is a courtesy; the refusal stands
             having = []
     shown = f"{', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''}"
-    message = (f"{len(lacking)} of the {len(tasks)} selected tasks have no gold solution ({shown})"
+    what = "near miss" if hook == "near_miss" else "gold solution"
+    message = (f"{len(lacking)} of the {len(tasks)} selected tasks have no {what} ({shown})"
                if len(lacking) < len(tasks) else
-               f"none of the {len(tasks)} selected {family.name} task(s) has a gold solution ({shown})")
+               f"none of the {len(tasks)} selected {family.name} task(s) has a {what} ({shown})")
     if not having:
         return message + f"; the {family.name} family has none here", None
     message += f"; {len(having)} of the suite's tasks have one: {', '.join(having[:12])}{', ...' if len(having) > 12 else ''}"

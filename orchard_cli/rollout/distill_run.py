@@ -312,7 +312,8 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
 
     from orchard_cli.rollout.choose import plays_references, require_references
 
-    if plays_references(config.base_url):
-        require_references(family, tasks, "the demonstrator --base-url gold")
+    hook = plays_references(config.base_url)
+    if hook:
+        require_references(family, tasks, f"the demonstrator --base-url {config.base_url}", hook=hook)
     return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume,
                       harness=harness, upstream=upstream)

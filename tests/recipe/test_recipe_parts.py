@@ -36,7 +36,7 @@ def test_bad_configuration_is_one_line_and_exit_2_before_any_stage(tmp_path, cap
 
 
 def _ctx(tmp_path: Path, **changes) -> Ctx:
-    config = RecipeConfig(family="claw", out=str(tmp_path / "run"), control={"shuffled": True}, **changes)
+    config = RecipeConfig(family="claw", out=str(tmp_path / "run"), **{"control": {"shuffled": True}, **changes})
     folder = RunFolder(tmp_path / "run")
     folder.write_config(config)
     return Ctx(config=config, folder=folder, say=lambda line: None)
@@ -183,3 +183,13 @@ def test_the_synthesis_stage_list():
     assert [name for name, _ in stages(config)] == ["synth", "distill", "student", "eval-teacher", "eval-base",
                                                     "eval-student", "rl", "eval-rl"]
     assert config.train.max_seq_len == 5120 and config.harness == "bash"  # the CLI picks web's own harness
+
+
+def test_the_near_miss_control_is_a_stage_and_an_arm_of_its_own(tmp_path):
+    ran: list[str] = []
+    _run_all(_ctx(tmp_path, control={"shuffled": True, "near_miss": True}), ran)
+    assert ran == ["synth", "distill", "student", "control", "near-miss", "eval-teacher", "eval-base",
+                   "eval-student", "eval-control", "eval-near-miss"]
+    ran.clear()
+    _run_all(_ctx(tmp_path, control={"shuffled": True, "near_miss": True, "seed": 3}), ran)
+    assert ran == ["control"]  # the shuffle's seed is the shuffled control's alone (same outputs here: no eval)
