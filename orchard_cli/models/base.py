@@ -59,11 +59,11 @@ class EpisodeScripted(Protocol):
     `X-Orchard-Episode`) because `wants_episode` is true."""
 
     wants_episode: bool
-    plays: str
-    """The family hook whose `Gold` it plays: `gold_solution`, or `near_miss` (the near-miss teacher)."""
 
     def begin_episode(self, episode_id: str, reference: Mapping[str, Any], tools: Any = None) -> None:
-        """Calls of `episode_id` are answered from `reference` (a task's `Gold` as data)."""
+        """Calls of `episode_id` are answered from `reference` (a task's `Gold` as data: the family's
+        `gold_solution`, or the hook the endpoint names in an optional `plays` attribute, e.g.
+        `near_miss` for the near-miss demonstrator)."""
         ...
 
     def end_episode(self, episode_id: str) -> Any:

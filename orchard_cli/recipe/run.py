@@ -148,7 +148,7 @@ def inputs(ctx: Ctx, name: str) -> dict[str, Any]:
         "control": {"control": c.control.model_dump(exclude={"near_miss"}), "train": c.train.model_dump(),
                     "student": c.student, "demos": ctx.outputs("distill"), "heldout": sets["heldout"]},
         "near-miss": {"train": c.train.model_dump(), "student": c.student, "harness": c.harness,
-                      "timeout": c.eval.timeout, "train_set": sets["train"], "heldout": sets["heldout"]},
+                      "timeout": c.eval.timeout, "attempts": c.distill.attempts, "backend": c.backend, "train_set": sets["train"], "heldout": sets["heldout"]},
         "rl": {"rl": c.rl.model_dump(), "student": ctx.outputs("student"), "train": sets["train"],
                "heldout": sets["heldout"], "reply": c.eval.max_reply_tokens, "turns": c.eval.max_turns,
                "max_seq_len": c.train.max_seq_len},

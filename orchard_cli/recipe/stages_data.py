@@ -136,9 +136,30 @@ def near_miss_data(ctx: Ctx, record: StageRecord, continuing: bool) -> str:
                          hint=f"see {plan.run_dir}/logs/")
     if summary.resolved:
         ctx.say(f"  NEAR-MISS BUG: {summary.resolved} of {finished} near misses resolved their task")
-    record.result["near_miss"] = {"episodes": summary.finished, "resolved": summary.resolved,
+    kept = ctx.folder.path("near-miss", "demos-kept.jsonl")
+    count = _without_errors(out, kept)
+    ctx.say(f"  (no command of its own) the {count} near-miss demonstrations that ran (an env or infra error is "
+            f"no demonstration) -> {kept}")
+    record.result["near_miss"] = {"episodes": summary.finished, "resolved": summary.resolved, "kept": count,
                                   "errors": summary.errors, "categories": _categories(plan.run_dir)}
-    return str(out)
+    return str(kept)
+
+
+def _without_errors(source: Any, out: Any) -> int:
+    """`source`'s trajectories whose outcome is not an error category, written to `out`."""
+    from orchard_cli.records import JsonlWriter
+    from orchard_cli.trajectory import read_trajectories
+
+    fresh(out)
+    writer, count = JsonlWriter(out), 0
+    try:
+        for trajectory in read_trajectories(source):
+            if trajectory.outcome.category not in ERROR_CATEGORIES:
+                writer.write(trajectory)
+                count += 1
+    finally:
+        writer.close()
+    return count
 
 
 def _categories(run_dir: Any) -> dict[str, int]:

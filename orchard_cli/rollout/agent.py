@@ -402,9 +402,10 @@ class AgentSolver:
         scripted = self.upstream.scripted() if self.upstream is not None else None
         try:
             if scripted is not None:  # gold: this episode's reference, read now that it is set up
-                reference = getattr(context.family, scripted.plays)(context.task)
+                hook = getattr(scripted, "plays", "gold_solution")
+                reference = getattr(context.family, hook)(context.task)
                 if reference is None:
-                    raise UsageError(f"task {context.task.task_id} has no {scripted.plays} for the demonstrator to play")
+                    raise UsageError(f"task {context.task.task_id} has no {hook} for the demonstrator to play")
                 scripted.begin_episode(context.episode_id, reference.model_dump(), tools=session)
             base_url = sandbox_base_url(sandbox, episode.base_url)
             harness_context = HarnessContext(

@@ -193,3 +193,20 @@ def test_the_near_miss_control_is_a_stage_and_an_arm_of_its_own(tmp_path):
     ran.clear()
     _run_all(_ctx(tmp_path, control={"shuffled": True, "near_miss": True, "seed": 3}), ran)
     assert ran == ["control"]  # the shuffle's seed is the shuffled control's alone (same outputs here: no eval)
+
+
+def test_the_near_miss_control_trains_on_the_episodes_that_ran(tmp_path):
+    """An env or infra error is no demonstration: the near-miss control's training file leaves it out."""
+    from orchard_cli.recipe.stages_data import _without_errors
+    from orchard_cli.records import JsonlWriter
+    from orchard_cli.trajectory import Trajectory, read_trajectories
+
+    source = tmp_path / "near.jsonl"
+    with JsonlWriter(source) as writer:
+        for i, category in enumerate(("unresolved", "env_error", "timeout", "infra_error", "resolved")):
+            writer.write(Trajectory.model_validate({
+                "episode_id": f"e{i}", "task_id": f"t-{i}", "suite": "s", "harness": "bash", "model": "near-miss",
+                "messages": [], "outcome": {"resolved": category == "resolved", "category": category}}))
+    assert _without_errors(source, tmp_path / "kept.jsonl") == 3
+    assert [t.outcome.category for t in read_trajectories(tmp_path / "kept.jsonl")] == ["unresolved", "timeout",
+                                                                                         "resolved"]
