@@ -124,6 +124,68 @@ def test_compose_file_read_as_harbor_sets_it(tmp_path):
     assert category == "invalid_task" and "no environment/nowhere/Dockerfile" in reason
 
 
+BAD_COMPOSE = {  # task -> (compose file, what its one-line cause names)
+    "quote": ("services:\n  main: {}\n  job:\n    image: x\n    command: \"python3 -c 'print(1)\"\n",
+              "services.job.command: No closing quotation"),
+    "string-body": ("services:\n  main: {}\n  db: postgres\n", "services.db: not a mapping"),
+    "health-int": ("services:\n  main: {}\n  db:\n    image: x\n    healthcheck: {test: 5}\n",
+                   "services.db.healthcheck.test: neither a string nor a list"),
+    "int-name": ("services:\n  main: {}\n  1:\n    image: x\n", "services.1: not a name"),
+    "chain": ("services:\n  main: {}\n" + "".join(f"  s{i}:\n    image: x\n    depends_on: [s{i + 1}]\n"
+                                                 for i in range(1200)) + "  s1200:\n    image: x\n", None),
+    "cond": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: {b: {condition: service_ready}}\n"
+             "  b:\n    image: x\n", "services.a.depends_on.b.condition: 'service_ready' is not one of"),
+    "depends-str": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: b\n",
+                    "services.a.depends_on: neither a list"),
+    "volumes-int": ("services:\n  main:\n    volumes: 5\n", "services.main.volumes: not a list"),
+}
+
+
+def test_malformed_compose_files_are_each_invalid_beside_a_good_task(tmp_path):
+    """One malformed compose file is that task's invalid_task, with a one-line cause naming the
+    file and the field; the dataset's other tasks load (`tasks ls` lists them all, exit 0)."""
+    make_task(tmp_path, "good")
+    for name, (text, _) in BAD_COMPOSE.items():
+        (make_task(tmp_path, name) / "environment/docker-compose.yaml").write_text(text)
+    family, tasks = load_suite(str(tmp_path))
+    refused = {t.task_id: family.describe(t)["refused"] for t in tasks}
+    assert refused.pop("good") is None
+    for name, (_, why) in BAD_COMPOSE.items():
+        reason = refused[name]
+        if name == "chain":  # a long chain of depends_on is read (no recursion), in order
+            assert reason is None
+            sides = family.parsed(next(t for t in tasks if t.task_id == name)).compose_plan["sides"]
+            assert [s["name"] for s in sides][:2] == ["s1200", "s1199"] and len(sides) == 1201
+            continue
+        assert reason.startswith("invalid_task: a docker-compose environment (environment/docker-compose.yaml): ")
+        assert why in reason and "\n" not in reason, reason
+    proc = subprocess.run([*ORCHARD, "tasks", "ls", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert {line.split("\t")[0] for line in proc.stdout.splitlines()} == {"good", *BAD_COMPOSE}
+
+
+def test_compose_build_keys(tmp_path):
+    """build.dockerfile normalised (`./Dockerfile` is the Dockerfile --image-map rewrites),
+    build.target read, the build keys orchard cannot honour refused by name."""
+    from orchard_cli.tasks.harbor.environment import _context
+
+    folder = make_task(tmp_path, dockerfile="FROM python:3.12\nWORKDIR /app\n")
+    compose = folder / "environment/docker-compose.yaml"
+    compose.write_text("services:\n  main:\n    build: {context: ., dockerfile: ./Dockerfile, target: dev}\n")
+    main = load_task_dir(folder).compose_plan["main"]
+    assert main["dockerfile"] == "Dockerfile" and main["target"] == "dev"
+    mapped = map_images("FROM python:3.12\n", {"python:3.12": "orchard/base:bookworm"})
+    import io
+    import tarfile
+    tar = tarfile.open(fileobj=io.BytesIO(_context(folder, "t1", "environment", main["dockerfile"], mapped)))
+    assert [m.name for m in tar.getmembers() if "Dockerfile" in m.name] == ["Dockerfile"]
+    assert tar.extractfile("Dockerfile").read().decode() == mapped
+    for key in ("additional_contexts: {x: ../x}", "secrets: [s]", "ssh: [default]", "dockerfile_inline: FROM x"):
+        compose.write_text(f"services:\n  main:\n    build:\n      context: .\n      {key}\n")
+        category, reason = load_task_dir(folder).refusal()
+        assert category == "unsupported" and f"services.main.build uses {key.split(':')[0]}" in reason
+
+
 @pytest.mark.parametrize("env,internet", [
     ('network_mode = "no-network"', False),
     ('network_mode = "public"', True),
