@@ -262,3 +262,32 @@ def test_env_lines_substitute_as_docker_does_on_the_host(tmp_path):
     assert workdir == "/app" and copies == []
     assert env == {"TOOLS": "/app/bin", "PATH": "/opt/x:" + BASE_ENV["PATH"], "BIN": "/app/bin", "LIT": "$TOOLS",
                    "EMPTY": "dflt", "PLUS": "yes", "ESC": "$HOME", "SAME": "1", "SEE": "", "OLD": "form /app/bin"}
+
+
+@pytest.mark.parametrize("main,why", [
+    ("environment: {GREETING: hi}", "sets environment"),
+    ("working_dir: /srv", "sets working_dir"),
+    ("build: {context: ., dockerfile: other.Dockerfile}", "sets build.dockerfile"),
+    ("build: {context: ., args: {V: '1'}}", "sets build.args"),
+    ("image: python:3.12", "runs the image python:3.12"),
+    ("build: .\n    image: ${MAIN_IMAGE_NAME}\n    volumes: ['${HOST_AGENT_LOGS_PATH}:${ENV_AGENT_LOGS_PATH}']", None),
+])
+def test_compose_main_on_the_local_backend(tmp_path, main, why):
+    """On local, a compose task whose only service is main runs on the host only when main is the
+    default build of environment/Dockerfile (the one file the host reading follows); else
+    needs_image naming what main sets."""
+    from orchard_cli.rollout.failures import EpisodeFailure
+
+    folder = make_task(tmp_path)
+    (folder / "environment/other.Dockerfile").write_text("FROM orchard/base:bookworm\nWORKDIR /srv\n")
+    (folder / "environment/docker-compose.yaml").write_text(f"services:\n  main:\n    {main}\n")
+    family, tasks = load_suite(str(tmp_path))
+    if why is None:
+        spec = family.sandbox_spec(tasks[0], "local")
+        assert spec.image == "host" and spec.workdir == "/app"
+        family.release(tasks[0], spec)
+        return
+    with pytest.raises(Exception) as failure:
+        family.sandbox_spec(tasks[0], "local")
+    assert isinstance(failure.value, EpisodeFailure) and failure.value.category == "needs_image"
+    assert why in str(failure.value) and "--backend docker" in str(failure.value)
