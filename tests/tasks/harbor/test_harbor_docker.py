@@ -145,3 +145,23 @@ def test_compose_main_build_target_and_missing_image(tmp_path):
     with pytest.raises(EpisodeFailure) as failure:
         family.sandbox_spec(tasks[0], "docker")
     assert failure.value.category == "needs_image" and "orchard-test/absent-main:nope" in str(failure.value)
+
+
+def test_host_reading_of_env_lines_matches_docker_build(tmp_path):
+    """The local backend's reading of ARG/ENV lines with blanks and quotes gives what docker build
+    gives (the image's own environment)."""
+    from test_harbor_tasks import QUOTED_ARGS, QUOTED_ENV
+
+    from orchard_cli.env.images import docker_client, ensure_base_image
+    from orchard_cli.tasks.harbor.hostenv import host_plan
+    from orchard_cli.tasks.harbor.taskfile import load_task_dir
+
+    ensure_base_image(quiet=True)
+    folder = make_task(tmp_path, dockerfile=QUOTED_ARGS)
+    image, _ = docker_client().images.build(path=str(folder / "environment"), rm=True, pull=False)
+    try:
+        built = dict(e.split("=", 1) for e in image.attrs["Config"]["Env"])
+        assert {k: built[k] for k in QUOTED_ENV} == QUOTED_ENV
+        assert host_plan(load_task_dir(folder), {})[2] == {k: built[k] for k in QUOTED_ENV}
+    finally:
+        docker_client().images.remove(image.id, force=True)

@@ -264,6 +264,26 @@ def test_env_lines_substitute_as_docker_does_on_the_host(tmp_path):
                    "EMPTY": "dflt", "PLUS": "yes", "ESC": "$HOME", "SAME": "1", "SEE": "", "OLD": "form /app/bin"}
 
 
+QUOTED_ARGS = ('FROM orchard/base:bookworm\nARG GREETING="hello world"\nARG NOTE="don\'t panic"\nWORKDIR /app\n'
+               'ENV MSG=$GREETING N=$NOTE BRACED="${GREETING}!" DFLT=${NOPE:-"a b"}\nENV LEGACY say $GREETING\n')
+QUOTED_ENV = {"MSG": "hello world", "N": "don't panic", "BRACED": "hello world!", "DFLT": "a b",
+              "LEGACY": "say hello world"}
+
+
+def test_env_values_with_blanks_and_quotes_stay_whole_on_the_host(tmp_path):
+    """Docker splits a line into words first and substitutes inside each: an ARG holding a blank
+    or a quote gives the whole value (test_harbor_docker checks the same lines against docker build);
+    an unclosed quote is needs_image naming the line, not a crash."""
+    from orchard_cli.tasks.harbor.hostenv import host_plan
+
+    make_task(tmp_path, dockerfile=QUOTED_ARGS)
+    workdir, _, env = host_plan(load_task_dir(tmp_path / "t1"), {})
+    assert env == QUOTED_ENV
+    make_task(tmp_path, "t2", dockerfile="FROM orchard/base:bookworm\nWORKDIR /app\nENV A=\"open\n")
+    why = host_plan(load_task_dir(tmp_path / "t2"), {})
+    assert isinstance(why, str) and "ENV A=" in why and "unclosed double quote" in why
+
+
 @pytest.mark.parametrize("main,why", [
     ("environment: {GREETING: hi}", "sets environment"),
     ("working_dir: /srv", "sets working_dir"),
