@@ -7,9 +7,10 @@ environment/ by default; its `environment` and `working_dir` kept), and every ot
 side service the docker backend starts before it on a network private to the episode
 (SandboxSpec.services), reached from main by its name.
 
-Read: `build` (a context inside environment/, `dockerfile`, `args`), `image`, `command`,
+Read: `build` (a context inside environment/, `dockerfile`, `args`, `target`), `image`, `command`,
 `entrypoint`, `environment`, `working_dir`, `user`, `healthcheck` (`test`, `disable`),
-`depends_on` (the start order). Left out, with no effect here: `container_name`, `ports`,
+`depends_on` (the start order, each with its `condition`: started, healthy, or, for a one-shot
+job, completed successfully). Left out, with no effect here: `container_name`, `ports`,
 `expose`, `networks`, `restart`, `deploy`, `init`, `tty`, `stdin_open`, `stop_grace_period`,
 `labels`, `logging`, `hostname`, `platform`, `pull_policy`, `mem_limit`, `cpus` (the task's
 [environment] limits apply to every container). Refused by name: volumes (a side service sharing
@@ -139,6 +140,9 @@ def _service(name: str, body: Any) -> ServicePlan:
         body = {}
     if not isinstance(body, dict):
         raise ComposeError(f"{where}: not a mapping", "invalid")
+    odd = [k for k in body if not isinstance(k, str)]
+    if odd:
+        raise ComposeError(f"{where}: the key {odd[0]!r} is not a name", "invalid")
     unknown = sorted(set(body) - READ - IGNORED - {"volumes"})
     if unknown:
         raise ComposeError(f"{where} uses {', '.join(unknown)}, which orchard does not run")
@@ -212,7 +216,7 @@ def _depends(value: Any, where: str) -> dict[str, str]:
         if not isinstance(dep, str) or not (how is None or isinstance(how, dict)):
             raise ComposeError(f"{where}.depends_on.{dep}: not a name with a mapping", "invalid")
         condition = (how or {}).get("condition") or "service_started"
-        if condition not in CONDITIONS:
+        if not isinstance(condition, str) or condition not in CONDITIONS:
             raise ComposeError(f"{where}.depends_on.{dep}.condition: {str(condition)[:40]!r} is not one of "
                                f"{', '.join(sorted(CONDITIONS))}", "invalid")
         found[dep] = condition

@@ -137,6 +137,9 @@ BAD_COMPOSE = {  # task -> (compose file, what its one-line cause names)
              "  b:\n    image: x\n", "services.a.depends_on.b.condition: 'service_ready' is not one of"),
     "depends-str": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: b\n",
                     "services.a.depends_on: neither a list"),
+    "bad-condition": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: {b: {condition: [1]}}\n"
+                      "  b:\n    image: x\n", "services.a.depends_on.b.condition: '[1]' is not one of"),
+    "int-key": ("services:\n  main: {}\n  a:\n    image: x\n    1: 2\n", "services.a: the key 1 is not a name"),
     "volumes-int": ("services:\n  main:\n    volumes: 5\n", "services.main.volumes: not a list"),
 }
 
