@@ -29,6 +29,9 @@ INHIBIT = "com.docker.network.bridge.inhibit_ipv4"
 """The host takes no address on a private network: the host's own ports are out of reach too."""
 READY_WAIT = 120.0
 """Seconds a side service may take to run (and pass its health check)."""
+SETTLE = 0.5
+"""Seconds a side service without a health check must have run before the sandbox starts (one that
+exits at once is caught, not seen running in its first instant)."""
 
 
 CONDITION = {"service_started": "started", "service_healthy": "healthy", "service_completed_successfully": "completed"}
@@ -73,8 +76,11 @@ def start(api, sandbox_id: str, spec: SandboxSpec, labels: dict[str, str], cpus:
                     {net: api.create_endpoint_config(aliases=[service.name])}))
             api.start(container["Id"])
             made[service.name] = container["Id"]
+        settled = time.monotonic() + SETTLE
         for service in spec.services:  # every one ready before the sandbox starts
             ready = "completed" if service.completes else "healthy" if service.healthcheck else "started"
+            if ready == "started":
+                time.sleep(max(0.0, settled - time.monotonic()))
             _wait(api, service.name, made[service.name], ready, None)
     except docker.errors.APIError as exc:
         remove(api, sandbox_id)
