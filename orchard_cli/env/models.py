@@ -146,6 +146,12 @@ class SideService(_Model):
     healthcheck: list[str] | None = None
     """A command in the engine's form (['CMD', ...] or ['CMD-SHELL', '...']): the sandbox is made
     only once it passes (checked every second); without one, once the container runs."""
+    depends_on: dict[str, Literal["service_started", "service_healthy", "service_completed_successfully"]] = \
+        Field(default_factory=dict)
+    """Services listed before this one -> what it waits for before it starts (compose's conditions:
+    running; healthy; exited 0)."""
+    completes: bool = False
+    """A one-shot job: the sandbox waits for it to exit 0 (it is not expected to stay running)."""
 
 
 class SandboxSpec(_Model):
@@ -239,6 +245,11 @@ class SandboxSpec(_Model):
         names = [s.name for s in self.services]
         if "main" in names or len(set(names)) != len(names):
             raise ValueError("services need distinct names, none of them 'main' (the sandbox's own)")
+        for i, service in enumerate(self.services):
+            early = set(names[:i])
+            if not set(service.depends_on) <= early:
+                raise ValueError(f"service {service.name!r} depends on "
+                                 f"{', '.join(sorted(set(service.depends_on) - early))}, not listed before it")
         if self.services and self.network == "drop":
             raise ValueError("services need network 'none', 'proxy' or 'full' (with 'drop' the "
                              "sandbox could not reach them)")

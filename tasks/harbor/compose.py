@@ -7,9 +7,10 @@ environment/ by default; its `environment` and `working_dir` kept), and every ot
 side service the docker backend starts before it on a network private to the episode
 (SandboxSpec.services), reached from main by its name.
 
-Read: `build` (a context inside environment/, `dockerfile`, `args`), `image`, `command`,
+Read: `build` (a context inside environment/, `dockerfile`, `args`, `target`), `image`, `command`,
 `entrypoint`, `environment`, `working_dir`, `user`, `healthcheck` (`test`, `disable`),
-`depends_on` (the start order). Left out, with no effect here: `container_name`, `ports`,
+`depends_on` (the start order, each with its `condition`: started, healthy, or, for a one-shot
+job, completed successfully). Left out, with no effect here: `container_name`, `ports`,
 `expose`, `networks`, `restart`, `deploy`, `init`, `tty`, `stdin_open`, `stop_grace_period`,
 `labels`, `logging`, `hostname`, `platform`, `pull_policy`, `mem_limit`, `cpus` (the task's
 [environment] limits apply to every container). Refused by name: volumes (a side service sharing
@@ -37,6 +38,10 @@ READ = {"build", "image", "command", "entrypoint", "environment", "working_dir",
         "healthcheck", "depends_on"}
 MAIN_VOLUMES = ("/logs/verifier", "/logs/agent", "/logs/artifacts")
 """The folders Harbor's own file binds into main (orchard makes them in the sandbox)."""
+BUILD_READ = {"context", "dockerfile", "args", "target"}
+BUILD_IGNORED = {"cache_from", "cache_to", "labels", "tags", "platforms", "pull", "no_cache", "shm_size",
+                 "network", "extra_hosts", "isolation"}
+CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 _VAR = re.compile(r"\$\$|\$\{(\w+)(?:(:?[-?])([^}]*))?\}|\$(\w+)")
 
 
@@ -55,8 +60,10 @@ class ServicePlan(BaseModel):
     context: str | None = None
     """The build context, a folder of the task (environment/ or one inside it); None: `image`."""
     dockerfile: str = "Dockerfile"
-    """The Dockerfile's path inside the context."""
+    """The Dockerfile's path inside the context (normalised: `./Dockerfile` is `Dockerfile`)."""
     args: dict[str, str] = Field(default_factory=dict)
+    target: str | None = None
+    """The build stage to build (`build.target`)."""
     image: str | None = None
     command: list[str] | None = None
     entrypoint: list[str] | None = None
@@ -64,6 +71,11 @@ class ServicePlan(BaseModel):
     workdir: str | None = None
     user: str | None = None
     healthcheck: list[str] | None = None
+    depends_on: dict[str, str] = Field(default_factory=dict)
+    """Service -> the condition waited for before this one starts (compose's names)."""
+    completes: bool = False
+    """A one-shot job (some service waits for it with service_completed_successfully): it is to
+    exit 0, and is not expected to stay running."""
 
 
 class ComposePlan(BaseModel):
@@ -95,7 +107,10 @@ def _words(value: Any, key: str) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return shlex.split(value)
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise ComposeError(f"{key}: {exc} in {value[:80]!r}", "invalid") from None
     if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
         return [str(v) for v in value]
     raise ComposeError(f"{key}: neither a string nor a list of strings", "invalid")
@@ -108,7 +123,7 @@ def _env(value: Any, where: str) -> dict[str, str]:
         return {str(k): "" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
     if isinstance(value, list):
         return dict((item.split("=", 1) + [""])[:2] for item in map(str, value))  # type: ignore[misc]
-    raise ComposeError(f"{where}.environment: neither a mapping nor a list", "invalid")
+    raise ComposeError(f"{where}: neither a mapping nor a list", "invalid")
 
 
 def _context(value: str, where: str) -> str:
@@ -125,10 +140,15 @@ def _service(name: str, body: Any) -> ServicePlan:
         body = {}
     if not isinstance(body, dict):
         raise ComposeError(f"{where}: not a mapping", "invalid")
+    odd = [k for k in body if not isinstance(k, str)]
+    if odd:
+        raise ComposeError(f"{where}: the key {odd[0]!r} is not a name", "invalid")
     unknown = sorted(set(body) - READ - IGNORED - {"volumes"})
     if unknown:
         raise ComposeError(f"{where} uses {', '.join(unknown)}, which orchard does not run")
     volumes = body.get("volumes") or []
+    if not isinstance(volumes, list):
+        raise ComposeError(f"{where}.volumes: not a list", "invalid")
     if name != PRIMARY and volumes:
         raise ComposeError(f"{where} has volumes (files shared between containers are not supported yet)")
     for volume in volumes:  # main: only the log folders Harbor binds in, which orchard makes itself
@@ -136,7 +156,7 @@ def _service(name: str, body: Any) -> ServicePlan:
         target = target[0] if isinstance(target, list) and target else target
         if str(target).rstrip("/") not in MAIN_VOLUMES:
             raise ComposeError(f"{where} binds {volume!r} (only Harbor's log folders are supported)")
-    plan = ServicePlan(name=name, env=_env(body.get("environment"), where),
+    plan = ServicePlan(name=name, env=_env(body.get("environment"), f"{where}.environment"),
                        command=_words(body.get("command"), f"{where}.command"),
                        entrypoint=_words(body.get("entrypoint"), f"{where}.entrypoint"),
                        image=str(body["image"]) if body.get("image") else None,
@@ -146,50 +166,98 @@ def _service(name: str, body: Any) -> ServicePlan:
     if isinstance(build, str):
         plan.context = _context(build, where)
     elif isinstance(build, dict):
+        unknown = sorted(map(str, set(build) - BUILD_READ - BUILD_IGNORED))
+        if unknown:
+            raise ComposeError(f"{where}.build uses {', '.join(unknown)}, which orchard does not run")
         plan.context = _context(str(build.get("context") or "."), where)
-        plan.dockerfile = str(build.get("dockerfile") or "Dockerfile")
-        if ".." in PurePosixPath(plan.dockerfile).parts or plan.dockerfile.startswith("/"):
-            raise ComposeError(f"{where}.build: dockerfile {plan.dockerfile!r} is outside its context")
-        plan.args = _env(build.get("args"), f"{where}.build")
+        dockerfile = str(build.get("dockerfile") or "Dockerfile")
+        if ".." in PurePosixPath(dockerfile).parts or dockerfile.startswith("/"):
+            raise ComposeError(f"{where}.build: dockerfile {dockerfile!r} is outside its context")
+        plan.dockerfile = str(PurePosixPath(dockerfile))  # `./Dockerfile` is `Dockerfile`
+        if plan.dockerfile == ".":
+            raise ComposeError(f"{where}.build: dockerfile {dockerfile!r} is not a file", "invalid")
+        plan.args = _env(build.get("args"), f"{where}.build.args")
+        if build.get("target") is not None:
+            if not isinstance(build["target"], str):
+                raise ComposeError(f"{where}.build.target: not a string", "invalid")
+            plan.target = build["target"]
     elif build is not None:
         raise ComposeError(f"{where}.build: neither a path nor a mapping", "invalid")
     if plan.context is None and plan.image is None and name != PRIMARY:
         raise ComposeError(f"{where}: neither build nor image", "invalid")
     health = body.get("healthcheck")
-    if isinstance(health, dict) and not health.get("disable") and health.get("test"):
+    if health is not None and not isinstance(health, dict):
+        raise ComposeError(f"{where}.healthcheck: not a mapping", "invalid")
+    if health and not health.get("disable") and health.get("test"):
         test = health["test"]
-        plan.healthcheck = ["CMD-SHELL", test] if isinstance(test, str) else [str(t) for t in test]
+        if isinstance(test, str):
+            plan.healthcheck = ["CMD-SHELL", test]
+        elif isinstance(test, list) and test and all(isinstance(t, (str, int, float)) for t in test):
+            plan.healthcheck = [str(t) for t in test]
+        else:
+            raise ComposeError(f"{where}.healthcheck.test: neither a string nor a list of strings", "invalid")
         if plan.healthcheck[0] == "NONE":
             plan.healthcheck = None
+    plan.depends_on = _depends(body.get("depends_on"), where)
     return plan
 
 
-def _order(services: dict[str, Any]) -> list[str]:
-    """Side services, each after those it depends on."""
-    def needs(name: str) -> list[str]:
-        deps = (services.get(name) or {}).get("depends_on") or []
-        return [str(d) for d in (deps if isinstance(deps, list) else list(deps))]
+def _depends(value: Any, where: str) -> dict[str, str]:
+    """depends_on as {service: condition}: a list of names (each `service_started`) or a mapping
+    of name -> {condition}."""
+    if value is None:
+        return {}
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return dict.fromkeys(value, "service_started")
+    if not isinstance(value, dict):
+        raise ComposeError(f"{where}.depends_on: neither a list of names nor a mapping", "invalid")
+    found = {}
+    for dep, how in value.items():
+        if not isinstance(dep, str) or not (how is None or isinstance(how, dict)):
+            raise ComposeError(f"{where}.depends_on.{dep}: not a name with a mapping", "invalid")
+        condition = (how or {}).get("condition") or "service_started"
+        if not isinstance(condition, str) or condition not in CONDITIONS:
+            raise ComposeError(f"{where}.depends_on.{dep}.condition: {str(condition)[:40]!r} is not one of "
+                               f"{', '.join(sorted(CONDITIONS))}", "invalid")
+        found[dep] = condition
+    return found
 
+
+def _order(plans: dict[str, ServicePlan]) -> list[str]:
+    """Side services, each after those it depends on (iterative: a long chain is no recursion)."""
     order: list[str] = []
-    visiting: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in order:
-            return
-        if name in visiting:
-            raise ComposeError(f"services.{name}: depends_on makes a cycle", "invalid")
-        visiting.add(name)
-        for dep in needs(name):
+    done: set[str] = set()
+    for root in plans:
+        if root == PRIMARY or root in done:
+            continue
+        stack, path = [(root, iter(plans[root].depends_on))], {root}
+        while stack:
+            name, deps = stack[-1]
+            dep = next(deps, None)
+            if dep is None:
+                stack.pop()
+                path.discard(name)
+                done.add(name)
+                order.append(name)
+                continue
             if dep == PRIMARY:
                 raise ComposeError(f"services.{name} depends on main, which orchard starts last")
-            if dep not in services:
+            if dep not in plans:
                 raise ComposeError(f"services.{name} depends on {dep!r}, which is not a service", "invalid")
-            visit(dep)
-        order.append(name)
-    for name in services:
-        if name != PRIMARY:
-            visit(name)
+            if dep in path:
+                raise ComposeError(f"services.{name}: depends_on makes a cycle", "invalid")
+            if dep not in done:
+                stack.append((dep, iter(plans[dep].depends_on)))
+                path.add(dep)
     return order
+
+
+def _conditions(plans: dict[str, ServicePlan]) -> None:
+    """The one-shot jobs marked (a service_healthy one may get its health check from its image)."""
+    for plan in plans.values():
+        for dep, condition in plan.depends_on.items():
+            if condition == "service_completed_successfully":
+                plans[dep].completes = True
 
 
 def read_compose(text: str, file: str, values: dict[str, str]) -> ComposePlan:
@@ -200,6 +268,8 @@ def read_compose(text: str, file: str, values: dict[str, str]) -> ComposePlan:
         data = yaml.safe_load(interpolate(text, values))
     except yaml.YAMLError as exc:
         raise ComposeError(f"environment/{file} is not valid YAML: {str(exc).splitlines()[0]}", "invalid") from None
+    except RecursionError:
+        raise ComposeError(f"environment/{file} nests too deep to read", "invalid") from None
     if not isinstance(data, dict) or not isinstance(data.get("services"), dict):
         raise ComposeError(f"environment/{file} has no services mapping", "invalid")
     for key in ("volumes", "secrets", "configs"):
@@ -207,12 +277,18 @@ def read_compose(text: str, file: str, values: dict[str, str]) -> ComposePlan:
             raise ComposeError(f"environment/{file} declares top-level {key}, which orchard does not run")
     services = data["services"]
     for name in services:
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,62}", str(name)):
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,62}", name):
             raise ComposeError(f"services.{name}: not a name orchard can give a container", "invalid")
-    main = _service(PRIMARY, services.get(PRIMARY))
+    plans = {name: _service(name, body) for name, body in services.items()}  # each body a mapping
+    main = plans.get(PRIMARY) or _service(PRIMARY, None)
     if main.context is None and main.image is None:
         main.context = CONTEXT
-    return ComposePlan(file=file, main=main, sides=[_service(n, services[n]) for n in _order(services)])
+    order = _order(plans)
+    for dep in main.depends_on:
+        if dep == PRIMARY or dep not in plans:
+            raise ComposeError(f"services.main depends on {dep!r}, which is not a side service", "invalid")
+    _conditions({**plans, PRIMARY: main})
+    return ComposePlan(file=file, main=main, sides=[plans[n] for n in order])
 
 
 def harbor_values(image: str = "orchard-harbor-main") -> dict[str, str]:

@@ -143,7 +143,12 @@ def image_for(task, image_map: dict[str, str]) -> str:
 
     client = docker_client()
     plan = compose_plan(task)
-    prebuilt = plan.main.image if plan and not plan.main.context else task.config.environment.docker_image
+    if plan and not plan.main.context:  # compose main with `image` and no `build`: that image or nothing
+        image = image_map.get(plan.main.image, plan.main.image)
+        if not has_image(client, image):
+            raise NeedsImage(image)
+        return image
+    prebuilt = task.config.environment.docker_image
     if prebuilt:
         prebuilt = image_map.get(prebuilt, prebuilt)
         if has_image(client, prebuilt) or not (task.dockerfile or plan):
@@ -187,6 +192,7 @@ def build_image(task, image_map: dict[str, str], service, name: str) -> str:
 
     client = docker_client()
     context, args = (service.context, service.args) if service else ("environment", {})
+    target = service.target if service else None
     within = service.dockerfile if service else "Dockerfile"
     if service is None or (context == "environment" and service.dockerfile == "Dockerfile"):
         text = task.dockerfile or ""
@@ -202,7 +208,8 @@ def build_image(task, image_map: dict[str, str], service, name: str) -> str:
         bases.append(f"{base}@{client.images.get(base).id}")
     inside = context.removeprefix("environment").strip("/")
     files = {k: v for k, v in task.environment_files.items() if not inside or k.startswith(inside + "/")}
-    tag = image_tag(name, "\n".join([dockerfile, *bases, *(f"ARG {k}={v}" for k, v in sorted(args.items()))]), files)
+    tag = image_tag(name, "\n".join([dockerfile, *bases, *(f"ARG {k}={v}" for k, v in sorted(args.items())),
+                                       *([f"TARGET {target}"] if target else [])]), files)
     if has_image(client, tag):
         return tag
     with _build_lock(tag):
@@ -212,7 +219,7 @@ def build_image(task, image_map: dict[str, str], service, name: str) -> str:
         try:
             for chunk in client.api.build(fileobj=io.BytesIO(_context(Path(task.folder), task.id, context, within, dockerfile)),
                                           custom_context=True, tag=tag, rm=True, forcerm=True, pull=False,
-                                          dockerfile=within, buildargs=args or None,
+                                          dockerfile=within, buildargs=args or None, target=target,
                                           labels={"orchard.harbor.task": task.id}, decode=True,
                                           timeout=int(task.config.environment.build_timeout_sec)):
                 if "stream" in chunk:

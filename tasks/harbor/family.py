@@ -198,6 +198,9 @@ class HarborFamily(FamilyBase):
             raise EpisodeFailure("unsupported", f"a docker-compose task (main beside {', '.join(s.name for s in plan.sides)}): "
                                  f"the {backend} backend cannot start side services; run it with --backend docker")
         if backend == "local":
+            if plan and (why := _not_default_main(plan.main)):
+                raise EpisodeFailure("needs_image", f"on the local backend: the compose file's main service {why}, "
+                                     "which the host cannot give; run it with --backend docker")
             return self._host_spec(task, parsed)
         if backend != "docker":
             raise EpisodeFailure("needs_image", f"the {backend} backend cannot build this task's image "
@@ -213,7 +216,8 @@ class HarborFamily(FamilyBase):
         config = parsed.config
         memory = config.memory_bytes()
         services = [{"name": s.name, "image": sides[s.name], "command": s.command, "entrypoint": s.entrypoint,
-                     "env": s.env, "workdir": s.workdir, "user": s.user, "healthcheck": s.healthcheck}
+                     "env": s.env, "workdir": s.workdir, "user": s.user, "healthcheck": s.healthcheck,
+                     "depends_on": s.depends_on, "completes": s.completes}
                     for s in plan.sides] if plan else []
         return SandboxSpec.model_validate({
             "services": services, "image": image, "writable_root": True,
@@ -333,6 +337,18 @@ class HarborFamily(FamilyBase):
                        reward=sum(rewards.values()) / len(rewards), log=log,
                        tests={"rewards": rewards, "source": state.get("reward_file"),
                               "summary": " ".join(f"{k}={v:g}" for k, v in rewards.items())})
+
+
+def _not_default_main(main: Any) -> str | None:
+    """What a compose file's main service sets beyond the default build of environment/Dockerfile
+    (the local backend reads only that Dockerfile), or None."""
+    if main.context is None:
+        return f"runs the image {main.image}"
+    sets = [name for name, value in (("build.context", main.context != "environment"),
+                                     ("build.dockerfile", main.dockerfile != "Dockerfile"), ("build.args", main.args),
+                                     ("build.target", main.target), ("environment", main.env),
+                                     ("working_dir", main.workdir), ("user", main.user)) if value]
+    return f"sets {', '.join(sets)}" if sets else None
 
 
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")

@@ -12,7 +12,6 @@ before them and the base image's PATH). A RUN line, another base, a prebuilt `do
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -26,31 +25,85 @@ LABEL = "orchard.harbor.host_dir"
 
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 """The environment orchard's base image declares (what `$PATH` means in an ENV line)."""
-_REF = re.compile(r"\\\$|\$\{(\w+)(?::([-+])([^}]*))?\}|\$(\w+)")
+_BRACED = re.compile(r"(\w+)(?::([-+])(.*))?", re.S)
+_NAME = re.compile(r"\w+")
 
 
-def substitute(text: str, known: dict[str, str]) -> str:
-    """Docker's variable substitution in ENV, WORKDIR and COPY: `$VAR`, `${VAR}`, `${VAR:-word}`,
-    `${VAR:+word}` from the ARG and ENV values declared before the line (an unknown one is empty);
-    nothing inside single quotes; `\\$` stays a literal `$` (the shell-style split unescapes it)."""
-    out = []
-    for i, part in enumerate(re.split(r"('[^']*')", text)):
-        if i % 2:  # a single-quoted stretch
-            out.append(part)
+def words(text: str, known: dict[str, str]) -> list[str]:
+    """A line's words as Docker reads ENV, ARG, WORKDIR and COPY: split at blanks outside quotes
+    first, then `$VAR`, `${VAR}`, `${VAR:-word}`, `${VAR:+word}` substituted inside each word from
+    the ARG and ENV values declared before the line (an unknown one is empty); a value holding
+    blanks or quotes stays in its word. Nothing inside single quotes; `\\` escapes the next
+    character (inside double quotes: `\\$`, `\\"`, `\\\\`). ValueError: an unclosed quote or `${`."""
+    out: list[str] = []
+    word: list[str] = []
+    started = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c.isspace():
+            if started:
+                out.append("".join(word))
+                word, started = [], False
+            i += 1
             continue
+        started = True
+        if c == "\\":
+            word.append(text[i + 1:i + 2])
+            i += 2
+        elif c == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise ValueError("an unclosed single quote")
+            word.append(text[i + 1:end])
+            i = end + 1
+        elif c == '"':
+            i += 1
+            while True:
+                if i >= len(text):
+                    raise ValueError("an unclosed double quote")
+                c = text[i]
+                if c == '"':
+                    i += 1
+                    break
+                if c == "\\" and text[i + 1:i + 2] in ('"', "$", "\\"):
+                    word.append(text[i + 1])
+                    i += 2
+                elif c == "$":
+                    value, i = _variable(text, i, known)
+                    word.append(value)
+                else:
+                    word.append(c)
+                    i += 1
+        elif c == "$":
+            value, i = _variable(text, i, known)
+            word.append(value)
+        else:
+            word.append(c)
+            i += 1
+    if started:
+        out.append("".join(word))
+    return out
 
-        def one(m: re.Match) -> str:
-            if m[0] == "\\$":
-                return m[0]
-            name = m[1] or m[4]
-            value = known.get(name, "")
-            if m[2] == "-":
-                return value or m[3]
-            if m[2] == "+":
-                return m[3] if value else ""
-            return value
-        out.append(_REF.sub(one, part))
-    return "".join(out)
+
+def _variable(text: str, i: int, known: dict[str, str]) -> tuple[str, int]:
+    """The value of the reference at text[i] ('$') and the index after it."""
+    if text[i + 1:i + 2] == "{":
+        end = text.find("}", i + 2)
+        match = _BRACED.fullmatch(text[i + 2:end]) if end >= 0 else None
+        if not match:
+            raise ValueError(f"a bad substitution at {text[i:i + 40]!r}")
+        value = known.get(match[1], "")
+        alt = " ".join(words(match[3], known)) if match[2] else ""
+        if match[2] == "-":
+            value = value or alt
+        elif match[2] == "+":
+            value = alt if value else ""
+        return value, end + 1
+    match = _NAME.match(text, i + 1)
+    if not match:
+        return "$", i + 1
+    return known.get(match[0], ""), match.end()
 
 
 def _lines(dockerfile: str) -> list[str]:
@@ -80,17 +133,18 @@ def host_plan(task, image_map: dict[str, str]) -> tuple[str, list[tuple[str, str
         word = word.upper()
         if word not in ALLOWED:
             return f"its Dockerfile has {word} lines (it changes the image: run it on docker)"
+        try:  # Docker's order: the line split into words, then references substituted in each
+            parts = words(rest, known) if word in ("ARG", "WORKDIR", "ENV", "COPY") else []
+        except ValueError as exc:
+            return f"its Dockerfile's line {line[:80]!r} does not parse ({exc})"
         if word == "ARG":
-            name, sep, default = rest.strip().partition("=")
-            if name.strip() and name.strip() not in known:
-                known[name.strip()] = substitute(default, known).strip("\"'") if sep else ""
-            continue
-        if word in ("WORKDIR", "ENV", "COPY"):
-            rest = substitute(rest, known)
-        if word == "WORKDIR":
-            workdir = str(PurePosixPath(workdir) / rest.strip())
+            for part in parts:
+                name, sep, default = part.partition("=")
+                if name and name not in known:
+                    known[name] = default if sep else ""
+        elif word == "WORKDIR":
+            workdir = str(PurePosixPath(workdir) / " ".join(parts))
         elif word == "ENV":
-            parts = shlex.split(rest)
             if parts and "=" not in parts[0]:
                 added = {parts[0]: " ".join(parts[1:])}
             else:
@@ -98,7 +152,7 @@ def host_plan(task, image_map: dict[str, str]) -> tuple[str, list[tuple[str, str
             env.update(added)  # every reference on the line saw the values from before it
             known.update(added)
         elif word == "COPY":
-            parts = [p for p in shlex.split(rest) if not p.startswith("--")]
+            parts = [p for p in parts if not p.startswith("--")]
             if len(parts) != 2:
                 return f"COPY {rest!r}: only one source to one destination runs on the host"
             dest = str(PurePosixPath(workdir) / parts[1])

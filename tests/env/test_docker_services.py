@@ -125,3 +125,37 @@ def test_services_are_refused_by_name_where_they_cannot_run(tmp_path):
         SandboxSpec.model_validate({"services": [{"name": "main", "image": "x"}]})
     with pytest.raises(ValueError, match="with 'drop'"):
         SandboxSpec.model_validate({"network": "drop", "services": [{"name": "db", "image": "x"}]})
+
+
+@pytest.mark.docker
+def test_depends_on_conditions_order_the_start():
+    """Compose's start order: `app` starts only once `db` is healthy (its first command reaches db,
+    or it exits) and the one-shot `seed` has exited 0 (not expected to stay running); a seed that
+    exits non-zero fails the sandbox naming it. A service named `probe` does not collide with the
+    backend's own probe container (side containers are `orchard-<id>-svc-<name>`)."""
+    base = ensure_base_image()
+    reach_db = "import urllib.request; urllib.request.urlopen('http://db:8080', timeout=2)"
+    services = [
+        {"name": "db", "image": base, "command": ["sh", "-c", "sleep 2; exec python3 -m http.server 8080"],
+         "healthcheck": HEALTH},
+        {"name": "seed", "image": base, "command": ["sh", "-c", "sleep 1; echo seeded"], "completes": True},
+        {"name": "app", "image": base, "command": ["sh", "-c", f'python3 -c "{reach_db}" && exec sleep 600'],
+         "depends_on": {"db": "service_healthy", "seed": "service_completed_successfully"}},
+        {"name": "probe", "image": base, "command": ["sleep", "600"]},
+    ]
+    api = docker_client().api
+    with EnvManager("docker") as env:
+        info = env.create_sandbox(SandboxSpec.model_validate({"image": base, "services": services}))
+        sid = info.sandbox_id
+        state = {s: api.inspect_container(f"orchard-{sid}-svc-{s}")["State"] for s in ("db", "seed", "app", "probe")}
+        assert state["app"]["Running"] and state["db"]["Health"]["Status"] == "healthy" and state["probe"]["Running"]
+        assert state["seed"]["Status"] == "exited" and state["seed"]["ExitCode"] == 0
+        assert state["app"]["StartedAt"] > state["seed"]["FinishedAt"]  # RFC 3339, same zone: ordered as text
+        env.delete_sandbox(sid)
+        services[1]["command"] = ["sh", "-c", "echo seed failed >&2; exit 3"]
+        with pytest.raises(Exception, match=r"one-shot side service 'seed' exited 3 \(before 'app' starts\).*seed failed"):
+            env.create_sandbox(SandboxSpec.model_validate({"image": base, "services": services[:3]}),
+                               sandbox_id="sb-svc-seed-fails")
+        assert of("sb-svc-seed-fails") == ([], [])
+    with pytest.raises(ValueError, match="depends on db, seed, not listed before it"):
+        SandboxSpec.model_validate({"image": base, "services": services[2:3]})

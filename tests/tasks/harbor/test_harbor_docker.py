@@ -120,3 +120,48 @@ def test_solution_timeout_is_honoured(tmp_path):
     card = json.loads((out / "scorecard.json").read_text())
     assert card["resolved"] == 0, proc.stderr[-1500:]
     assert "ran past its [solution] timeout_sec (2 s)" in next(out.glob("logs/**/error.txt")).read_text()
+
+
+def test_compose_main_build_target_and_missing_image(tmp_path):
+    """build.target builds that stage (and is part of the image's tag); a compose main with
+    `image:` and no `build:` that the engine lacks is needs_image naming it, not a failed build."""
+    from orchard_cli.env.images import docker_client, ensure_base_image
+    from orchard_cli.rollout.failures import EpisodeFailure
+    from orchard_cli.tasks.registry import load_suite
+
+    ensure_base_image(quiet=True)
+    folder = make_task(tmp_path, "staged", dockerfile="FROM orchard/base:bookworm AS one\nRUN echo one > /stage\n"
+                       "FROM orchard/base:bookworm AS two\nRUN echo two > /stage\nWORKDIR /app\n")
+    compose = folder / "environment/docker-compose.yaml"
+    found = {}
+    for stage in ("one", "two"):
+        compose.write_text(f"services:\n  main:\n    build: {{context: ., target: {stage}}}\n")
+        family, tasks = load_suite(str(tmp_path))
+        image = family.sandbox_spec(tasks[0], "docker").image
+        found[stage] = docker_client().containers.run(image, ["cat", "/stage"], remove=True).decode().strip()
+    assert found == {"one": "one", "two": "two"}
+    compose.write_text("services:\n  main:\n    image: orchard-test/absent-main:nope\n")
+    family, tasks = load_suite(str(tmp_path))
+    with pytest.raises(EpisodeFailure) as failure:
+        family.sandbox_spec(tasks[0], "docker")
+    assert failure.value.category == "needs_image" and "orchard-test/absent-main:nope" in str(failure.value)
+
+
+def test_host_reading_of_env_lines_matches_docker_build(tmp_path):
+    """The local backend's reading of ARG/ENV lines with blanks and quotes gives what docker build
+    gives (the image's own environment)."""
+    from test_harbor_tasks import QUOTED_ARGS, QUOTED_ENV
+
+    from orchard_cli.env.images import docker_client, ensure_base_image
+    from orchard_cli.tasks.harbor.hostenv import host_plan
+    from orchard_cli.tasks.harbor.taskfile import load_task_dir
+
+    ensure_base_image(quiet=True)
+    folder = make_task(tmp_path, dockerfile=QUOTED_ARGS)
+    image, _ = docker_client().images.build(path=str(folder / "environment"), rm=True, pull=False)
+    try:
+        built = dict(e.split("=", 1) for e in image.attrs["Config"]["Env"])
+        assert {k: built[k] for k in QUOTED_ENV} == QUOTED_ENV
+        assert host_plan(load_task_dir(folder), {})[2] == {k: built[k] for k in QUOTED_ENV}
+    finally:
+        docker_client().images.remove(image.id, force=True)

@@ -124,6 +124,71 @@ def test_compose_file_read_as_harbor_sets_it(tmp_path):
     assert category == "invalid_task" and "no environment/nowhere/Dockerfile" in reason
 
 
+BAD_COMPOSE = {  # task -> (compose file, what its one-line cause names)
+    "quote": ("services:\n  main: {}\n  job:\n    image: x\n    command: \"python3 -c 'print(1)\"\n",
+              "services.job.command: No closing quotation"),
+    "string-body": ("services:\n  main: {}\n  db: postgres\n", "services.db: not a mapping"),
+    "health-int": ("services:\n  main: {}\n  db:\n    image: x\n    healthcheck: {test: 5}\n",
+                   "services.db.healthcheck.test: neither a string nor a list"),
+    "int-name": ("services:\n  main: {}\n  1:\n    image: x\n", "services.1: not a name"),
+    "chain": ("services:\n  main: {}\n" + "".join(f"  s{i}:\n    image: x\n    depends_on: [s{i + 1}]\n"
+                                                 for i in range(1200)) + "  s1200:\n    image: x\n", None),
+    "cond": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: {b: {condition: service_ready}}\n"
+             "  b:\n    image: x\n", "services.a.depends_on.b.condition: 'service_ready' is not one of"),
+    "depends-str": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: b\n",
+                    "services.a.depends_on: neither a list"),
+    "bad-condition": ("services:\n  main: {}\n  a:\n    image: x\n    depends_on: {b: {condition: [1]}}\n"
+                      "  b:\n    image: x\n", "services.a.depends_on.b.condition: '[1]' is not one of"),
+    "int-key": ("services:\n  main: {}\n  a:\n    image: x\n    1: 2\n", "services.a: the key 1 is not a name"),
+    "volumes-int": ("services:\n  main:\n    volumes: 5\n", "services.main.volumes: not a list"),
+}
+
+
+def test_malformed_compose_files_are_each_invalid_beside_a_good_task(tmp_path):
+    """One malformed compose file is that task's invalid_task, with a one-line cause naming the
+    file and the field; the dataset's other tasks load (`tasks ls` lists them all, exit 0)."""
+    make_task(tmp_path, "good")
+    for name, (text, _) in BAD_COMPOSE.items():
+        (make_task(tmp_path, name) / "environment/docker-compose.yaml").write_text(text)
+    family, tasks = load_suite(str(tmp_path))
+    refused = {t.task_id: family.describe(t)["refused"] for t in tasks}
+    assert refused.pop("good") is None
+    for name, (_, why) in BAD_COMPOSE.items():
+        reason = refused[name]
+        if name == "chain":  # a long chain of depends_on is read (no recursion), in order
+            assert reason is None
+            sides = family.parsed(next(t for t in tasks if t.task_id == name)).compose_plan["sides"]
+            assert [s["name"] for s in sides][:2] == ["s1200", "s1199"] and len(sides) == 1201
+            continue
+        assert reason.startswith("invalid_task: a docker-compose environment (environment/docker-compose.yaml): ")
+        assert why in reason and "\n" not in reason, reason
+    proc = subprocess.run([*ORCHARD, "tasks", "ls", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert {line.split("\t")[0] for line in proc.stdout.splitlines()} == {"good", *BAD_COMPOSE}
+
+
+def test_compose_build_keys(tmp_path):
+    """build.dockerfile normalised (`./Dockerfile` is the Dockerfile --image-map rewrites),
+    build.target read, the build keys orchard cannot honour refused by name."""
+    from orchard_cli.tasks.harbor.environment import _context
+
+    folder = make_task(tmp_path, dockerfile="FROM python:3.12\nWORKDIR /app\n")
+    compose = folder / "environment/docker-compose.yaml"
+    compose.write_text("services:\n  main:\n    build: {context: ., dockerfile: ./Dockerfile, target: dev}\n")
+    main = load_task_dir(folder).compose_plan["main"]
+    assert main["dockerfile"] == "Dockerfile" and main["target"] == "dev"
+    mapped = map_images("FROM python:3.12\n", {"python:3.12": "orchard/base:bookworm"})
+    import io
+    import tarfile
+    tar = tarfile.open(fileobj=io.BytesIO(_context(folder, "t1", "environment", main["dockerfile"], mapped)))
+    assert [m.name for m in tar.getmembers() if "Dockerfile" in m.name] == ["Dockerfile"]
+    assert tar.extractfile("Dockerfile").read().decode() == mapped
+    for key in ("additional_contexts: {x: ../x}", "secrets: [s]", "ssh: [default]", "dockerfile_inline: FROM x"):
+        compose.write_text(f"services:\n  main:\n    build:\n      context: .\n      {key}\n")
+        category, reason = load_task_dir(folder).refusal()
+        assert category == "unsupported" and f"services.main.build uses {key.split(':')[0]}" in reason
+
+
 @pytest.mark.parametrize("env,internet", [
     ('network_mode = "no-network"', False),
     ('network_mode = "public"', True),
@@ -200,3 +265,52 @@ def test_env_lines_substitute_as_docker_does_on_the_host(tmp_path):
     assert workdir == "/app" and copies == []
     assert env == {"TOOLS": "/app/bin", "PATH": "/opt/x:" + BASE_ENV["PATH"], "BIN": "/app/bin", "LIT": "$TOOLS",
                    "EMPTY": "dflt", "PLUS": "yes", "ESC": "$HOME", "SAME": "1", "SEE": "", "OLD": "form /app/bin"}
+
+
+QUOTED_ARGS = ('FROM orchard/base:bookworm\nARG GREETING="hello world"\nARG NOTE="don\'t panic"\nWORKDIR /app\n'
+               'ENV MSG=$GREETING N=$NOTE BRACED="${GREETING}!" DFLT=${NOPE:-"a b"}\nENV LEGACY say $GREETING\n')
+QUOTED_ENV = {"MSG": "hello world", "N": "don't panic", "BRACED": "hello world!", "DFLT": "a b",
+              "LEGACY": "say hello world"}
+
+
+def test_env_values_with_blanks_and_quotes_stay_whole_on_the_host(tmp_path):
+    """Docker splits a line into words first and substitutes inside each: an ARG holding a blank
+    or a quote gives the whole value (test_harbor_docker checks the same lines against docker build);
+    an unclosed quote is needs_image naming the line, not a crash."""
+    from orchard_cli.tasks.harbor.hostenv import host_plan
+
+    make_task(tmp_path, dockerfile=QUOTED_ARGS)
+    workdir, _, env = host_plan(load_task_dir(tmp_path / "t1"), {})
+    assert env == QUOTED_ENV
+    make_task(tmp_path, "t2", dockerfile="FROM orchard/base:bookworm\nWORKDIR /app\nENV A=\"open\n")
+    why = host_plan(load_task_dir(tmp_path / "t2"), {})
+    assert isinstance(why, str) and "ENV A=" in why and "unclosed double quote" in why
+
+
+@pytest.mark.parametrize("main,why", [
+    ("environment: {GREETING: hi}", "sets environment"),
+    ("working_dir: /srv", "sets working_dir"),
+    ("build: {context: ., dockerfile: other.Dockerfile}", "sets build.dockerfile"),
+    ("build: {context: ., args: {V: '1'}}", "sets build.args"),
+    ("image: python:3.12", "runs the image python:3.12"),
+    ("build: .\n    image: ${MAIN_IMAGE_NAME}\n    volumes: ['${HOST_AGENT_LOGS_PATH}:${ENV_AGENT_LOGS_PATH}']", None),
+])
+def test_compose_main_on_the_local_backend(tmp_path, main, why):
+    """On local, a compose task whose only service is main runs on the host only when main is the
+    default build of environment/Dockerfile (the one file the host reading follows); else
+    needs_image naming what main sets."""
+    from orchard_cli.rollout.failures import EpisodeFailure
+
+    folder = make_task(tmp_path)
+    (folder / "environment/other.Dockerfile").write_text("FROM orchard/base:bookworm\nWORKDIR /srv\n")
+    (folder / "environment/docker-compose.yaml").write_text(f"services:\n  main:\n    {main}\n")
+    family, tasks = load_suite(str(tmp_path))
+    if why is None:
+        spec = family.sandbox_spec(tasks[0], "local")
+        assert spec.image == "host" and spec.workdir == "/app"
+        family.release(tasks[0], spec)
+        return
+    with pytest.raises(Exception) as failure:
+        family.sandbox_spec(tasks[0], "local")
+    assert isinstance(failure.value, EpisodeFailure) and failure.value.category == "needs_image"
+    assert why in str(failure.value) and "--backend docker" in str(failure.value)
