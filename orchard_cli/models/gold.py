@@ -10,7 +10,7 @@ OpenClaw and Codex, BrowserGym actions for orchard's web agent, the answer as th
 
 How it knows the task of a call. An endpoint sees only HTTP requests. The agent solver tells gold
 each episode's reference before the harness starts (`begin_episode(episode_id, reference,
-tools)`: the family's `gold_solution`, read once the episode is set up, so MiniWoB's per-episode
+tools)`: the episode's `reference("gold")`, read once it is set up, so MiniWoB's per-episode
 steps are the ones of that episode), and the recording proxy, which knows the episode of every
 call by its per-episode token, names it in the `X-Orchard-Episode` header of each call it
 forwards (it does so only for endpoints that ask: `wants_episode`). Each call answers with the

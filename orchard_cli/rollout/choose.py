@@ -8,21 +8,21 @@ as `factory(model=..., base_url=..., seed=...)` and returns an object with the m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from orchard_cli.errors import UsageError
 from orchard_cli.registry import Registry
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolver, Solver
 
 if TYPE_CHECKING:
+    from orchard_cli.family import Family, Gold, RunOptions, Task
     from orchard_cli.rollout.user_model import UserConfig
-    from orchard_cli.tasks.base import Task, TaskFamily
 
 solvers: Registry = Registry("harness", "orchard.solvers", {})
 
 
 def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
-                seed: int | None, family: "TaskFamily", tasks: list["Task"],
+                seed: int | None, family: "Family", tasks: list["Task"], options: "RunOptions | None" = None,
                 max_turns: int | None = None, agent_timeout: float | None = None,
                 suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None,
                 suite_tasks: Callable[[], list["Task"]] | None = None) -> Solver:
@@ -34,8 +34,8 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
     if user is not None and predictions:
         raise UsageError("--user-model answers an agent: it needs --model/--harness, not --predictions")
     if predictions == "gold":
-        require_references(family, tasks, suite_tasks=suite_tasks)
-        return GoldSolver(family)
+        require_references(family, tasks, suite_tasks=suite_tasks, options=options)
+        return GoldSolver()
     if predictions == "empty":
         return EmptySolver()
     if predictions:
@@ -63,19 +63,20 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
         return PredictionsSolver(predictions, chosen)
     if harness or model:
         if plays_references(base_url):
-            require_references(family, tasks, "the demonstrator --base-url gold")
+            require_references(family, tasks, "the demonstrator --base-url gold", options=options)
         return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout, user=user)
     raise UsageError("nothing to evaluate: say where the answers come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
 
 
-def require_references(family: "TaskFamily", tasks: list["Task"], who: str = "--predictions gold",
-                       suite_tasks: Callable[[], list["Task"]] | None = None) -> None:
+def require_references(family: "Family", tasks: list["Task"], who: str = "--predictions gold",
+                       suite_tasks: Callable[[], list["Task"]] | None = None,
+                       options: "RunOptions | None" = None) -> None:
     """A one-line UsageError naming the tasks without a reference solution (gold), and the suite's
     tasks that have one, before anything runs (`who` plays them: --predictions gold, --base-url gold)."""
-    lacking = [t.task_id for t in tasks if family.gold_solution(t) is None]
+    lacking = [t.task_id for t in tasks if reference(family, t, options, "gold") is None]
     if lacking or not tasks:
-        message, hint = _no_gold(family, tasks, lacking, suite_tasks)
+        message, hint = _no_gold(family, tasks, lacking, suite_tasks, options)
         raise UsageError(f"{who} plays reference solutions: {message}", hint=hint)
 
 
@@ -91,6 +92,16 @@ def plays_references(base_url: str | None) -> bool:
         return False
 
 
+def reference(family: "Family", task: "Task", options: "RunOptions | None", kind: str) -> "Gold | None":
+    """A task's reference solution (`gold` or `near_miss`), read off a new episode of it (nothing
+    is reserved before `spec`, so this costs no sandbox)."""
+    from orchard_cli.family import RunOptions
+    from orchard_cli.seam_v1 import adapt
+
+    with adapt(family).episode(task, options or RunOptions()) as episode:
+        return episode.reference(kind)  # type: ignore[arg-type]
+
+
 def user_config(model: str | None, base_url: str | None, key_env: str | None) -> "UserConfig | None":
     """`--user-model M --user-base-url U [--user-key-env V]`, checked; None without --user-model."""
     if model is None:
@@ -104,14 +115,15 @@ def user_config(model: str | None, base_url: str | None, key_env: str | None) ->
     return UserConfig(model=model, base_url=base_url, key_env=key_env)
 
 
-def _no_gold(family: "TaskFamily", tasks: list["Task"], lacking: list[str],
-             suite_tasks: Callable[[], list["Task"]] | None) -> tuple[str, str | None]:
+def _no_gold(family: "Family", tasks: list["Task"], lacking: list[str],
+             suite_tasks: Callable[[], list["Task"]] | None,
+             options: "RunOptions | None" = None) -> tuple[str, str | None]:
     """(message, hint) for --predictions gold over tasks without a gold solution: which of the
     selection lack one, and the suite's tasks that have one (to pick with --instances)."""
     having = [t.task_id for t in tasks if t.task_id not in set(lacking)]
     if not having and suite_tasks is not None:
         try:
-            having = [t.task_id for t in suite_tasks() if family.gold_solution(t) is not None]
+            having = [t.task_id for t in suite_tasks() if reference(family, t, options, "gold") is not None]
         except Exception:  # naming them is a courtesy; the refusal stands
             having = []
     shown = f"{', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''}"
