@@ -32,11 +32,12 @@ from pathlib import Path
 os.environ.setdefault("ORCHARD_HOME", tempfile.mkdtemp(prefix="orchard-bench-"))
 
 from orchard_cli.env import connect  # noqa: E402
+from orchard_cli.family import RunOptions  # noqa: E402
 from orchard_cli.rollout.episode import Episode  # noqa: E402
 from orchard_cli.rollout.pool import Pool  # noqa: E402
 from orchard_cli.rollout.solvers import GoldSolver  # noqa: E402
 from orchard_cli.tasks.claw.family import ClawFamily  # noqa: E402
-from orchard_cli.tasks.registry import load_suite  # noqa: E402
+from orchard_cli.families import load_suite  # noqa: E402
 
 
 class TimedFamily(ClawFamily):
@@ -88,7 +89,7 @@ def run(family, tasks, attempts: int, workers: int) -> tuple[float, list]:
     results = []
     started = time.perf_counter()
     try:
-        Pool(env, family, backend="local", workers=workers).run(episodes, results.append)
+        Pool(env, family, options=RunOptions(), workers=workers).run(episodes, results.append)
     finally:
         env.close()
     wall = time.perf_counter() - started

@@ -59,9 +59,10 @@ def main() -> None:
         return
 
     from orchard_cli.env import connect
+    from orchard_cli.family import RunOptions
     from orchard_cli.rollout.episode import Episode, run_episode
     from orchard_cli.rollout.solvers import EmptySolver
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     clock = time.monotonic()
     family, tasks = load_suite("claw-eval", dataset=args.checkout, instances=instances)
@@ -81,7 +82,7 @@ def main() -> None:
                 continue
             clock = time.monotonic()
             result = run_episode(Episode(task=task, attempt=1, solver=EmptySolver(), episode_id=f"null-{task.task_id}"),
-                                 family=family, env=env, backend="local")
+                                 family=family, env=env, options=RunOptions())
             row = {"task": task.task_id, "category": result.outcome.category,
                    "seconds": round(time.monotonic() - clock, 2), "score": result.outcome.tests.get("score"),
                    "error": result.outcome.error}
@@ -125,18 +126,18 @@ def read_script(path: Path) -> Any:
 def scripted(checkout: str, folder: Path, instances: list[str] | None, json_out: str | None) -> None:
     """Each `<task_id>.json` in `folder` replayed through the task's tools and graded by its grader."""
     from orchard_cli.env import connect
+    from orchard_cli.family import RunOptions
     from orchard_cli.rollout.episode import Episode, run_episode
     from orchard_cli.rollout.solvers import GoldSolver
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     class Replay(GoldSolver):
         name = harness = model = "scripted"
 
         def __init__(self, family: Any, gold: Any) -> None:
-            super().__init__(family)
             self.gold = gold
 
-        def reference(self, task: Any) -> Any:
+        def replayed(self, context: Any) -> Any:
             return self.gold
 
     scripts = read_scripts(folder, instances)
@@ -156,7 +157,7 @@ def scripted(checkout: str, folder: Path, instances: list[str] | None, json_out:
             gold = scripts[task.task_id]
             clock = time.monotonic()
             result = run_episode(Episode(task=task, attempt=1, solver=Replay(family, gold),
-                                         episode_id=f"scripted-{task.task_id}"), family=family, env=env, backend="local")
+                                         episode_id=f"scripted-{task.task_id}"), family=family, env=env, options=RunOptions())
             tests = result.outcome.tests or {}
             if result.outcome.is_error or "benchmark_passed" not in tests:
                 not_run[task.task_id] = f"{result.outcome.category}: {result.outcome.error}"

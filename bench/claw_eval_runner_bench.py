@@ -228,7 +228,7 @@ def timed_family(family: Any, times: dict[str, float]) -> None:
 
     for name, phase in (("sandbox_spec", "services"), ("setup", "reset+files"), ("collect", "collect"),
                         ("grade", "grade"), ("release", "release")):
-        wrap(family, name, phase)
+        wrap(getattr(family, "legacy", family), name, phase)  # the version-1 hooks behind the seam's adapter
     wrap(services.ServiceSet, "audit", "audit")
     wrap(services.ServiceSet, "reset", "reset")
 
@@ -241,7 +241,7 @@ def vs_runner(checkout_path: str, scripts_dir: str | None, instances: list[str] 
     from orchard_cli.env import connect
     from orchard_cli.models.scripted import ScriptedEndpoint
     from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     if not scripts_dir:
         sys.exit("--vs-runner needs --scripted DIR (the call lists both sides replay)")
@@ -308,6 +308,7 @@ def vs_runner(checkout_path: str, scripts_dir: str | None, instances: list[str] 
 
 def _one_task(task: Any, script: Any, family: Any, checkout: Any, env: Any, endpoint: Any, solver: Any, info: Any,
               times: dict[str, float], reps: int, runner_sandbox: str, trace_root: str) -> list[dict[str, Any]]:
+    from orchard_cli.family import RunOptions
     from orchard_cli.rollout.episode import Episode, run_episode
 
     rows: list[dict[str, Any]] = []
@@ -320,7 +321,8 @@ def _one_task(task: Any, script: Any, family: Any, checkout: Any, env: Any, endp
             times.clear()
             started = time.perf_counter()
             result = run_episode(Episode(task=task, attempt=rep + 1, solver=solver,
-                                         episode_id=f"vs-{task.task_id}-{rep}"), family=family, env=env, backend="local")
+                                         episode_id=f"vs-{task.task_id}-{rep}"), family=family, env=env,
+                                 options=RunOptions())
             wall = time.perf_counter() - started
             tests = result.outcome.tests or {}
             rows.append({"task": task.task_id, "side": "orchard", "rep": rep, "seconds": wall, "phases": dict(times),

@@ -98,7 +98,8 @@ def graded_runs(work: Path, seed: int, workers: int) -> tuple[list[Path], dict[s
             super().__init__(family)
             self.slot = slot
 
-        def reference(self, task: Any) -> Any:
+        def replayed(self, context: Any) -> Any:
+            task = context.task
             return sets[task.task_id][order[task.task_id][self.slot]][1]
 
     runs = []

@@ -69,8 +69,8 @@ def main() -> int:
 
 
 def validate(args, tasks, rows) -> None:
-    from orchard_cli.tasks.harbor.family import HarborFamily
-    from orchard_cli.tasks.base import SuiteInfo, TaskSelection
+    from orchard_cli.families import open_suite
+    from orchard_cli.selection import TaskSelection
     from orchard_cli.tasks.validate import validate_tasks
 
     by_map = collections.defaultdict(list)
@@ -80,9 +80,9 @@ def validate(args, tasks, rows) -> None:
         elif not task.has_solution:
             rows[task.id]["validate"] = "no solution/solve.sh"
     for mapping, ids in by_map.items():
-        family = HarborFamily()
-        selection = TaskSelection(suite=str(args.folder), instances=ids, image_map=json.loads(mapping))
-        chosen = family.load(selection, SuiteInfo(args.folder.name, "harbor", str(args.folder), ""))
+        selection = TaskSelection(suite=str(args.folder), family="harbor", instances=ids, image_map=json.loads(mapping))
+        family, suite = open_suite(selection)
+        chosen = suite.tasks
         for result in validate_tasks(family, chosen, backend="docker", workers=args.workers):
             gold, null = result.verdicts[0], result.verdicts[1]
             rows[result.task_id]["validate"] = ("valid" if gold.ok and null.ok else

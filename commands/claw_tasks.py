@@ -31,7 +31,8 @@ def validate_command(
     """
     from orchard_cli.errors import EXIT_BELOW_BAR
     from orchard_cli.tasks.validate import validate_tasks
-    from orchard_cli.tasks.registry import folder_family, load_suite
+    from orchard_cli.families import folder_family, load_suite
+    from orchard_cli.rollout.choose import reference
 
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
     from orchard_cli.tasks.harbor.environment import parse_image_map
@@ -45,7 +46,7 @@ def validate_command(
     from orchard_cli.prereqs import require_host
 
     require_host(backend=backend, family=family.name, what=f"validating {path} on the {backend} backend")
-    if family.near_miss(tasks[0]) is None and family.grading != "in_place":  # in place (harbor): near miss where one ships
+    if reference(family, tasks[0], None, "near_miss") is None and family.grading != "in_place":  # harbor: where one ships
         from orchard_cli.errors import UsageError
 
         raise UsageError(f"{path}: `tasks validate` checks tasks with near misses (claw, web); "

@@ -58,7 +58,7 @@ def rollout(
     from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
     from orchard_cli.rollout.agent import EpisodeOptions
-    from orchard_cli.tasks.base import TaskSelection
+    from orchard_cli.selection import TaskSelection
 
     selection = TaskSelection(**selection_fields(suite, family=family, dataset=dataset, instances=instances,
                                                  repo=None, limit=limit, slice_=slice_, repo_mirror=None))
@@ -175,7 +175,7 @@ def rl(
     from orchard_cli.rl.loop import RLConfig, check_options, plan_rl
     from orchard_cli.rl.rollouts import Sampling
     from orchard_cli.rollout.agent import EpisodeOptions
-    from orchard_cli.tasks.base import TaskSelection
+    from orchard_cli.selection import TaskSelection
 
     if loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
         raise UsageError(f"--loss-type {loss_type!r}: use dapo, grpo, bnpo or dr_grpo")

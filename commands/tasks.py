@@ -21,15 +21,18 @@ def _suites_row(s: Any) -> dict[str, Any]:
 
 
 def _suites() -> list[dict[str, Any]]:
-    from orchard_cli.tasks.registry import list_suites
+    from orchard_cli.families import list_suites
 
     return [_suites_row(s) for s in list_suites()]
 
 
 def _load(name: str, dataset: str | None, family: str | None = None, **filters: Any):  # type: ignore[no-untyped-def]
-    from orchard_cli.tasks.registry import load_suite
+    """The family and the suite as selected (its provenance the whole suite's)."""
+    from orchard_cli.families import open_suite
+    from orchard_cli.selection import TaskSelection
 
-    return load_suite(name, dataset=dataset, family=family, **filters)
+    named = {k: v for k, v in filters.items() if v is not None}
+    return open_suite(TaskSelection(suite=name, dataset=dataset, family=family, **named))
 
 
 @app.command("ls")
@@ -48,7 +51,7 @@ def ls(
       orchard tasks ls            # every suite; orchard tasks ls claw-mini: its tasks
     """
     if suite is None:
-        from orchard_cli.tasks.registry import families
+        from orchard_cli.families import families
 
         data = {"suites": _suites(), "families": families.names()}
         if fmt == OutputFormat.json:
@@ -66,10 +69,10 @@ def ls(
         typer.echo("a data file works as a suite too: SWE-bench format (.parquet, .jsonl, .json), "
                    "or another family's with --family NAME")
         return
-    loaded, tasks = _load(suite, dataset, family, repo=repo, limit=limit)
-    rows = [{"instance_id": t.task_id, "repo": t.repo, "family": t.family} for t in tasks]
+    loaded, selected = _load(suite, dataset, family, repo=repo, limit=limit)
+    rows = [{"instance_id": t.task_id, "repo": t.repo, "family": t.family} for t in selected.tasks]
     if fmt == OutputFormat.json:
-        emit_json({"suite": suite, **loaded.provenance(), "instances": rows})
+        emit_json({"suite": suite, **selected.provenance, "instances": rows})
         return
     for row in rows:
         typer.echo(f"{row['instance_id']}\t{row['repo']}")
@@ -90,13 +93,13 @@ def show(
       orchard tasks show claw-mini
     """
     from orchard_cli.errors import OrchardError, UsageError
-    from orchard_cli.tasks.base import TaskSelection
-    from orchard_cli.tasks.registry import find_suite, is_file_suite, resolve
+    from orchard_cli.families import find_suite, is_file_suite, resolve
+    from orchard_cli.selection import TaskSelection
 
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
     if ids:
-        loaded, tasks = _load(name, dataset, family, instances=ids)
-        shown = [loaded.describe(t) for t in tasks]
+        loaded, selected = _load(name, dataset, family, instances=ids)
+        shown = [loaded.describe(t) for t in selected.tasks]
         if fmt == OutputFormat.json:
             emit_json(shown if len(shown) > 1 else shown[0])
             return
@@ -114,12 +117,13 @@ def show(
     data: dict[str, Any] = {"name": name, **({k: v for k, v in _suites_row(info).items() if k != "name"} if info
                                             else {"family": family or "swe", "source": name})}
     try:
-        loaded, tasks = _load(name, dataset, family)
+        loaded, selected = _load(name, dataset, family)
+        tasks = selected.tasks
         repos: dict[str, int] = {}
         for t in tasks:  # the family's first grouping (SWE: the repository; claw: the category)
             group = next(iter(loaded.groups(t).values()), t.repo) or "(none)"
             repos[group] = repos.get(group, 0) + 1
-        data.update(instances=len(tasks), **loaded.provenance(),
+        data.update(instances=len(tasks), **selected.provenance,
                     repos=dict(sorted(repos.items(), key=lambda kv: (-kv[1], kv[0]))))
     except UsageError:
         raise  # a data file that is not one: bad input, exit 2

@@ -43,7 +43,7 @@ class PrecisionOpt(str, Enum):
 def _eval_tasks(suite: str, source: str | None = None) -> tuple[set[str], dict[str, str]]:
     """The eval suite's task ids, and content key -> id (the prompt and fixture: tasks.content)."""
     from orchard_cli.tasks.content import content_key
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     _, tasks = load_suite(suite, dataset=source)
     return {t.task_id for t in tasks}, {content_key(t): t.task_id for t in tasks}

@@ -71,8 +71,8 @@ def _families(*sources) -> set[str]:  # type: ignore[no-untyped-def]
 def _categories(names: set[str]):  # type: ignore[no-untyped-def]
     """The outcome categories of the families named (a family that cannot load adds none)."""
     from orchard_cli.errors import OrchardError
-    from orchard_cli.tasks.base import family_categories
-    from orchard_cli.tasks.registry import families
+    from orchard_cli.families import families
+    from orchard_cli.family import family_categories
 
     merged = {}
     for name in sorted(names):

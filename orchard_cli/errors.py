@@ -73,6 +73,11 @@ class WaitTimeout(InfraError):
     status_code = 408
 
 
+class EnvironmentUnavailable(InfraError):
+    """A task's environment cannot be had (a build, a service that will not start): an episode
+    that raises it ends as env_error, never infra_error."""
+
+
 class SandboxError(InfraError):
     """A sandbox could not be created or stopped working."""
 

@@ -8,6 +8,15 @@ The core categories are the same for every family:
     env_error     the task's environment could not be had (a build, a service that will not start)
     infra_error   the sandbox, the backend or the model endpoint failed
 
+The requirement categories are the core's too: an episode that cannot run as the run was asked
+ends before its sandbox as one of them (`orchard_cli.family.Requirements`), and a family's grader
+may return one (SWE: tests that need the internet are `needs_network`):
+
+    needs_network  it reaches the live web; runs with --network full
+    needs_judge    its grader calls an LLM judge; runs with --judge-model
+    needs_user     a multi-turn task; runs with a simulated user (--user-model)
+    needs_data     files it needs are missing
+
 A family adds its own (SWE: `empty_patch`, `patch_apply_failed`) by declaring them on its class
 (`TaskFamily.categories`); each category has a label and a colour, used by the scorecard, the
 HTML pages and `orchard view`. Errors (env_error, infra_error) are counted apart everywhere and
@@ -44,6 +53,13 @@ CORE_CATEGORIES: dict[str, CategoryInfo] = {
     "infra_error": CategoryInfo(label="infrastructure error", color="#a7333a"),
 }
 ERROR_CATEGORIES = frozenset({"env_error", "infra_error"})
+REQUIREMENT_CATEGORIES: dict[str, CategoryInfo] = {
+    "needs_network": CategoryInfo(label="needs the network (--network full)", color="#a4c4e0"),
+    "needs_judge": CategoryInfo(label="needs a judge (--judge-model)", color="#c7a4e0"),
+    "needs_user": CategoryInfo(label="needs a simulated user (--user-model)", color="#e0cfa4"),
+    "needs_data": CategoryInfo(label="task data missing", color="#b0b0b0"),
+}
+"""Shown by a scorecard only where a run has them (every family may end an episode so)."""
 UNKNOWN_COLOR = "#57606a"
 
 
@@ -60,8 +76,21 @@ def ordered_categories(extra: dict[str, CategoryInfo] | None = None) -> dict[str
 def category_info(name: str, known: dict[str, CategoryInfo] | None = None) -> CategoryInfo:
     """The label and colour of a category (a name nobody declared shows as itself, in grey)."""
     table = known or CORE_CATEGORIES
-    return table.get(name) or CORE_CATEGORIES.get(name) or CategoryInfo(label=name.replace("_", " "),
-                                                                         color=UNKNOWN_COLOR)
+    return (table.get(name) or CORE_CATEGORIES.get(name) or REQUIREMENT_CATEGORIES.get(name)
+            or CategoryInfo(label=name.replace("_", " "), color=UNKNOWN_COLOR))
+
+
+class EpisodeFailure(Exception):
+    """An episode that ended before (or instead of) grading: its category and the cause. Raised
+    by the core's phases (`orchard_cli.rollout.failures`) and by a family that finds its episode
+    cannot run (a requirement it could only see late)."""
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category
+
+    def outcome(self) -> "Outcome":
+        return Outcome(resolved=False, category=self.category, error=str(self))
 
 
 class Outcome(BaseModel):

@@ -1,4 +1,8 @@
-"""The task-family seam: every hook the rollout core calls on a family, declared here and only here.
+"""The version-1 task-family seam (deprecated): the 22 hooks families implemented before the
+two-object seam of `orchard_cli.family` (version 2). A family that still inherits `FamilyBase`
+runs through the adapter `orchard_cli.seam_v1` (one deprecation line on stderr for a third-party
+family); docs/families.md says what changed. The data types (Task, SuiteInfo, Gold, ...) are the
+core's, re-exported here.
 
 One episode, as the rollout core (`orchard_cli.rollout`) runs it:
 
@@ -21,16 +25,14 @@ Third-party families register under the entry-point group `orchard.tasks`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
-from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo, Outcome, ordered_categories
+from orchard_cli.family import Gold, GoldCall, SimulatedUser, SuiteInfo, Task, family_categories
+from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo, Outcome
+from orchard_cli.seam_v1 import ATTRIBUTES, HOOKS, check_v1 as check_family
+from orchard_cli.selection import TaskSelection
 
 if TYPE_CHECKING:
     from orchard_cli.env import SandboxHandle
@@ -38,105 +40,11 @@ if TYPE_CHECKING:
     from orchard_cli.judge import JudgeConfig
     from orchard_cli.tools import ToolSession
 
-__all__ = ["CORE_CATEGORIES", "ERROR_CATEGORIES", "CategoryInfo", "Evidence", "FamilyBase", "Gold", "GoldCall",
-           "Outcome", "SuiteInfo", "Task", "TaskFamily", "TaskSelection", "check_family"]
+__all__ = ["ATTRIBUTES", "CORE_CATEGORIES", "ERROR_CATEGORIES", "HOOKS", "CategoryInfo", "Evidence", "FamilyBase",
+           "Gold", "GoldCall", "Outcome", "SimulatedUser", "SuiteInfo", "Task", "TaskFamily", "TaskSelection",
+           "check_family", "family_categories"]
 
 Grading = Literal["fresh", "in_place"]
-
-
-class Task(BaseModel):
-    """One task: an id, the family that knows it, the prompt, and the family's own record."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task_id: str
-    suite: str
-    family: str
-    problem_statement: str
-    repo: str = ""
-    record: dict[str, Any] = Field(default_factory=dict)
-    """The task's source record as loaded (for SWE: the SWE-bench instance)."""
-
-
-class TaskSelection(BaseModel):
-    """Which tasks: a suite (or a file) and the filters on it. One object from the CLI to the
-    family's `load`; the same fields sit flat in eval's and distill's config.json."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    suite: str
-    """A registered suite name, or a data file (its family from `family`, else SWE-bench format)."""
-    family: str | None = None
-    """The family of a file suite (default: swe, for SWE-bench-format files)."""
-    dataset: str | None = None
-    """A file (or hub id) replacing the suite's own data."""
-    instances: list[str] | None = None
-    repo: str | None = None
-    limit: int | None = Field(None, ge=0)
-    slice: str | None = None
-    repo_mirror: str | None = None
-    """A folder of local git mirrors of the tasks' repositories (SWE)."""
-    network: Literal["none", "full"] = "none"
-    """What the tasks may reach beyond their own services: 'full' (`--network full`) lets the
-    tasks that browse or search the live web run (the live-web suites, Claw-Eval's web_real)."""
-
-    image_map: dict[str, str] = Field(default_factory=dict)
-    """`--image-map SRC=DST`: base images a task names, mapped to ones the engine has (harbor)."""
-
-    def filters(self) -> dict[str, Any]:
-        return {"instances": self.instances, "repo": self.repo, "limit": self.limit, "slice": self.slice}
-
-
-@dataclass(frozen=True)
-class SuiteInfo:
-    """A named suite: its family and where its tasks come from."""
-
-    name: str
-    family: str
-    source: str
-    """Default source: a file, or a hub dataset id (split `split`)."""
-    description: str
-    data_file: str | None = None
-    """File name looked for in the family's data folder (ORCHARD_SWE_DATA for SWE)."""
-    split: str = "test"
-
-
-class SimulatedUser(BaseModel):
-    """A multi-turn task's user, played by a model (`--user-model`): after each of the agent's
-    turns it answers, in the role `persona` describes, or says it is done."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    persona: str
-    max_rounds: int = Field(3, ge=0)
-    """Follow-up messages at most (after the task's own first message)."""
-    mark: str = ""
-    """Put before each follow-up as the agent receives it (Claw-Eval's `[user_agent]` line)."""
-
-
-class Gold(BaseModel):
-    """A task's reference solution, as data. A family that grades fresh gives the `patch`; one that
-    grades in place gives `commands` run in the set-up sandbox and/or the final `answer`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    patch: str | None = None
-    commands: list[str] = Field(default_factory=list)
-    tool_calls: list["GoldCall"] = Field(default_factory=list)
-    """Calls of the task's tools, in order (through `TaskFamily.tools`, recorded as dispatches)."""
-    answer: str | None = None
-
-
-class GoldCall(BaseModel):
-    """One tool call of a gold solution."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-Gold.model_rebuild()
 
 
 @runtime_checkable
@@ -303,37 +211,3 @@ class FamilyBase:
 
     def simulated_user(self, task: Task) -> SimulatedUser | None:
         return None
-
-
-HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
-         "gold_solution", "env_key", "groups", "describe", "provenance", "eval_script", "interrupt",
-         "tools", "release", "close", "limits", "use_judge", "near_miss", "simulated_user")
-ATTRIBUTES = ("name", "categories", "grading", "environment_error", "suites")
-_CATEGORY_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-
-
-def check_family(family: Any) -> None:
-    """A one-line UsageError when `family` does not implement the whole seam (it should inherit
-    FamilyBase), or declares a category the core owns or a bad grading mode."""
-    kind = type(family)
-    missing = [h for h in HOOKS if not callable(getattr(kind, h, None))]
-    missing += [a for a in ATTRIBUTES if not hasattr(family, a)]
-    label = family.name if hasattr(family, "name") and family.name else kind.__name__
-    if missing:
-        raise UsageError(f"task family {label!r} lacks {', '.join(missing)}",
-                         hint="inherit orchard_cli.tasks.base.FamilyBase, which has every optional hook")
-    if family.grading not in ("fresh", "in_place"):
-        raise UsageError(f"task family {label!r}: grading must be 'fresh' or 'in_place', not {family.grading!r}")
-    clash = [c for c in family.categories if c in CORE_CATEGORIES or not _CATEGORY_NAME.fullmatch(c)]
-    if clash:
-        raise UsageError(f"task family {label!r} declares category {clash[0]!r}, which is a core "
-                         "category or not a lower_snake_case name")
-    if issubclass(kind, FamilyBase) and kind.simulated_user is not FamilyBase.simulated_user \
-            and "needs_user" not in family.categories:
-        raise UsageError(f"task family {label!r} has simulated users but does not declare the category "
-                         "'needs_user' (what its multi-turn tasks count as without one)")
-
-
-def family_categories(family: Any) -> dict[str, CategoryInfo]:
-    """Every category a family's outcomes can take, in display order."""
-    return ordered_categories(family.categories)

@@ -1,10 +1,10 @@
 """The reference family: tiny Python modules with one bug each, graded by their own test.
 
 It is what a new family looks like with nothing else in the way (docs/families.md walks through
-it): tasks are data (`TASKS`: the files, the fixed files, the test command), `setup` writes the
-files into the sandbox and commits them, and `grade` applies the patch in a fresh sandbox and runs
-the test. Everything else (the baseline snapshot, the diff as evidence, `empty_patch`, the gold
-patch) comes from `PatchFamily`. It needs only python3 and git in the sandbox, so the rollout
+it): tasks are data (`TASKS`: the files, the fixed files, the test command), the episode's
+`prepare` writes the files into the sandbox and commits them, and `run_tests` applies the patch in
+a fresh sandbox and runs the test. Everything else (the baseline snapshot, the diff as evidence,
+`empty_patch`, the gold patch) comes from `PatchEpisode`. It needs only python3 and git in the sandbox, so the rollout
 core's own tests and the family conformance suite run it in seconds; `orchard eval calc
 --predictions gold` shows the whole loop on a fresh machine.
 """
@@ -18,9 +18,9 @@ from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
+from orchard_cli.family import RunOptions, Source, Suite, SuiteInfo, Task
 from orchard_cli.outcome import Outcome
-from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.patch import PatchFamily
+from orchard_cli.tasks.patch import PatchEpisode, PatchFamily
 
 TEST_TIMEOUT = 60.0
 
@@ -59,47 +59,27 @@ def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
     return "".join(out)
 
 
-class CalcFamily(PatchFamily):
-    name = "calc"
-    suites = (SuiteInfo("calc", "calc", "builtin", "4 one-line bugs in tiny Python modules (the reference family)"),)
+class CalcEpisode(PatchEpisode):
+    """One calc task: its files in a fresh git repository, graded by its test command."""
 
-    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
-        """The builtin TASKS, or a data file of records in their shape (`--dataset`, `--family calc`)."""
-        from orchard_cli.tasks.datafile import read_records
-        from orchard_cli.tasks.swe.dataset import select
+    def spec(self, backend: str) -> SandboxSpec:
+        return SandboxSpec(memory="512Mi", labels={"orchard.family": "calc"})
 
-        source = selection.dataset or (None if suite.source == "builtin" else suite.source)
-        rows = read_records(source) if source else [{"instance_id": k, **v} for k, v in TASKS.items()]
-        for row in rows:
-            missing = [k for k in ("instance_id", "problem_statement", "files", "fixed", "test_cmd") if k not in row]
-            if missing:
-                raise UsageError(f"{source}: task {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
-            row.setdefault("repo", "orchard/calc")
-        records = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
-        return [self.task(r, suite.name) for r in records]
-
-    def task(self, record: dict[str, Any], suite: str) -> Task:
-        return Task(task_id=record["instance_id"], suite=suite, family=self.name, repo=record["repo"],
-                    problem_statement=record["problem_statement"], record=record)
-
-    def gold_patch(self, task: Task) -> str:
-        return unified_diff(task.record["files"], task.record["fixed"])
-
-    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        return SandboxSpec(memory="512Mi", labels={"orchard.family": self.name})
-
-    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
-        for path, text in task.record["files"].items():
+    def prepare(self, sandbox: SandboxHandle) -> None:
+        for path, text in self.task.record["files"].items():
             sandbox.write_file(path, text)
         job = sandbox.exec("git init -q && git add . && git -c user.name=o -c user.email=o@o commit -qm base")
         if not job.ok:
             raise RuntimeError(f"git failed in the sandbox: {job.stderr.strip()[-300:]}")
 
-    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+    def gold_patch(self) -> str:
+        return unified_diff(self.task.record["files"], self.task.record["fixed"])
+
+    def run_tests(self, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         applied = sandbox.apply_patch(evidence.patch or "")
         if not applied.applied:
             return Outcome(resolved=False, category="patch_apply_failed", log=applied.output)
-        job = sandbox.exec(task.record["test_cmd"], timeout=TEST_TIMEOUT)
+        job = sandbox.exec(self.task.record["test_cmd"], timeout=TEST_TIMEOUT)
         if job.oom_killed:
             return Outcome(resolved=False, category="env_error", log=job.stdout + job.stderr,
                            error=f"out of memory (limit {sandbox.info.spec.memory})")
@@ -108,5 +88,30 @@ class CalcFamily(PatchFamily):
                        log=job.stdout + job.stderr,
                        tests={"passed": int(ok), "failed": int(not ok), "summary": f"{int(ok)}/1 passed"})
 
-    def eval_script(self, task: Task) -> str | None:
-        return task.record["test_cmd"] + "\n"
+    def eval_script(self) -> str | None:
+        return self.task.record["test_cmd"] + "\n"
+
+
+class CalcFamily(PatchFamily):
+    name = "calc"
+    suites = (SuiteInfo("calc", "calc", "builtin", "4 one-line bugs in tiny Python modules (the reference family)"),)
+
+    def load(self, info: SuiteInfo, source: Source) -> Suite:
+        """The builtin TASKS, or a data file of records in their shape (`--dataset`, `--family calc`)."""
+        from orchard_cli.tasks.datafile import read_records
+
+        path = source.dataset or (None if info.source == "builtin" else info.source)
+        rows = read_records(path) if path else [{"instance_id": k, **v} for k, v in TASKS.items()]
+        for row in rows:
+            missing = [k for k in ("instance_id", "problem_statement", "files", "fixed", "test_cmd") if k not in row]
+            if missing:
+                raise UsageError(f"{path}: task {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
+            row.setdefault("repo", "orchard/calc")
+        return Suite(info=info, tasks=[self.task(r, info.name) for r in rows])
+
+    def task(self, record: dict[str, Any], suite: str) -> Task:
+        return Task(task_id=record["instance_id"], suite=suite, family=self.name, repo=record["repo"],
+                    problem_statement=record["problem_statement"], record=record)
+
+    def episode(self, task: Task, options: RunOptions) -> CalcEpisode:
+        return CalcEpisode(task, options)

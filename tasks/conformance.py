@@ -24,7 +24,9 @@ from typing import Any
 
 from orchard_cli.evidence import EVIDENCE_FILE, Evidence
 from orchard_cli.records import read_json, read_jsonl
-from orchard_cli.tasks.base import TaskSelection, check_family, family_categories
+from orchard_cli.family import check_family, family_categories
+from orchard_cli.outcome import REQUIREMENT_CATEGORIES
+from orchard_cli.selection import TaskSelection
 
 Check = Callable[["FamilyRig"], None]
 CHECKS: dict[str, Check] = {}
@@ -47,7 +49,8 @@ class FamilyRig:
     def config(self, out: Path, **fields: Any) -> Any:
         from orchard_cli.rollout.eval_run import EvalConfig
 
-        return EvalConfig(**self.selection.model_dump(), backend=self.backend, out=str(out), **fields)
+        flat = {k: v for k, v in self.selection.model_dump().items() if k in EvalConfig.model_fields}
+        return EvalConfig(**flat, backend=self.backend, out=str(out), **fields)
 
     def run(self, predictions: str) -> Path:
         """The run of `--predictions gold|empty` over the selection (made once)."""
@@ -75,12 +78,12 @@ def _errors(run: Path) -> str:
 
 @check
 def check_seam_complete(rig: FamilyRig) -> None:
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     family, tasks = load_suite(rig.selection)
     check_family(family)
     assert tasks, "the selection holds no task"
-    declared = family_categories(family)
+    declared = {**family_categories(family), **REQUIREMENT_CATEGORIES}
     for predictions in ("gold", "empty"):
         for row in rig.results(predictions):
             assert row.category in declared, f"{row.instance_id}: category {row.category!r} is not declared"
@@ -128,11 +131,12 @@ def check_regrade_equals_grade(rig: FamilyRig) -> None:
 
 @check
 def check_resume_runs_once(rig: FamilyRig) -> None:
-    from orchard_cli.rollout.eval_run import plan_eval
+    from orchard_cli.rollout.eval_run import EvalConfig, plan_eval
 
     out = rig.folder / "resume"
     one = rig.selection.model_copy(update={"limit": 1, "instances": None, "slice": None})
-    config = rig.config(out, predictions="gold", attempts=2).model_copy(update=one.model_dump())
+    config = rig.config(out, predictions="gold", attempts=2).model_copy(
+        update={k: v for k, v in one.model_dump().items() if k in EvalConfig.model_fields})
 
     def stop(_: Any) -> None:
         raise KeyboardInterrupt

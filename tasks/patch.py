@@ -1,10 +1,11 @@
 """Families whose answer is a patch to a git working tree (SWE-bench and the reference family).
 
-`PatchFamily` fills the seam's optional hooks the way SWE-bench works: the baseline is the working
-tree right after setup (a git tree id), the evidence is the diff of the working tree against it
-(files the solver wrote for itself left out), an empty patch is `empty_patch` without a sandbox,
-and grading happens in a fresh sandbox (`grading = "fresh"`). A subclass implements `load`,
-`sandbox_spec`, `setup` and `grade`, and says where the gold patch is (`gold_patch`).
+`PatchEpisode` is an episode the way SWE-bench works: the baseline is the working tree right
+after setup (a git tree id), the evidence is the diff of the working tree against it (files the
+solver wrote for itself left out), an empty patch is `empty_patch` without a sandbox, and grading
+happens in a fresh sandbox (`PatchFamily.grading = "fresh"`). A subclass implements `spec`,
+`prepare` (the task's files in the sandbox) and `run_tests` (the verdict on the applied patch), and
+says where the gold patch is (`gold_patch`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 from orchard_cli.env import SandboxHandle
 from orchard_cli.evidence import Evidence
+from orchard_cli.family import BaseEpisode, BaseFamily, Gold, Task
 from orchard_cli.outcome import CategoryInfo, Outcome
-from orchard_cli.tasks.base import FamilyBase, Gold, Task
+from orchard_cli.tasks.base import FamilyBase
 
 PATCH_FILE = "/tmp/orchard-episode.diff"
 PATCH_CATEGORIES = {
@@ -46,8 +48,66 @@ def workspace_patch(sandbox: SandboxHandle, base: str, exclude: list[str] | tupl
     return sandbox.read_file(PATCH_FILE).decode("utf-8", "replace")
 
 
-class PatchFamily(FamilyBase):
-    """The seam's optional hooks for families graded on a patch, as SWE-bench grades."""
+def patch_prompt(task: Task, workdir: str) -> str:
+    repo = f" ({task.repo})" if task.repo else ""
+    return (f"The git repository{repo} is checked out at {workdir}; that is your working "
+            f"directory.\n\n<issue>\n{task.problem_statement.strip()}\n</issue>\n\n"
+            f"Resolve the issue by editing the source files in {workdir}. Your fix is taken from "
+            "the working tree as it is when you stop, so do not commit it, and do not modify or "
+            "add tests: hidden tests will check the fix. When the fix is in place, stop and say "
+            "briefly what you changed.")
+
+
+class PatchFamily(BaseFamily):
+    """A family graded on a patch, in a fresh sandbox, with SWE-bench's two categories."""
+
+    categories = PATCH_CATEGORIES
+    grading = "fresh"
+
+
+class PatchEpisode(BaseEpisode):
+    """An episode whose answer is the diff of the working tree."""
+
+    baseline: str | None = None
+
+    def prepare(self, sandbox: SandboxHandle) -> None:
+        """Put the task's files in `sandbox` (a git working tree)."""
+        raise NotImplementedError
+
+    def run_tests(self, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        """The verdict on `evidence.patch` (not empty) in a fresh sandbox set up for the task."""
+        raise NotImplementedError
+
+    def gold_patch(self) -> str:
+        """The task's reference patch ('' when it has none)."""
+        return ""
+
+    def setup(self, sandbox: SandboxHandle, *, for_grading: bool = False) -> None:
+        self.prepare(sandbox)
+        if not for_grading:  # what the solver's changes are read against
+            self.baseline = snapshot(sandbox)
+
+    def prompt(self, workdir: str) -> str:
+        return patch_prompt(self.task, workdir)
+
+    def collect(self, solution: Any, sandbox: SandboxHandle | None) -> Evidence:
+        evidence = super().collect(solution, sandbox)
+        if evidence.patch is None:  # nothing handed over: the diff of the working tree, if any
+            evidence.patch = workspace_patch(sandbox, self.baseline) if sandbox is not None and self.baseline else ""
+        return evidence
+
+    def grade(self, evidence: Evidence, sandbox: SandboxHandle | None) -> Outcome | None:
+        if not (evidence.patch or "").strip():
+            return Outcome(resolved=False, category="empty_patch")
+        return None if sandbox is None else self.run_tests(evidence, sandbox)
+
+    def reference(self, kind: str) -> Gold | None:
+        patch = self.gold_patch() if kind == "gold" else ""
+        return Gold(patch=patch) if patch else None
+
+
+class PatchFamilyV1(FamilyBase):
+    """The version-1 hooks for families graded on a patch (SWE, until it moves to version 2)."""
 
     categories = PATCH_CATEGORIES
     grading = "fresh"
@@ -61,13 +121,7 @@ class PatchFamily(FamilyBase):
         return Gold(patch=patch) if patch else None
 
     def prompt(self, task: Task, workdir: str) -> str:
-        repo = f" ({task.repo})" if task.repo else ""
-        return (f"The git repository{repo} is checked out at {workdir}; that is your working "
-                f"directory.\n\n<issue>\n{task.problem_statement.strip()}\n</issue>\n\n"
-                f"Resolve the issue by editing the source files in {workdir}. Your fix is taken from "
-                "the working tree as it is when you stop, so do not commit it, and do not modify or "
-                "add tests: hidden tests will check the fix. When the fix is in place, stop and say "
-                "briefly what you changed.")
+        return patch_prompt(task, workdir)
 
     def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
         return snapshot(sandbox)

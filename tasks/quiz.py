@@ -4,7 +4,7 @@ One turn, no tools, no files: the prompt is the question, the agent's reply is t
 checker looks for the expected answer as whole words in the reply (case, accents and punctuation
 ignored; an alias counts). The reward is the verdict (1 resolved, 0 not). The sandbox holds
 nothing but the harness (`chat`, one model call), so an episode costs a sandbox and one short
-generation; it is graded in place, from the evidence alone.
+generation; it is graded from the evidence alone (a regrade needs no sandbox).
 
 Why this family: the embedded SmolLM2-135M-Instruct solves none of the patch families' tasks, and
 RL needs a pass rate between the floor and the ceiling. Sampled at temperature 1 with replies cut
@@ -25,8 +25,8 @@ from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
+from orchard_cli.family import BaseEpisode, BaseFamily, Gold, RunOptions, Source, Suite, SuiteInfo, Task
 from orchard_cli.outcome import Outcome
-from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task, TaskSelection
 
 QUESTION = "What is the capital of {country}? Answer with one word."
 CAPITALS = {  # (country, capital): the first 48 are `capitals`, the last 16 `capitals-heldout`
@@ -76,7 +76,35 @@ def contains(reply: str, answer: str) -> bool:
     return bool(needle) and any(hay[i:i + len(needle)] == needle for i in range(len(hay) - len(needle) + 1))
 
 
-class QuizFamily(FamilyBase):
+def answers(task: Task) -> list[str]:
+    return [task.record["answer"], *task.record.get("aliases", [])]
+
+
+class QuizEpisode(BaseEpisode):
+    """One question: an empty sandbox for the harness, the reply graded from the evidence alone."""
+
+    def prompt(self, workdir: str) -> str:
+        return self.task.problem_statement
+
+    def spec(self, backend: str) -> SandboxSpec:
+        return SandboxSpec(memory="256Mi", labels={"orchard.family": "quiz"})
+
+    def setup(self, sandbox: SandboxHandle, *, for_grading: bool = False) -> None:
+        return None  # nothing to prepare: the question is the whole task
+
+    def grade(self, evidence: Evidence, sandbox: SandboxHandle | None) -> Outcome:
+        reply = evidence.answer or ""
+        expected = answers(self.task)
+        ok = any(contains(reply, a) for a in expected)
+        return Outcome(resolved=ok, category="resolved" if ok else "unresolved", reward=float(ok),
+                       log=f"reply: {reply!r}\nexpected: {' or '.join(expected)}\n",
+                       tests={"passed": int(ok), "failed": int(not ok), "summary": f"{int(ok)}/1 passed"})
+
+    def reference(self, kind: str) -> Gold | None:
+        return Gold(answer=self.task.record["answer"] if kind == "gold" else "I do not know.")
+
+
+class QuizFamily(BaseFamily):
     name = "quiz"
     grading = "in_place"
     suites = (
@@ -84,48 +112,24 @@ class QuizFamily(FamilyBase):
         SuiteInfo("capitals-heldout", "quiz", "builtin:heldout", "16 other capital-city questions, held out"),
     )
 
-    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+    def load(self, info: SuiteInfo, source: Source) -> Suite:
         from orchard_cli.tasks.datafile import read_records
-        from orchard_cli.tasks.swe.dataset import select
 
-        if selection.dataset or not suite.source.startswith("builtin:"):
-            source = selection.dataset or suite.source
-            rows = read_records(source)
+        if source.dataset or not info.source.startswith("builtin:"):
+            path = source.dataset or info.source
+            rows = read_records(path)
         else:
-            source, split = "builtin", suite.source.split(":", 1)[1]
+            path, split = "builtin", info.source.split(":", 1)[1]
             rows = [r for r in builtin_records() if r["split"] == split]
         for row in rows:
             missing = [k for k in ("instance_id", "question", "answer") if not row.get(k)]
             if missing:
-                raise UsageError(f"{source}: task {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
-        records = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
-        return [Task(task_id=r["instance_id"], suite=suite.name, family=self.name, problem_statement=r["question"],
-                     record=r) for r in records]
+                raise UsageError(f"{path}: task {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
+        return Suite(info=info, tasks=[Task(task_id=r["instance_id"], suite=info.name, family=self.name,
+                                            problem_statement=r["question"], record=r) for r in rows])
 
-    def prompt(self, task: Task, workdir: str) -> str:
-        return task.problem_statement
-
-    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        return SandboxSpec(memory="256Mi", labels={"orchard.family": self.name})
-
-    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
-        return None  # nothing to prepare: the question is the whole task
-
-    def answers(self, task: Task) -> list[str]:
-        return [task.record["answer"], *task.record.get("aliases", [])]
-
-    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle | None) -> Outcome:
-        reply = evidence.answer or ""
-        ok = any(contains(reply, a) for a in self.answers(task))
-        return Outcome(resolved=ok, category="resolved" if ok else "unresolved", reward=float(ok),
-                       log=f"reply: {reply!r}\nexpected: {' or '.join(self.answers(task))}\n",
-                       tests={"passed": int(ok), "failed": int(not ok), "summary": f"{int(ok)}/1 passed"})
-
-    def gold_solution(self, task: Task) -> Gold | None:
-        return Gold(answer=task.record["answer"])
-
-    def near_miss(self, task: Task) -> Gold | None:
-        return Gold(answer="I do not know.")
+    def episode(self, task: Task, options: RunOptions) -> QuizEpisode:
+        return QuizEpisode(task, options)
 
     def describe(self, task: Task) -> dict[str, Any]:
         return {"instance_id": task.task_id, "suite": task.suite, "family": task.family,

@@ -17,19 +17,16 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchard_cli.family import RunOptions, Task
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver
-from orchard_cli.tasks.base import Gold, Task
 
 WAYS = ("gold", "null", "near_miss")
 
 
 class NearMissSolver(GoldSolver):
-    """The family's near miss of the task."""
+    """The task's near miss (`EpisodeEnv.reference("near_miss")`), replayed as gold is."""
 
-    name = harness = model = "near_miss"
-
-    def reference(self, task: Task) -> Gold | None:
-        return self.family.near_miss(task)
+    name = harness = model = kind = "near_miss"
 
 
 class Verdict(BaseModel):
@@ -61,11 +58,15 @@ def validate_tasks(family: Any, tasks: list[Task], *, backend: str = "local", wo
                    on_task: Callable[[TaskValidation], None] | None = None) -> list[TaskValidation]:
     """Run the three ways for every task (workers episodes at once); one result per task."""
     from orchard_cli.env import connect
+    from orchard_cli.rollout.choose import reference
     from orchard_cli.rollout.episode import Episode
     from orchard_cli.rollout.pool import Pool
 
-    solvers = {"gold": GoldSolver(family), "null": EmptySolver(), "near_miss": NearMissSolver(family)}
-    without = {t.task_id for t in tasks if family.near_miss(t) is None}
+    from orchard_cli.seam_v1 import adapt
+
+    family = adapt(family)  # a version-1 family made directly (not through load_suite)
+    solvers = {"gold": GoldSolver(), "null": EmptySolver(), "near_miss": NearMissSolver()}
+    without = {t.task_id for t in tasks if reference(family, t, RunOptions(backend=backend), "near_miss") is None}
     episodes = [Episode(task=t, attempt=1, solver=solvers[way], episode_id=f"validate-{way}-{t.task_id}")
                 for t in tasks for way in WAYS if not (way == "near_miss" and t.task_id in without)]
     found: dict[str, dict[str, Verdict]] = {t.task_id: {} for t in tasks}
@@ -89,9 +90,12 @@ def validate_tasks(family: Any, tasks: list[Task], *, backend: str = "local", wo
             if on_task is not None:
                 on_task(done)
 
+    from orchard_cli.families import check_host
+
+    check_host(family, tasks, RunOptions(backend=backend))
     env = connect(backend)
     try:
-        Pool(env, family, backend=backend, workers=workers).run(episodes, on_result)
+        Pool(env, family, options=RunOptions(backend=backend), workers=workers).run(episodes, on_result)
     finally:
         env.close()
     return [results[t.task_id] for t in tasks if t.task_id in results]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from orchard_cli.family import RunOptions
 import pytest
 
 import distill_world as dw
@@ -45,7 +46,7 @@ def run_one(world, replies, *, harness=None, options=None, tmp_path=None, **prox
         task = world["task"]
         episode = Episode(task=task, attempt=1, solver=solver, log_dir=tmp_path / "logs" if tmp_path else None,
                           episode_id=episode_key(task.suite, task.task_id, harness.name, "teacher-1", 1))
-        return trajectory_of(run_episode(episode, family=world["family"], env=world["env"], backend="local"))
+        return trajectory_of(run_episode(episode, family=world["family"], env=world["env"], options=RunOptions()))
 
 
 def test_a_tool_call_that_fixes_the_bug_is_resolved(world, tmp_path):

@@ -25,7 +25,8 @@ from orchard_cli.rollout.choose import agent_solver as harness_source
 from orchard_cli.rollout.choose import solvers
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolver, Solution
 from orchard_cli.tasks import calc
-from orchard_cli.tasks.base import Outcome, Task
+from orchard_cli.family import Task
+from orchard_cli.outcome import Outcome
 
 GoldSource, EmptySource, PredictionsSource = GoldSolver, EmptySolver, PredictionsSolver
 
@@ -57,42 +58,53 @@ class EnvMissing(OrchardError):
     """What a family raises when an environment cannot be had."""
 
 
+class LoopEpisode(calc.CalcEpisode):
+    """The reference family's episode on a repository made here: copy the repo at its commit into
+    the sandbox, apply the patch, run the test; ids starting with envfail/infra fail on purpose."""
+
+    def __init__(self, task: Task, options, family: "CalcFamily") -> None:
+        super().__init__(task, options)
+        self.family = family
+
+    def spec(self, backend: str) -> SandboxSpec:
+        if self.task.task_id.startswith("infra"):
+            return SandboxSpec(image="/nonexistent/rootfs")  # the backend cannot create this
+        return SandboxSpec(memory="512Mi")
+
+    def prepare(self, sandbox) -> None:
+        self.family.before_setup(self.task)
+        if self.task.task_id.startswith("envfail"):
+            raise EnvMissing("python 2.1 is not available on this machine")
+        for name in ("calc.py", "test_calc.py"):
+            blob = git(self.family.repo, "show", f"{self.family.base}:{name}")
+            sandbox.write_file(name, blob)
+        job = sandbox.exec("git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm base")
+        assert job.ok, job.stderr
+
+    def run_tests(self, evidence: Evidence, sandbox) -> Outcome:
+        assert "AGENT_WAS_HERE" not in sandbox.info.spec.env  # graded in a fresh, plain sandbox
+        return super().run_tests(evidence, sandbox)
+
+    def gold_patch(self) -> str:
+        return self.family.gold
+
+
 class CalcFamily(calc.CalcFamily):
-    """The reference family on a repository made here: copy the repo at its commit into the
-    sandbox, apply the patch, run the test; ids starting with envfail/infra fail on purpose."""
+    """The reference family over LoopEpisode."""
 
     def __init__(self, repo: Path, base: str, gold: str) -> None:
         self.repo, self.base, self.gold = repo, base, gold
-        self.destroyed = 0
-
-    def provenance(self):
-        return {"dataset_sha256": "0" * 64}
 
     def tasks(self, *names: str) -> list[Task]:
         return [Task(task_id=n, suite="calc", family="calc", problem_statement="add subtracts",
                      repo="t/calc" if "other" not in n else "t/other",
                      record={"test_cmd": "python3 test_calc.py"}) for n in names]
 
-    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        if task.task_id.startswith("infra"):
-            return SandboxSpec(image="/nonexistent/rootfs")  # the backend cannot create this
-        return SandboxSpec(memory="512Mi")
+    def episode(self, task: Task, options) -> LoopEpisode:
+        return LoopEpisode(task, options, self)
 
-    def setup(self, task: Task, sandbox) -> None:
-        if task.task_id.startswith("envfail"):
-            raise EnvMissing("python 2.1 is not available on this machine")
-        for name in ("calc.py", "test_calc.py"):
-            blob = git(self.repo, "show", f"{self.base}:{name}")
-            sandbox.write_file(name, blob)
-        job = sandbox.exec("git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm base")
-        assert job.ok, job.stderr
-
-    def grade(self, task: Task, evidence: Evidence, sandbox) -> Outcome:
-        assert "AGENT_WAS_HERE" not in sandbox.info.spec.env  # graded in a fresh, plain sandbox
-        return super().grade(task, evidence, sandbox)
-
-    def gold_patch(self, task: Task) -> str:
-        return self.gold
+    def before_setup(self, task: Task) -> None:
+        return None
 
 
 def _config(out, **kw):
@@ -103,7 +115,8 @@ def test_outcomes_are_categorised_and_recorded(tmp_path, calc_repo):
     family = CalcFamily(*calc_repo)
     tasks = family.tasks("good-1", "good-other-2", "envfail-3", "infra-4")
     out = tmp_path / "run"
-    run = EvalRun(_config(out, workers=2, source="gold"), family, tasks, GoldSource(family), out, False)
+    run = EvalRun(_config(out, workers=2, source="gold"), family, tasks, GoldSource(), out, False,
+                  provenance={"dataset_sha256": "0" * 64})
     seen = []
     card = run.execute(seen.append)
     rows, report = read_jsonl(out / "results.jsonl")
@@ -161,17 +174,17 @@ def test_resume_skips_finished_retries_errors_and_refuses_other_configs(tmp_path
     family = CalcFamily(*calc_repo)
     tasks = family.tasks("good-1", "envfail-2")
     out = tmp_path / "run"
-    first = EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False).execute()
+    first = EvalRun(_config(out, attempts=2), family, tasks, GoldSource(), out, False).execute()
     rows, _ = read_jsonl(out / "results.jsonl")
     assert len(rows) == 4 and first.wall_seconds > 0
 
     with pytest.raises(UsageError, match="not empty"):
-        EvalRun(_config(out, attempts=2), family, tasks, GoldSource(family), out, False)
+        EvalRun(_config(out, attempts=2), family, tasks, GoldSource(), out, False)
     with pytest.raises(UsageError, match=r"different configuration \(attempts: 2 -> 3\)"):
-        EvalRun(_config(out, attempts=3), family, tasks, GoldSource(family), out, True)
+        EvalRun(_config(out, attempts=3), family, tasks, GoldSource(), out, True)
 
     # Resumed: the finished attempts stay; the env errors are tried again (here they fail again).
-    run = EvalRun(_config(out, attempts=2, workers=3), family, tasks, GoldSource(family), out, True)
+    run = EvalRun(_config(out, attempts=2, workers=3), family, tasks, GoldSource(), out, True)
     assert [(t.task_id, k) for t, k in run.pending] == [("envfail-2", 1), ("envfail-2", 2)]
     card = run.execute()
     rows, _ = read_jsonl(out / "results.jsonl")
@@ -199,7 +212,7 @@ def test_a_crashed_run_keeps_what_finished(tmp_path, calc_repo):
             if len(done) == 2:
                 os._exit(7)
         tasks = family.tasks("t1", "t2", "t3")
-        EvalRun(_config(Path({str(out)!r})), family, tasks, GoldSource(family), Path({str(out)!r}), False).execute(on_result)
+        EvalRun(_config(Path({str(out)!r})), family, tasks, GoldSource(), Path({str(out)!r}), False).execute(on_result)
     """)
     proc = subprocess.run([sys.executable, "-c", script],
                           capture_output=True, text=True, timeout=120)
@@ -207,7 +220,7 @@ def test_a_crashed_run_keeps_what_finished(tmp_path, calc_repo):
     rows, report = read_jsonl(out / "results.jsonl")
     assert len(rows) == 2 and not report.torn_tail
     family = CalcFamily(repo, base, gold)
-    run = EvalRun(_config(out), family, family.tasks("t1", "t2", "t3"), GoldSource(family), out, True)
+    run = EvalRun(_config(out), family, family.tasks("t1", "t2", "t3"), GoldSource(), out, True)
     assert len(run.pending) == 1
     card = run.execute()
     assert card.resolved == 3 and card.complete
@@ -229,7 +242,7 @@ def test_interrupt_writes_a_partial_scorecard_and_cleans_up(tmp_path, calc_repo)
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        EvalRun(_config(out), family, tasks, GoldSource(family), out, False).execute(interrupt)
+        EvalRun(_config(out), family, tasks, GoldSource(), out, False).execute(interrupt)
     card = json.loads((out / "scorecard.json").read_text())
     assert card["complete"] is False and card["total"] == 1 and card["missing"] == 2
     env = connect("local")
@@ -237,7 +250,7 @@ def test_interrupt_writes_a_partial_scorecard_and_cleans_up(tmp_path, calc_repo)
         assert [r for r in env.backend.resources() if r.owner == current_owner()] == []
     finally:
         env.close()
-    card = EvalRun(_config(out), family, tasks, GoldSource(family), out, True).execute()
+    card = EvalRun(_config(out), family, tasks, GoldSource(), out, True).execute()
     assert card.complete and card.resolved == 3
 
 
@@ -301,11 +314,11 @@ def test_resume_of_an_unreadable_config_is_a_usage_error(tmp_path, calc_repo):
     out.mkdir()
     (out / "config.json").write_text(json.dumps({"schema_version": 1, "suite": "calc", "colour": "red"}))
     with pytest.raises(UsageError, match="not an eval configuration"):
-        EvalRun(_config(out), family, family.tasks("t1"), GoldSource(family), out, True)
+        EvalRun(_config(out), family, family.tasks("t1"), GoldSource(), out, True)
     (out / "config.json").unlink()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="not an orchard eval run"):
-        EvalRun(_config(out), family, family.tasks("t1"), GoldSource(family), out, True)
+        EvalRun(_config(out), family, family.tasks("t1"), GoldSource(), out, True)
 
 
 class KeyedCalcFamily(CalcFamily):
@@ -323,13 +336,14 @@ class KeyedCalcFamily(CalcFamily):
             raise EnvMissing("no recipe")
         return task.task_id.split("-")[0]
 
-    def setup(self, task: Task, sandbox) -> None:
+    def before_setup(self, task: Task) -> None:
         with self._mutex:
+            if task.task_id in self.started:
+                return  # its grading sandbox
             self.started.append(task.task_id)
             first_two = len(self.started) <= 2
         if first_two:
             self._both.wait()
-        super().setup(task, sandbox)
 
 
 def test_two_workers_start_on_different_environments(tmp_path, calc_repo):
@@ -338,14 +352,14 @@ def test_two_workers_start_on_different_environments(tmp_path, calc_repo):
     family = KeyedCalcFamily(*calc_repo)
     tasks = family.tasks("a-1", "a-2", "a-3", "b-1", "b-2")
     out = tmp_path / "run"
-    run = EvalRun(_config(out, workers=2, source="gold"), family, tasks, GoldSource(family), out, False)
+    run = EvalRun(_config(out, workers=2, source="gold"), family, tasks, GoldSource(), out, False)
     assert [t.task_id for t, _ in run.pending] == ["a-1", "b-1", "a-2", "b-2", "a-3"]
     card = run.execute()
     assert {family.env_key(t) for t in tasks if t.task_id in family.started[:2]} == {"a", "b"}
     assert sorted(family.started) == sorted(t.task_id for t in tasks)
     assert card.resolved == 5 and card.complete
     # One worker: file order (no one to wait on); a family without env_key: file order.
-    single = EvalRun(_config(tmp_path / "one"), family, tasks, GoldSource(family), tmp_path / "one", False)
+    single = EvalRun(_config(tmp_path / "one"), family, tasks, GoldSource(), tmp_path / "one", False)
     assert [t.task_id for t, _ in single.pending] == ["a-1", "a-2", "a-3", "b-1", "b-2"]
     assert spread_environments([(t, 1) for t in tasks], CalcFamily(*calc_repo)) == [(t, 1) for t in tasks]
 

@@ -1,6 +1,7 @@
 """A task family from a package orchard has never seen, registered by entry point only, runs
 through `eval`, `eval regrade`, `distill` and `view` with no edit to the core: every command runs
-as a subprocess of the installed CLI with the package on PYTHONPATH.
+as a subprocess of the installed CLI with the package on PYTHONPATH. The family is the example of
+docs/families.md, read from there (the docs' example is what CI runs).
 
 The family grades in place (its evidence is a file the agent writes, read before the sandbox is
 destroyed) and declares a category of its own, so it also exercises the half of the seam SWE
@@ -12,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,47 +21,21 @@ from orchard_cli.models.scripted import ScriptedEndpoint
 
 pytestmark = [pytest.mark.bwrap]
 
-FAMILY = textwrap.dedent('''
-    from orchard_cli.env.models import SandboxSpec
-    from orchard_cli.outcome import CategoryInfo, Outcome
-    from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task
-
-    WORDS = {"echo-1": "apple", "echo-2": "river"}
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "families.md"
 
 
-    class EchoFamily(FamilyBase):
-        name = "echo"
-        grading = "in_place"
-        categories = {"wrong_word": CategoryInfo(label="wrong word", color="#e2a03f")}
-        suites = (SuiteInfo("echo", "echo", "builtin", "write a word into answer.txt"),)
+def docs_example(name: str) -> str:
+    """The code block after `<!-- example: NAME -->` in docs/families.md."""
+    text = DOCS.read_text()
+    after = text.split(f"<!-- example: {name} -->", 1)[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
 
-        def load(self, selection, suite):
-            return [Task(task_id=k, suite=suite.name, family=self.name, record={"word": w},
-                         problem_statement=f"Write the word {w} into answer.txt.")
-                    for k, w in WORDS.items() if not selection.instances or k in selection.instances]
 
-        def sandbox_spec(self, task, backend):
-            return SandboxSpec(memory="256Mi")
+FAMILY = docs_example("echo")
 
-        def setup(self, task, sandbox):
-            sandbox.write_file("README", "answers go in answer.txt\\n")
 
-        def gold_solution(self, task):
-            return Gold(commands=[f"echo {task.record['word']} > answer.txt"])
-
-        def collect(self, task, sandbox, solution, baseline):
-            evidence = super().collect(task, sandbox, solution, baseline)
-            job = sandbox.exec("cat answer.txt")
-            if job.ok:
-                evidence.files["answer.txt"] = job.stdout
-            return evidence
-
-        def grade(self, task, evidence, sandbox):
-            text = evidence.files.get("answer.txt", "").strip()
-            ok = text == task.record["word"]
-            category = "resolved" if ok else "wrong_word" if text else "unresolved"
-            return Outcome(resolved=ok, category=category, reward=float(ok))
-''')
+def test_the_docs_new_family_is_under_40_lines():
+    assert len(FAMILY.splitlines()) < 40, len(FAMILY.splitlines())
 
 
 @pytest.fixture

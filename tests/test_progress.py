@@ -21,6 +21,7 @@ import time
 import pytest
 
 from orchard_cli.env import connect
+from orchard_cli.family import RunOptions
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.rollout.live import LiveBoard
@@ -152,7 +153,7 @@ def test_a_model_starting_is_not_shown_as_the_sandbox(tmp_path):
     env = connect("local")
     try:
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id="slow"),
-                             family=family, env=env, backend="local", activity=activity)
+                             family=family, env=env, options=RunOptions(backend="local"), activity=activity)
     finally:
         env.close()
     assert result.outcome.category == "resolved", result.outcome

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import time
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.env import connect
 from orchard_cli.rollout.episode import Episode
 from orchard_cli.rollout.pool import Pool
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver
-from orchard_cli.tasks.registry import load_suite
+from orchard_cli.tasks.calc import CalcEpisode
+from orchard_cli.families import load_suite
 
 pytestmark = pytest.mark.bwrap
 
@@ -32,18 +34,18 @@ class CountingEnv:
 
 def test_every_held_sandbox_gets_heartbeats():
     family, tasks = load_suite("calc", limit=1)
-    slow_setup = family.setup
 
-    def setup(task, sandbox):
-        slow_setup(task, sandbox)
-        time.sleep(1.5)  # the episode holds its sandbox a while
+    class SlowEpisode(CalcEpisode):
+        def prepare(self, sandbox):
+            super().prepare(sandbox)
+            time.sleep(1.5)  # the episode holds its sandbox a while
 
-    family.setup = setup
+    family.episode = lambda task, options: SlowEpisode(task, options)
     env = CountingEnv(connect("local"))
     try:
-        pool = Pool(env, family, backend="local", heartbeat_seconds=0.2)
+        pool = Pool(env, family, options=RunOptions(), heartbeat_seconds=0.2)
         results = []
-        pool.run([Episode(task=tasks[0], attempt=1, solver=GoldSolver(family), episode_id="ep-1")], results.append)
+        pool.run([Episode(task=tasks[0], attempt=1, solver=GoldSolver(), episode_id="ep-1")], results.append)
     finally:
         env.close()
     assert [r.outcome.category for r in results] == ["resolved"]
@@ -63,7 +65,7 @@ def test_a_bug_in_an_episode_is_an_infra_error_and_the_run_goes_on():
     env = connect("local")
     try:
         results = []
-        Pool(env, family, backend="local", workers=2).run(
+        Pool(env, family, options=RunOptions(), workers=2).run(
             [Episode(task=t, attempt=1, solver=Broken(), episode_id=t.task_id) for t in tasks], results.append)
     finally:
         env.close()

@@ -62,7 +62,7 @@ class EpisodeScripted(Protocol):
 
     def begin_episode(self, episode_id: str, reference: Mapping[str, Any], tools: Any = None) -> None:
         """Calls of `episode_id` are answered from `reference` (a task's `Gold` as data: the family's
-        `gold_solution`, or the hook the endpoint names in an optional `plays` attribute, e.g.
+        `gold` reference, or the kind the endpoint names in an optional `plays` attribute, e.g.
         `near_miss` for the near-miss demonstrator)."""
         ...
 

@@ -10,7 +10,7 @@ OpenClaw and Codex, BrowserGym actions for orchard's web agent, the answer as th
 
 How it knows the task of a call. An endpoint sees only HTTP requests. The agent solver tells gold
 each episode's reference before the harness starts (`begin_episode(episode_id, reference,
-tools)`: the family's `gold_solution`, read once the episode is set up, so MiniWoB's per-episode
+tools)`: the episode's `reference("gold")`, read once it is set up, so MiniWoB's per-episode
 steps are the ones of that episode), and the recording proxy, which knows the episode of every
 call by its per-episode token, names it in the `X-Orchard-Episode` header of each call it
 forwards (it does so only for endpoints that ask: `wants_episode`). Each call answers with the
@@ -75,8 +75,8 @@ class GoldEndpoint(LoopbackEndpoint):
     grace_s = 0.2
     wants_episode = True
     """The recording proxy names each call's episode in the `X-Orchard-Episode` header."""
-    plays = "gold_solution"
-    """The family hook whose `Gold` this endpoint plays (EpisodeScripted.plays)."""
+    plays = "gold"
+    """The reference this endpoint plays (EpisodeEnv.reference's kind: gold, near_miss)."""
 
     def __init__(self, *, model: str = "gold", dialects: Sequence[Dialect] = ("chat", "responses"),
                  key_env: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:

@@ -16,7 +16,7 @@ from orchard_cli.records import read_json
 from orchard_cli.rl.learner import LearnerConfig
 from orchard_cli.rl.rollouts import Sampling
 from orchard_cli.rollout.agent import EpisodeOptions
-from orchard_cli.tasks.base import TaskSelection
+from orchard_cli.selection import TaskSelection
 
 STATE_FILE = "orchard_rl.json"
 _RESUMABLE = {"out", "resume", "steps", "save_every", "eval_every", "workers", "policy_urls", "api_key_env"}
@@ -106,6 +106,9 @@ def fingerprint(config: RLConfig) -> str:
     fixed = config.model_dump(mode="json", exclude=_RESUMABLE | {"learner"})
     if fixed.get("sync") is None:  # as before there was a sync to choose
         fixed.pop("sync", None)
+    for key in ("selection", "eval_selection"):  # as runs from before the selection grew hash it
+        selection = getattr(config, key)
+        fixed[key] = selection.stable_dump() if selection is not None else None
     learner = config.learner
     fixed["learner"] = learner.model_dump(mode="json", exclude={"threads", "shard", "grad_checkpointing"}
                                           | (set() if learner.lora else {"lora", "lora_r", "lora_alpha", "lora_dropout"}))

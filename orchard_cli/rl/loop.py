@@ -333,7 +333,7 @@ def check_options(config: RLConfig) -> None:
 def plan_rl(config: RLConfig) -> RLRun:
     """Check the options, the run folder and the tasks; nothing is started or written yet."""
     from orchard_cli.rollout.agent import load_ready_harness
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     check_options(config)
     from orchard_cli.models.local_model import resolve_checkpoint

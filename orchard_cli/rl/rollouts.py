@@ -26,7 +26,8 @@ from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Upstream
 from orchard_cli.rollout.distill_run import run_dir_of
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.pool import Pool
-from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection
+from orchard_cli.family import Family, RunOptions, Task
+from orchard_cli.selection import TaskSelection
 from orchard_cli.trajectory import episode_key
 
 
@@ -81,7 +82,7 @@ def policies(urls: list[str], model: str | None, key_env: str | None, harness: A
 class Rollouts:
     """G attempts per task over the pool, grouped, with advantages."""
 
-    def __init__(self, family: TaskFamily, policies: list[Policy], *, env: Any, backend: str,
+    def __init__(self, family: Family, policies: list[Policy], *, env: Any, backend: str,
                  workers: int = 1, log_root: Path | None = None) -> None:
         self.family, self.policies, self.env, self.backend = family, policies, env, backend
         self.workers, self.log_root = workers, log_root
@@ -116,7 +117,8 @@ class Rollouts:
                 if on_group is not None:
                     on_group(group)
 
-        Pool(self.env, self.family, backend=self.backend, workers=self.workers).run([e for e, _, _ in plan], finished)
+        Pool(self.env, self.family, options=RunOptions(backend=self.backend),
+             workers=self.workers).run([e for e, _, _ in plan], finished)
         return done
 
 
@@ -187,7 +189,7 @@ def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None]
     from orchard_cli.records import JsonlWriter, write_json
     from orchard_cli.rl.columns import write_parquet
     from orchard_cli.rollout.agent import load_ready_harness
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import check_host, load_suite
 
     out = Path(config.out)
     if out.is_dir():
@@ -195,14 +197,15 @@ def run_rollout(config: RolloutConfig, on_group: Callable[[list[Rollout]], None]
     if out.exists() and out.stat().st_size:
         raise UsageError(f"{out} already holds rollouts", hint="choose another --out, or remove it")
     harness = load_ready_harness(config.harness)
-    family, tasks = load_suite(config.selection)
+    family, tasks = load_suite(config.selection, RunOptions(backend=config.backend))
     if not tasks:
         raise UsageError(f"no tasks selected from {config.selection.suite}",
                          hint="check --instances / --repo / --limit / --slice")
     from orchard_cli.prereqs import require_host
 
-    require_host(backend=config.backend, family=family.name, harness=config.harness,
-                 what=f"{Path(config.selection.suite).name} on the {config.backend} backend")
+    what = f"{Path(config.selection.suite).name} on the {config.backend} backend"
+    require_host(backend=config.backend, family=family.name, harness=config.harness, what=what)
+    check_host(family, tasks, RunOptions(backend=config.backend), what=what)
     found = policies(config.policy_urls, config.model, config.api_key_env, harness, config.sampling, config.options)
     if on_planned is not None:
         on_planned(len(tasks) * config.group_size)

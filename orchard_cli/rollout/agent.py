@@ -391,8 +391,10 @@ class AgentSolver:
     def solve(self, context: SolveContext) -> Solution:
         sandbox = context.sandbox
         assert sandbox is not None, "the agent works in a sandbox"
-        options = tightened(self.options, context.family.limits(context.task))
-        session = context.family.tools(context.task, sandbox)
+        episode_env = context.env
+        assert episode_env is not None, "the rollout core hands every solver its episode"
+        options = tightened(self.options, episode_env.limits)
+        session = episode_env.tools()
         episode = self.proxy().open_episode(context.episode_id, max_calls=options.max_calls,
                                             max_tokens=options.max_tokens, tools=session)
         if context.activity is not None:
@@ -402,14 +404,14 @@ class AgentSolver:
         scripted = self.upstream.scripted() if self.upstream is not None else None
         try:
             if scripted is not None:  # gold: this episode's reference, read now that it is set up
-                hook = getattr(scripted, "plays", "gold_solution")
-                reference = getattr(context.family, hook)(context.task)
+                kind = getattr(scripted, "plays", "gold")
+                reference = episode_env.reference(kind)
                 if reference is None:
-                    raise UsageError(f"task {context.task.task_id} has no {hook} for the demonstrator to play")
+                    raise UsageError(f"task {context.task.task_id} has no {kind} reference for the demonstrator to play")
                 scripted.begin_episode(context.episode_id, reference.model_dump(), tools=session)
             base_url = sandbox_base_url(sandbox, episode.base_url)
             harness_context = HarnessContext(
-                prompt=context.family.prompt(context.task, sandbox.workdir), model=self.model,
+                prompt=episode_env.prompt(sandbox.workdir), model=self.model,
                 base_url=base_url, api_key=episode.api_key,
                 timeout_seconds=options.timeout_seconds, max_turns=options.max_turns,
                 tools=tool_access(session, base_url, episode.api_key))
@@ -417,7 +419,7 @@ class AgentSolver:
             agent.run = HarnessRun(exit_code=None, error=f"preparing the workspace failed: {exc}")
             agent.errors.append(agent.run.error or "")
         else:
-            user = context.family.simulated_user(context.task) if self.user is not None else None
+            user = episode_env.user if self.user is not None else None
             if user is None:
                 agent.run = self.turn(sandbox, harness_context, agent)
             else:

@@ -8,21 +8,21 @@ as `factory(model=..., base_url=..., seed=...)` and returns an object with the m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from orchard_cli.errors import UsageError
 from orchard_cli.registry import Registry
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolver, Solver
 
 if TYPE_CHECKING:
+    from orchard_cli.family import Family, Gold, RunOptions, Task
     from orchard_cli.rollout.user_model import UserConfig
-    from orchard_cli.tasks.base import Task, TaskFamily
 
 solvers: Registry = Registry("harness", "orchard.solvers", {})
 
 
 def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
-                seed: int | None, family: "TaskFamily", tasks: list["Task"],
+                seed: int | None, family: "Family", tasks: list["Task"], options: "RunOptions | None" = None,
                 max_turns: int | None = None, agent_timeout: float | None = None,
                 suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None,
                 suite_tasks: Callable[[], list["Task"]] | None = None) -> Solver:
@@ -34,8 +34,8 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
     if user is not None and predictions:
         raise UsageError("--user-model answers an agent: it needs --model/--harness, not --predictions")
     if predictions == "gold":
-        require_references(family, tasks, suite_tasks=suite_tasks)
-        return GoldSolver(family)
+        require_references(family, tasks, suite_tasks=suite_tasks, options=options)
+        return GoldSolver()
     if predictions == "empty":
         return EmptySolver()
     if predictions:
@@ -62,27 +62,28 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
             chosen = {k: v for k, v in chosen.items() if k in selected}
         return PredictionsSolver(predictions, chosen)
     if harness or model:
-        hook = plays_references(base_url)
-        if hook:
-            require_references(family, tasks, f"the demonstrator --base-url {base_url}", hook=hook)
+        kind = plays_references(base_url)
+        if kind:
+            require_references(family, tasks, f"the demonstrator --base-url {base_url}", options=options, kind=kind)
         return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout, user=user)
     raise UsageError("nothing to evaluate: say where the answers come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
 
 
-def require_references(family: "TaskFamily", tasks: list["Task"], who: str = "--predictions gold",
-                       suite_tasks: Callable[[], list["Task"]] | None = None, hook: str = "gold_solution") -> None:
-    """A one-line UsageError naming the tasks without a reference solution (gold; with `hook`
-    near_miss: a near miss), and the suite's tasks that have one, before anything runs (`who` plays
-    them: --predictions gold, --base-url gold, --base-url near-miss)."""
-    lacking = [t.task_id for t in tasks if getattr(family, hook)(t) is None]
+def require_references(family: "Family", tasks: list["Task"], who: str = "--predictions gold",
+                       suite_tasks: Callable[[], list["Task"]] | None = None,
+                       options: "RunOptions | None" = None, kind: str = "gold") -> None:
+    """A one-line UsageError naming the tasks without a reference solution (`kind` gold; near_miss:
+    a near miss), and the suite's tasks that have one, before anything runs (`who` plays them:
+    --predictions gold, --base-url gold, --base-url near-miss)."""
+    lacking = [t.task_id for t in tasks if reference(family, t, options, kind) is None]
     if lacking or not tasks:
-        message, hint = _no_gold(family, tasks, lacking, suite_tasks, hook)
+        message, hint = _no_gold(family, tasks, lacking, suite_tasks, options, kind)
         raise UsageError(f"{who} plays reference solutions: {message}", hint=hint)
 
 
 def plays_references(base_url: str | None) -> str | None:
-    """The family hook (`gold_solution`, `near_miss`) whose reference the in-package endpoint
+    """The kind of reference (`gold`, `near_miss`: EpisodeEnv.reference) the in-package endpoint
     `base_url` plays for each task (gold, near-miss); None for any other endpoint."""
     from orchard_cli.models import endpoints
 
@@ -92,7 +93,17 @@ def plays_references(base_url: str | None) -> str | None:
         endpoint = endpoints.load(base_url)
     except Exception:  # noqa: BLE001 - an endpoint that cannot load is refused later, by name
         return None
-    return getattr(endpoint, "plays", "gold_solution") if getattr(endpoint, "wants_episode", False) else None
+    return getattr(endpoint, "plays", "gold") if getattr(endpoint, "wants_episode", False) else None
+
+
+def reference(family: "Family", task: "Task", options: "RunOptions | None", kind: str) -> "Gold | None":
+    """A task's reference solution (`gold` or `near_miss`), read off a new episode of it (nothing
+    is reserved before `spec`, so this costs no sandbox)."""
+    from orchard_cli.family import RunOptions
+    from orchard_cli.seam_v1 import adapt
+
+    with adapt(family).episode(task, options or RunOptions()) as episode:
+        return episode.reference(kind)  # type: ignore[arg-type]
 
 
 def user_config(model: str | None, base_url: str | None, key_env: str | None) -> "UserConfig | None":
@@ -108,18 +119,19 @@ def user_config(model: str | None, base_url: str | None, key_env: str | None) ->
     return UserConfig(model=model, base_url=base_url, key_env=key_env)
 
 
-def _no_gold(family: "TaskFamily", tasks: list["Task"], lacking: list[str],
-             suite_tasks: Callable[[], list["Task"]] | None, hook: str = "gold_solution") -> tuple[str, str | None]:
+def _no_gold(family: "Family", tasks: list["Task"], lacking: list[str],
+             suite_tasks: Callable[[], list["Task"]] | None,
+             options: "RunOptions | None" = None, kind: str = "gold") -> tuple[str, str | None]:
     """(message, hint) for --predictions gold over tasks without a gold solution: which of the
     selection lack one, and the suite's tasks that have one (to pick with --instances)."""
     having = [t.task_id for t in tasks if t.task_id not in set(lacking)]
     if not having and suite_tasks is not None:
         try:
-            having = [t.task_id for t in suite_tasks() if getattr(family, hook)(t) is not None]
+            having = [t.task_id for t in suite_tasks() if reference(family, t, options, kind) is not None]
         except Exception:  # naming them is a courtesy; the refusal stands
             having = []
     shown = f"{', '.join(lacking[:5])}{', ...' if len(lacking) > 5 else ''}"
-    what = "near miss" if hook == "near_miss" else "gold solution"
+    what = "near miss" if kind == "near_miss" else "gold solution"
     message = (f"{len(lacking)} of the {len(tasks)} selected tasks have no {what} ({shown})"
                if len(lacking) < len(tasks) else
                f"none of the {len(tasks)} selected {family.name} task(s) has a {what} ({shown})")

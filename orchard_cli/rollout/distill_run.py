@@ -28,7 +28,8 @@ from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Price, Upstre
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.pool import Pool, reap_orphans
 from orchard_cli.rollout.records import trajectory_of
-from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection
+from orchard_cli.family import Family, RunOptions, Task
+from orchard_cli.selection import TaskSelection
 from orchard_cli.trajectory import Trajectory, check_trajectory_file, episode_key
 
 
@@ -79,7 +80,12 @@ class DistillConfig(BaseModel):
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
                              instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
-                             repo_mirror=self.repo_mirror, network=self.network, image_map=self.image_map)
+                             repo_mirror=self.repo_mirror, image_map=self.image_map)
+
+    @property
+    def run_options(self) -> RunOptions:
+        return RunOptions(backend=self.backend, network=self.network, user=self.user_model is not None,
+                          repo_mirror=self.repo_mirror)
 
 
 class TeacherStats(BaseModel):
@@ -142,9 +148,10 @@ def run_dir_of(out: Path) -> Path:
 class DistillRun:
     """A planned run: the episodes still to do and where they go. `execute()` runs them."""
 
-    def __init__(self, config: DistillConfig, family: TaskFamily, tasks: list[Task], teachers: list[str],
-                 resume: bool, *, harness: Any, upstream: Upstream) -> None:
+    def __init__(self, config: DistillConfig, family: Family, tasks: list[Task], teachers: list[str],
+                 resume: bool, *, harness: Any, upstream: Upstream, provenance: dict[str, Any] | None = None) -> None:
         self.config, self.family, self.tasks, self.teachers = config, family, tasks, teachers
+        self.provenance = dict(provenance or {})
         self.harness, self.upstream = harness, upstream
         self.out = Path(config.out)
         self.run_dir = run_dir_of(self.out)
@@ -215,7 +222,7 @@ class DistillRun:
         ledger = JsonlWriter(self.ledger_path)
         solvers = self.solvers()
         metadata = {"upstream": self.upstream.describe(), "run": "distill",
-                    **self.family.provenance()}
+                    **self.provenance}
 
         def finished(result: EpisodeResult) -> None:
             record = trajectory_of(result, metadata)
@@ -233,7 +240,7 @@ class DistillRun:
         episodes = [Episode(task=task, attempt=k, solver=solvers[t], episode_id=self.key(t, task, k),
                             log_dir=self.run_dir / "logs" / self.key(t, task, k)) for t, task, k in self.pending]
         try:
-            Pool(env, self.family, backend=self.config.backend, workers=self.config.workers).run(episodes, finished)
+            Pool(env, self.family, options=self.config.run_options, workers=self.config.workers).run(episodes, finished)
         finally:
             writer.close()
             ledger.close()
@@ -283,7 +290,7 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     """Check the harness, the endpoint and the output, and load the suite; nothing is started
     or written yet."""
     from orchard_cli.rollout.agent import load_ready_harness
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import check_host, open_suite
 
     harness = load_ready_harness(config.harness)
     from orchard_cli.rollout.choose import user_config
@@ -301,19 +308,21 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     unknown = sorted(set(config.prices) - set(teachers))
     if unknown:
         raise UsageError(f"--price names a model that is not a teacher: {', '.join(unknown)}")
-    family, tasks = load_suite(config.selection)
+    family, suite = open_suite(config.selection, config.run_options)
+    tasks = suite.tasks
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
     from orchard_cli.prereqs import require_host
-
-    require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
-                 what=f"{Path(config.suite).name} on the {config.backend} backend")
-
     from orchard_cli.rollout.choose import plays_references, require_references
 
-    hook = plays_references(config.base_url)
-    if hook:
-        require_references(family, tasks, f"the demonstrator --base-url {config.base_url}", hook=hook)
+    what = f"{Path(config.suite).name} on the {config.backend} backend"
+    require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
+                 what=what)
+    check_host(family, tasks, config.run_options, what=what)
+    kind = plays_references(config.base_url)
+    if kind:
+        require_references(family, tasks, f"the demonstrator --base-url {config.base_url}",
+                           options=config.run_options, kind=kind)
     return DistillRun(config.model_copy(update={"teachers": teachers}), family, tasks, teachers, resume,
-                      harness=harness, upstream=upstream)
+                      harness=harness, upstream=upstream, provenance=suite.provenance)

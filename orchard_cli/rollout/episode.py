@@ -1,11 +1,13 @@
 """One episode: prepare -> solve -> collect -> grade, for any family and any solver.
 
-    solver works in a sandbox?          yes: create (family spec, adapted by the solver), setup,
-                                             baseline, solve, collect; grade here when the family
-                                             grades in place; destroy (always)
-                                        no:  solve, collect (without a sandbox)
-    family.quick_verdict(evidence)      a verdict that needs no sandbox (SWE: empty_patch)
-    grading = "fresh"                   a new sandbox, set up for the task, grades the evidence
+    with family.episode(task, options) as env:          the episode's own state, given back on exit
+        env.requires unmet?                              a requirement category, before any sandbox
+        solver works in a sandbox?          yes: create (env.spec, adapted by the solver), env.setup,
+                                                 solve, env.collect; env.grade here when the family
+                                                 grades in place; destroy (always)
+                                            no:  solve, env.collect (without a sandbox)
+        env.grade(evidence, None)           a verdict that needs no sandbox (SWE: empty_patch)
+        grading = "fresh"                   a new sandbox, set up for grading, grades the evidence
 
 Failures are categorised, never called 'unresolved' (see `failures.py`). The result carries the
 evidence, which is written to the episode's log folder with the verdict, so `regrade` can grade
@@ -22,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from orchard_cli.env import SandboxHandle
 from orchard_cli.evidence import EVIDENCE_FILE, Evidence
+from orchard_cli.family import RunOptions
 from orchard_cli.outcome import Outcome
 from orchard_cli.records import write_json
 from orchard_cli.rollout.failures import EpisodeFailure, phase, settle
 from orchard_cli.rollout.solvers import Solution, SolveContext, Solver
 
 if TYPE_CHECKING:
-    from orchard_cli.tasks.base import Task, TaskFamily
+    from orchard_cli.family import EpisodeEnv, Family, Task
 
 
 class LiveSandboxes:
@@ -79,91 +82,85 @@ class Episode:
 
 
 class _Run:
-    """The phases of one episode (the family, the env and the stop flag, bound once)."""
+    """The sandboxes of one episode (the env service, the options and the stop flag, bound once)."""
 
-    def __init__(self, family: "TaskFamily", env: Any, backend: str, stopping: threading.Event,
-                 live: LiveSandboxes, activity: Any = None) -> None:
-        self.family, self.env, self.backend, self.stopping, self.live = family, env, backend, stopping, live
-        self.env_errors = tuple(family.environment_error)
+    def __init__(self, env: Any, options: RunOptions, stopping: threading.Event, live: LiveSandboxes,
+                 activity: Any = None, env_errors: tuple[type[BaseException], ...] = ()) -> None:
+        self.env, self.options, self.stopping, self.live = env, options, stopping, live
         self.activity = activity
         """The episode's `live.Activity` (a person watching sees its phase), or None."""
+        self.env_errors = env_errors
+        """A version-1 family's `environment_error`: env_error in any phase, as before the adapter."""
 
     def step(self, phase: str) -> None:
         if self.activity is not None:
             self.activity.set_phase(phase)
 
-    def sandbox(self, task: "Task", solver: Solver | None) -> SandboxHandle:
+    def sandbox(self, episode: "EpisodeEnv", solver: Solver | None, *, for_grading: bool = False) -> SandboxHandle:
+        task = episode.task
         self.step("sandbox")
         with phase("env_error", "describing the environment", self.env_errors):
-            spec = self.family.sandbox_spec(task, self.backend)
-        try:  # from here on, what sandbox_spec reserved is given back if no sandbox comes of it
-            if solver is not None:
-                # an agent's first adapt starts its model's proxy: an embedded model loads here (~40 s)
-                self.step("starting the model" if solver.model_ran else "sandbox")
-                with phase("infra_error", f"preparing the sandbox for {solver.name}", self.env_errors):
-                    spec = solver.adapt(task, spec)
-                self.step("sandbox")
-            if self.stopping.is_set():
-                raise EpisodeFailure("infra_error", "the run was interrupted")
-            with phase("infra_error", "creating the sandbox", self.env_errors):
-                sandbox = SandboxHandle.create(self.env, spec)
-        except BaseException:
-            self.release(task, spec)
-            raise
+            spec = episode.spec(self.options.backend)  # what it reserves, the episode gives back on exit
+        if solver is not None:
+            # an agent's first adapt starts its model's proxy: an embedded model loads here (~40 s)
+            self.step("starting the model" if solver.model_ran else "sandbox")
+            with phase("infra_error", f"preparing the sandbox for {solver.name}", self.env_errors):
+                spec = solver.adapt(task, spec)
+            self.step("sandbox")
+        if self.stopping.is_set():
+            raise EpisodeFailure("infra_error", "the run was interrupted")
+        with phase("infra_error", "creating the sandbox", self.env_errors):
+            sandbox = SandboxHandle.create(self.env, spec)
         self.live.add(sandbox)
         if self.stopping.is_set():  # created while the run was being stopped
-            self.destroy(task, sandbox)
+            self.destroy(sandbox)
             raise EpisodeFailure("infra_error", "the run was interrupted")
         try:
             self.step("setup")
             with phase("env_error", "setting up the environment", self.env_errors):
-                self.family.setup(task, sandbox)
+                episode.setup(sandbox, for_grading=for_grading)
         except BaseException:
-            self.destroy(task, sandbox)
+            self.destroy(sandbox)
             raise
         return sandbox
 
-    def destroy(self, task: "Task", sandbox: SandboxHandle) -> None:
+    def destroy(self, sandbox: SandboxHandle) -> None:
         self.live.remove(sandbox)
         try:
             sandbox.destroy()
         except Exception:  # reaped later by `orchard env gc`; the verdict stands
             pass
-        self.release(task, sandbox.info.spec)
 
-    def release(self, task: "Task", spec: Any) -> None:
-        try:
-            self.family.release(task, spec)
-        except Exception:  # the family's own housekeeping; the verdict stands
-            pass
-
-    def grade(self, task: "Task", evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+    def grade(self, episode: "EpisodeEnv", evidence: Evidence, sandbox: SandboxHandle | None) -> Outcome | None:
         self.step("grading")
         with phase("infra_error", "grading", self.env_errors):
-            return self.family.quick_verdict(task, evidence) or self.family.grade(task, evidence, sandbox)
+            outcome = episode.grade(evidence, sandbox)
+        if outcome is None and sandbox is not None:
+            raise EpisodeFailure("infra_error", "grading: the family gave no verdict")
+        return outcome
 
-    def grade_fresh(self, task: "Task", evidence: Evidence) -> Outcome:
-        self.step("grading")
-        with phase("infra_error", "grading", self.env_errors):
-            quick = self.family.quick_verdict(task, evidence)
+    def grade_fresh(self, episode: "EpisodeEnv", evidence: Evidence) -> Outcome:
+        quick = self.grade(episode, evidence, None)
         if quick is not None:
             return quick
-        sandbox = self.sandbox(task, None)
+        sandbox = self.sandbox(episode, None, for_grading=True)
         try:
-            self.step("grading")
-            with phase("infra_error", "grading", self.env_errors):
-                return self.family.grade(task, evidence, sandbox)
+            return self.grade(episode, evidence, sandbox)  # type: ignore[return-value]
         finally:
-            self.destroy(task, sandbox)
+            self.destroy(sandbox)
 
 
-def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: str,
+def run_episode(episode: Episode, *, family: "Family", env: Any, options: RunOptions,
                 stopping: threading.Event | None = None, live: LiveSandboxes | None = None,
                 activity: Any = None) -> EpisodeResult:
     """One episode, start to verdict. Never raises for a failure of the task, the solver, the
     model or the sandbox: each ends as a categorised result. `activity` (a `live.Activity`)
     shows a person watching which phase it is in."""
-    run = _Run(family, env, backend, stopping or threading.Event(), live or LiveSandboxes(), activity)
+    from orchard_cli.seam_v1 import adapt
+
+    family = adapt(family)
+    run = _Run(env, options, stopping or threading.Event(), live or LiveSandboxes(), activity,
+               tuple(getattr(family, "environment_error", ())))
     task, solver = episode.task, episode.solver
     started, clock = time.time(), time.monotonic()
     context = SolveContext(task=task, family=family, attempt=episode.attempt, episode_id=episode.episode_id,
@@ -171,48 +168,61 @@ def run_episode(episode: Episode, *, family: "TaskFamily", env: Any, backend: st
     solution: Solution | None = None
     evidence: Evidence | None = None
     outcome: Outcome | None = None
+    script: str | None = None
     try:
-        if family.simulated_user(task) is not None and not getattr(solver, "talks_to_users", False):
-            raise EpisodeFailure("needs_user", "a multi-turn task: it needs a simulated user (--user-model) "
-                                               "and a harness that continues a conversation")
-        if solver.needs_sandbox(family):
-            sandbox = run.sandbox(task, solver)
-            try:
-                with phase("infra_error", "reading the workspace before the attempt", run.env_errors):
-                    baseline = family.baseline(task, sandbox)
-                context.sandbox = sandbox
+        with phase("infra_error", "preparing the episode", run.env_errors):
+            env_ = family.episode(task, options)
+            env_.__enter__()
+        try:
+            context.env = env_
+            unmet = env_.requires.unmet(options, talks_to_users=bool(getattr(solver, "talks_to_users", False)))
+            if unmet is not None:
+                raise unmet
+            if solver.needs_sandbox(family):
+                sandbox = run.sandbox(env_, solver)
+                try:
+                    context.sandbox = sandbox
+                    run.step("agent" if solver.model_ran else solver.harness)
+                    with phase("infra_error", f"{solver.name} attempt", run.env_errors):
+                        solution = solver.solve(context)
+                    run.step("collecting")
+                    with phase("infra_error", "collecting the evidence", run.env_errors):
+                        evidence = env_.collect(solution, sandbox)
+                    if family.grading == "in_place":
+                        outcome = run.grade(env_, evidence, sandbox)
+                finally:
+                    run.destroy(sandbox)
+            else:
                 run.step("agent" if solver.model_ran else solver.harness)
                 with phase("infra_error", f"{solver.name} attempt", run.env_errors):
                     solution = solver.solve(context)
-                run.step("collecting")
-                with phase("infra_error", "collecting the evidence", run.env_errors):
-                    evidence = family.collect(task, sandbox, solution, baseline)
-                if family.grading == "in_place":
-                    outcome = run.grade(task, evidence, sandbox)
-            finally:
-                run.destroy(task, sandbox)
-        else:
-            run.step("agent" if solver.model_ran else solver.harness)
-            with phase("infra_error", f"{solver.name} attempt", run.env_errors):
-                solution = solver.solve(context)
-            if solution.recorded:
-                evidence = solution.evidence or Evidence()
-            else:
-                with phase("infra_error", "collecting the evidence", run.env_errors):
-                    evidence = family.collect(task, None, solution, None)
-        if outcome is None:
-            outcome = run.grade_fresh(task, evidence)  # type: ignore[arg-type]
+                if solution.recorded:
+                    evidence = solution.evidence or Evidence()
+                else:
+                    with phase("infra_error", "collecting the evidence", run.env_errors):
+                        evidence = env_.collect(solution, None)
+            if outcome is None:
+                outcome = run.grade_fresh(env_, evidence)  # type: ignore[arg-type]
+        finally:
+            try:
+                script = env_.eval_script()
+            except Exception:  # a log file is not worth failing an episode for
+                script = None
+            try:
+                env_.__exit__(None, None, None)
+            except Exception:  # the family's own housekeeping; the verdict stands
+                pass
     except EpisodeFailure as failure:
         outcome = failure.outcome()
     outcome = settle(solution.failure if solution else None, outcome)
     result = EpisodeResult(task=task, attempt=episode.attempt, episode_id=episode.episode_id, solver=solver,
                            outcome=outcome, evidence=evidence, solution=solution, started_at=started,
                            duration_seconds=round(time.monotonic() - clock, 3), log_dir=episode.log_dir)
-    write_logs(result, family)
+    write_logs(result, script)
     return result
 
 
-def write_logs(result: EpisodeResult, family: "TaskFamily") -> None:
+def write_logs(result: EpisodeResult, script: str | None = None) -> None:
     """The episode's log folder, for a person to read and for `regrade`: the evidence, the
     patch, the test output, the script that graded, the verdict, the error."""
     log_dir = result.log_dir
@@ -231,10 +241,6 @@ def write_logs(result: EpisodeResult, family: "TaskFamily") -> None:
                 (log_dir / name).write_bytes(data)
     if outcome.log:
         (log_dir / "test_output.txt").write_text(outcome.log, encoding="utf-8")
-    try:
-        script = family.eval_script(result.task)
-    except Exception:  # a log file is not worth failing an episode for
-        script = None
     if script:
         (log_dir / "eval.sh").write_text(script, encoding="utf-8")
     if outcome.error:

@@ -42,7 +42,8 @@ from orchard_cli.rollout.choose import make_solver, user_config
 from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBase
 from orchard_cli.scoring.report import render_html, render_markdown
 from orchard_cli.scoring.scorecard import AttemptResult, Reproducibility, Scorecard, compute_scorecard, latest_results
-from orchard_cli.tasks.base import Task, TaskFamily, TaskSelection, family_categories
+from orchard_cli.family import Family, RunOptions, Task, family_categories
+from orchard_cli.selection import TaskSelection
 from orchard_cli.trajectory import episode_key
 
 CONFIG_SCHEMA_VERSION = 1
@@ -110,13 +111,30 @@ class EvalConfig(BaseModel):
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
                              instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
-                             repo_mirror=self.repo_mirror, network=self.network, image_map=self.image_map)
+                             repo_mirror=self.repo_mirror, image_map=self.image_map)
+
+    @property
+    def run_options(self) -> RunOptions:
+        """What every episode of the run is handed (the judge without its key: read when used)."""
+        judge = None
+        if self.judge_model and self.judge_base_url:
+            from orchard_cli.judge import JudgeConfig
+
+            judge = JudgeConfig(model=self.judge_model, base_url=self.judge_base_url, key_env=self.judge_key_env)
+        return RunOptions(backend=self.backend, network=self.network, judge=judge, user=self.user_model is not None,
+                          repo_mirror=self.repo_mirror)
 
     def compared(self) -> dict[str, Any]:
         data = self.model_dump()
         if data.get("family") is None:  # runs from before --family compare equal
             data.pop("family")
         return {k: v for k, v in data.items() if k not in NOT_COMPARED_ON_RESUME}
+
+
+def _v1_provenance(family: Any) -> dict[str, Any]:
+    """A version-1 family handed in directly (not through `open_suite`) keeps its provenance."""
+    legacy = getattr(family, "legacy", None)
+    return dict(legacy.provenance() or {}) if legacy is not None else {}
 
 
 def safe_name(name: str) -> str:
@@ -138,9 +156,12 @@ def read_tasks(run: Path) -> list[Task]:
 class EvalRun:
     """A validated run: the tasks, the solver, and the run folder. `execute()` runs it."""
 
-    def __init__(self, config: EvalConfig, family: TaskFamily, tasks: list[Task], solver: Solver,
-                 out: Path, resume: bool) -> None:
-        sha = family.provenance().get("dataset_sha256")
+    def __init__(self, config: EvalConfig, family: Family, tasks: list[Task], solver: Solver,
+                 out: Path, resume: bool, provenance: dict[str, Any] | None = None) -> None:
+        from orchard_cli.seam_v1 import adapt
+
+        family = adapt(family)
+        sha = (provenance or {}).get("dataset_sha256") or _v1_provenance(family).get("dataset_sha256")
         if config.dataset_sha256 is None and sha:
             config = config.model_copy(update={"dataset_sha256": sha})
         self.config, self.family, self.tasks, self.solver = config, family, tasks, solver
@@ -202,7 +223,7 @@ class EvalRun:
         write_tasks(self.out / TASKS_FILE, self.tasks)
         started = time.time()
         sink = _ScorecardSink(self)
-        pool = Pool(env, self.family, backend=self.config.backend, workers=self.config.workers)
+        pool = Pool(env, self.family, options=self.config.run_options, workers=self.config.workers)
 
         lost: list[tuple[Task, int]] = []
 
@@ -291,8 +312,9 @@ class _ScorecardSink:
         if judge is None or result.outcome.is_error:
             return None
         family, task = self.run.family, result.task
-        verdict = judge.grade(family.prompt(task, "/workspace"), family.describe(task).get("judge_rubric"),
-                                    result.evidence)
+        with family.episode(task, self.run.config.run_options) as episode:
+            prompt = episode.prompt("/workspace")
+        verdict = judge.grade(prompt, family.describe(task).get("judge_rubric"), result.evidence)
         return verdict.model_dump()
 
     def close(self, env: Any) -> None:
@@ -316,16 +338,21 @@ def _upstream(solver: Solver) -> str | None:
 
 def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     """Load the suite, build the solver, check the run folder; nothing is written yet."""
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import check_host, open_suite
 
-    family, tasks = load_suite(config.selection)
+    if config.judge_model and not config.judge_base_url:  # before anything loads
+        raise UsageError("--judge-model needs --judge-base-url (the judge's OpenAI-compatible endpoint)")
+    options = config.run_options
+    family, suite = open_suite(config.selection, options)
+    tasks = suite.tasks
     if not tasks:
         raise UsageError(f"no tasks selected from {config.suite}",
                          hint="check --instances / --repo / --limit / --slice")
     require_host(backend=config.backend, family=family.name, harness=config.harness, network=config.network,
                  what=f"{Path(config.suite).name} on the {config.backend} backend")
+    check_host(family, tasks, options, what=f"{Path(config.suite).name} on the {config.backend} backend")
     solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
-                         base_url=config.base_url, seed=config.seed, family=family, tasks=tasks,
+                         base_url=config.base_url, seed=config.seed, family=family, tasks=tasks, options=options,
                          max_turns=config.max_turns, agent_timeout=config.agent_timeout,
                          user=user_config(config.user_model, config.user_base_url, config.user_key_env),
                          suite_ids=lambda: _suite_ids(config.selection),
@@ -335,26 +362,20 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
         updates["predictions_sha256"] = sha256_file(config.predictions)
     config = config.model_copy(update=updates)
     judge = None
-    if config.judge_model:  # a judge that cannot be had fails now, not after the first episode
-        if not config.judge_base_url:
-            raise UsageError("--judge-model needs --judge-base-url (the judge's OpenAI-compatible endpoint)")
-        from orchard_cli.judge import Judge, JudgeConfig
+    if options.judge is not None:  # a judge that cannot be had fails now, not after the first episode
+        from orchard_cli.judge import Judge
 
-        judge_config = JudgeConfig(model=config.judge_model, base_url=config.judge_base_url,
-                                   key_env=config.judge_key_env)
-        judge = Judge(judge_config)
-        family.use_judge(judge_config)
-    run = EvalRun(config, family, tasks, solver, Path(config.out), resume)
+        judge = Judge(options.judge)
+    run = EvalRun(config, family, tasks, solver, Path(config.out), resume, provenance=suite.provenance)
     run.judge = judge
     return run
 
 
 def _suite_tasks(selection: TaskSelection) -> list[Task]:
     """Every task of the selection's suite, its filters aside."""
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
-    unfiltered = selection.model_copy(update={"instances": None, "repo": None, "limit": None, "slice": None})
-    return load_suite(unfiltered)[1]
+    return load_suite(selection.unfiltered())[1]
 
 
 def narrow_limit(run: EvalRun) -> str | None:
@@ -404,7 +425,7 @@ class RecordedSolver(SolverBase):
         self.name = f"regrade:{source}"
         self.harness, self.model = "regrade", source or "regrade"
 
-    def needs_sandbox(self, family: TaskFamily) -> bool:
+    def needs_sandbox(self, family: Family) -> bool:
         return False
 
     def solve(self, context: SolveContext) -> Solution:
@@ -432,7 +453,7 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
                  backend: str | None = None, resume: bool = False) -> EvalRun:
     """An eval of a finished run's stored evidence: the suite loaded as the run loaded it, the
     same attempts, no solver."""
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import open_suite
 
     run = Path(run)
     if not (run / "config.json").is_file() or not (run / "results.jsonl").is_file():
@@ -442,10 +463,11 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
         original = EvalConfig.model_validate(read_json(run / "config.json"))
     except ValidationError as exc:
         raise UsageError(f"{run}/config.json is not an eval configuration ({exc.errors()[0]['msg']})") from None
-    family, tasks = load_suite(original.selection)
-    require_host(backend=backend or original.backend, family=family.name, network=original.network,
-                 what=f"regrading {run}")
-    sha = family.provenance().get("dataset_sha256")
+    options = original.run_options.model_copy(update={"backend": backend or original.backend})
+    family, suite = open_suite(original.selection, options)
+    tasks = suite.tasks
+    require_host(backend=options.backend, family=family.name, network=original.network, what=f"regrading {run}")
+    sha = suite.provenance.get("dataset_sha256")
     if original.dataset_sha256 and sha and sha != original.dataset_sha256:
         raise UsageError(f"the data of {original.suite} changed since {run} was made (sha256 differs)",
                          hint="regrade with the data the run used")
@@ -460,6 +482,7 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
         "harness": None, "base_url": None, "predictions_sha256": None,
         "retry_errors": 0})  # the stored evidence grades the same way each time
     ran = {task_id for task_id, _ in results}
-    regrade = EvalRun(config, family, [t for t in tasks if t.task_id in ran], solver, Path(config.out), resume)
+    regrade = EvalRun(config, family, [t for t in tasks if t.task_id in ran], solver, Path(config.out), resume,
+                      provenance=suite.provenance)
     regrade.pending = [(t, k) for t, k in regrade.pending if (t.task_id, k) in results]
     return regrade

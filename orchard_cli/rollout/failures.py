@@ -2,7 +2,7 @@
 
 Every exception in a phase of an episode becomes an `EpisodeFailure` whose message names the phase
 and the cause. The category follows the cause, not the phase: the sandbox failing is infra_error,
-the family's `environment_error` is env_error anywhere, anything else takes the phase's category.
+`EnvironmentUnavailable` (or a version-1 family's `environment_error`) is env_error anywhere, anything else takes the phase's category.
 """
 
 from __future__ import annotations
@@ -10,19 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from orchard_cli.errors import OrchardError, SandboxError
-from orchard_cli.outcome import ERROR_CATEGORIES, Outcome
+from orchard_cli.errors import EnvironmentUnavailable, OrchardError, SandboxError
+from orchard_cli.outcome import ERROR_CATEGORIES, EpisodeFailure, Outcome
 
-
-class EpisodeFailure(Exception):
-    """An episode that ended before (or instead of) grading: its category and the cause."""
-
-    def __init__(self, category: str, message: str) -> None:
-        super().__init__(message)
-        self.category = category
-
-    def outcome(self) -> Outcome:
-        return Outcome(resolved=False, category=self.category, error=str(self))
+__all__ = ["EpisodeFailure", "phase", "settle"]
 
 
 @contextmanager
@@ -35,7 +26,7 @@ def phase(category: str, what: str, env_errors: tuple[type[BaseException], ...] 
     except Exception as exc:
         if isinstance(exc, SandboxError):
             category = "infra_error"
-        elif env_errors and isinstance(exc, env_errors):
+        elif isinstance(exc, EnvironmentUnavailable) or (env_errors and isinstance(exc, env_errors)):
             category = "env_error"
         text = exc.message if isinstance(exc, OrchardError) else f"{type(exc).__name__}: {exc}"
         raise EpisodeFailure(category, f"{what}: {' '.join(str(text).split())}") from exc

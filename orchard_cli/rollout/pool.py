@@ -23,18 +23,19 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from typing import TYPE_CHECKING, Any
 
+from orchard_cli.family import RunOptions
 from orchard_cli.outcome import Outcome
 from orchard_cli.rollout.episode import Episode, EpisodeResult, LiveSandboxes, run_episode
 from orchard_cli.rollout.live import LiveBoard, current_board
 
 if TYPE_CHECKING:
-    from orchard_cli.tasks.base import TaskFamily
+    from orchard_cli.family import Family
 
 STOP_GRACE_SECONDS = 30.0  # on Ctrl-C, how long running episodes get to wind down
 HEARTBEAT_SECONDS = 30.0
 
 
-def spread_environments(episodes: list[Any], family: "TaskFamily",
+def spread_environments(episodes: list[Any], family: "Family",
                         task_of: Callable[[Any], Any] = lambda e: e[0]) -> list[Any]:
     """Episodes round-robin over the family's environments (`env_key`), so that parallel workers
     start on different environments. Within an environment, and for tasks without a key, the
@@ -63,10 +64,10 @@ def reap_orphans(env: Any) -> list[str]:
         return []
 
 
-def close_family(family: "TaskFamily") -> None:
-    """The run is over: the family stops what it started (its services)."""
+def close_family(family: "Family", *, interrupted: bool = False) -> None:
+    """The run is over (or stopping): the family stops what it started (builds, services)."""
     try:
-        family.close()
+        family.close(interrupted=interrupted)
     except Exception:  # housekeeping; never masks the run's own outcome
         pass
 
@@ -116,9 +117,11 @@ class _SigtermAsInterrupt:
 class Pool:
     """Runs episodes of one family on one Env."""
 
-    def __init__(self, env: Any, family: "TaskFamily", *, backend: str, workers: int = 1,
+    def __init__(self, env: Any, family: "Family", *, options: RunOptions, workers: int = 1,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS, board: LiveBoard | None = None) -> None:
-        self.env, self.family, self.backend, self.workers = env, family, backend, max(1, workers)
+        from orchard_cli.seam_v1 import adapt
+
+        self.env, self.family, self.options, self.workers = env, adapt(family), options, max(1, workers)
         self.stopping = threading.Event()
         self.live = LiveSandboxes()
         self.heartbeat_seconds = heartbeat_seconds
@@ -137,7 +140,7 @@ class Pool:
             activity = self.board.start(episode.episode_id, episode.task.task_id, episode.attempt,
                                         who=getattr(episode.solver, "model", "") or "")
         try:
-            return run_episode(episode, family=self.family, env=self.env, backend=self.backend,
+            return run_episode(episode, family=self.family, env=self.env, options=self.options,
                                stopping=self.stopping, live=self.live, activity=activity)
         except Exception as exc:  # a bug or a disk error in one episode: record it, go on
             return EpisodeResult(task=episode.task, attempt=episode.attempt, episode_id=episode.episode_id,
@@ -171,10 +174,7 @@ class Pool:
         self.stopping.set()
         executor.shutdown(wait=False, cancel_futures=True)
         started = time.monotonic()
-        try:
-            self.family.interrupt()
-        except Exception:  # never mask the interrupt
-            pass
+        close_family(self.family, interrupted=True)  # builds in progress end, no new reservations
         try:
             self.env.close()  # every sandbox this client made goes, environment builds included
         except Exception:

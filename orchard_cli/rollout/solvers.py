@@ -23,8 +23,8 @@ from orchard_cli.evidence import Evidence
 if TYPE_CHECKING:
     from orchard_cli.env import SandboxHandle
     from orchard_cli.env.models import SandboxSpec
+    from orchard_cli.family import EpisodeEnv, Family, Task
     from orchard_cli.predictions import Prediction
-    from orchard_cli.tasks.base import Task, TaskFamily
 
 
 @dataclass
@@ -32,9 +32,11 @@ class SolveContext:
     """What a solver gets for one episode."""
 
     task: "Task"
-    family: "TaskFamily"
+    family: "Family"
     attempt: int
     episode_id: str
+    env: "EpisodeEnv | None" = None
+    """The episode (its prompt, limits, tools, simulated user and references)."""
     sandbox: "SandboxHandle | None" = None
     log_dir: Path | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -76,7 +78,7 @@ class Solver(Protocol):
     """The harness program's version, for the scorecard's reproducibility block."""
     model_ran: bool
 
-    def needs_sandbox(self, family: "TaskFamily") -> bool:
+    def needs_sandbox(self, family: "Family") -> bool:
         """Whether this solver works in a sandbox set up for the task."""
 
     def adapt(self, task: "Task", spec: "SandboxSpec") -> "SandboxSpec":
@@ -95,7 +97,7 @@ class SolverBase:
     version: str | None = None
     model_ran = False
 
-    def needs_sandbox(self, family: "TaskFamily") -> bool:
+    def needs_sandbox(self, family: "Family") -> bool:
         return family.grading == "in_place"  # the evidence lives in the sandbox: make one
 
     def adapt(self, task: "Task", spec: "SandboxSpec") -> "SandboxSpec":
@@ -106,28 +108,33 @@ class SolverBase:
 
 
 class GoldSolver(SolverBase):
-    """The family's reference solution: its patch, or its commands run in the set-up sandbox."""
+    """The task's reference solution: its patch, or its commands and tool calls replayed in the
+    set-up sandbox, and its answer."""
 
     name = harness = model = "gold"
+    kind = "gold"
+    """Which reference of the episode (`EpisodeEnv.reference`) is replayed."""
 
-    def __init__(self, family: "TaskFamily") -> None:
+    def __init__(self, family: "Family | None" = None) -> None:
         self.family = family
+        """The family, for a subclass that changes the replay by what it knows of the task."""
 
-    def reference(self, task: "Task") -> Any:
-        """The solution to replay (a `Gold`): the family's reference one."""
-        return self.family.gold_solution(task)
+    def replayed(self, context: SolveContext) -> Any:
+        """The solution to replay (a `Gold`): the episode's reference of this solver's kind."""
+        assert context.env is not None, "the rollout core hands every solver its episode"
+        return context.env.reference(self.kind)  # type: ignore[arg-type]
 
     def solve(self, context: SolveContext) -> Solution:
-        gold = self.reference(context.task)
+        gold = self.replayed(context)
         if gold is None:
-            raise UsageError(f"task {context.task.task_id} has no gold solution")
+            raise UsageError(f"task {context.task.task_id} has no {self.kind.replace('_', ' ')} solution")
         if context.sandbox is not None:
             for command in gold.commands:
                 job = context.sandbox.exec(command, timeout=600)
                 if not job.ok:
                     raise RuntimeError(f"gold command {command[:200]!r} failed: {(job.stderr or job.error or '').strip()[-300:]}")
             if gold.tool_calls:
-                session = self.family.tools(context.task, context.sandbox)
+                session = context.env.tools()
                 if session is None:
                     raise UsageError(f"task {context.task.task_id}: its gold solution calls tools, but it has none")
                 for call in gold.tool_calls:
@@ -156,7 +163,7 @@ class PredictionsSolver(SolverBase):
         names = {p.model_name_or_path for p in predictions.values() if p.model_name_or_path}
         self.model = names.pop() if len(names) == 1 else "predictions"
 
-    def needs_sandbox(self, family: "TaskFamily") -> bool:
+    def needs_sandbox(self, family: "Family") -> bool:
         return False
 
     def solve(self, context: SolveContext) -> Solution:

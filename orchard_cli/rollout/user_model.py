@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchard_cli.tasks.base import SimulatedUser
+from orchard_cli.family import SimulatedUser
 
 DONE = "[DONE]"
 SYSTEM = ("You play the user in a conversation with an AI assistant. You are the person described below, "

@@ -27,7 +27,7 @@ def write_candidates(suite: str, out: Path, *, instances: list[str] | None = Non
                      say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     from orchard_cli.predictions import Prediction
     from orchard_cli.records import write_json, write_text
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
     from orchard_cli.value.variants import candidates
 
     if out.exists() and any(out.iterdir()):

@@ -202,7 +202,7 @@ def _problems(info: RunInfo, ids: list[str]) -> dict[str, str]:
     the suite loaded again."""
     from orchard_cli.errors import OrchardError
     from orchard_cli.rollout.eval_run import read_tasks
-    from orchard_cli.tasks.registry import load_suite
+    from orchard_cli.families import load_suite
 
     recorded = {t.task_id: t.problem_statement for t in read_tasks(Path(info.path))}
     if recorded and all(i in recorded for i in ids):

@@ -193,7 +193,9 @@ def _pick(rng: random.Random, items: list[tuple[str, Any]], n: int,
 
 def candidates(task: Any, family: Any, *, seed: int = 0, near_misses: int = 2) -> list[Candidate]:
     """The candidate patches of one task (gold first; `kind` says what each is)."""
-    reference = family.gold_solution(task)
+    from orchard_cli.rollout.choose import reference as reference_of
+
+    reference = reference_of(family, task, None, "gold")
     gold = (reference.patch or "") if reference is not None else ""
     if not gold.strip():
         raise UsageError(f"{task.task_id} has no gold patch: candidates are made from one")

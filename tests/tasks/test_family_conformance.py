@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from orchard_cli.tasks import calc
-from orchard_cli.tasks.base import SuiteInfo, TaskSelection
+from orchard_cli.family import SuiteInfo
+from orchard_cli.selection import TaskSelection
 from orchard_cli.tasks.conformance import CHECKS, FamilyRig
 
 pytestmark = [pytest.mark.bwrap]
@@ -39,25 +40,32 @@ def test_family(family, check, rigs, swe_mini_home, monkeypatch):
     CHECKS[check](rigs(family))
 
 
-class WrongGold(calc.CalcFamily):
+class WrongGoldEpisode(calc.CalcEpisode):
     """Its gold patch fixes nothing (a comment), and its grader changes its mind between runs."""
 
-    name = "calc-broken"
-    suites = (SuiteInfo("calc-broken", "calc-broken", "builtin", "a family the conformance suite must reject"),)
     graded = 0
 
-    def gold_patch(self, task):
-        module = next(iter(task.record["fixed"]))
-        return calc.unified_diff(task.record["files"], {module: task.record["files"][module] + "# fixed?\n"})
+    def gold_patch(self):
+        module = next(iter(self.task.record["fixed"]))
+        files = self.task.record["files"]
+        return calc.unified_diff(files, {module: files[module] + "# fixed?\n"})
 
-    def grade(self, task, evidence, sandbox):
+    def run_tests(self, evidence, sandbox):
         type(self).graded += 1
-        outcome = super().grade(task, evidence, sandbox)
+        outcome = super().run_tests(evidence, sandbox)
         return outcome if type(self).graded <= 4 else outcome.model_copy(update={"category": "patch_apply_failed"})
 
 
+class WrongGold(calc.CalcFamily):
+    name = "calc-broken"
+    suites = (SuiteInfo("calc-broken", "calc-broken", "builtin", "a family the conformance suite must reject"),)
+
+    def episode(self, task, options):
+        return WrongGoldEpisode(task, options)
+
+
 def test_the_suite_rejects_a_broken_family(tmp_path, monkeypatch):
-    from orchard_cli.tasks.registry import families
+    from orchard_cli.families import families
 
     monkeypatch.setitem(families._targets, "calc-broken", WrongGold)
     rig = FamilyRig(selection=TaskSelection(suite="calc-broken"), folder=tmp_path)

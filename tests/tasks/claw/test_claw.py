@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.env import SandboxHandle, connect
@@ -43,8 +44,8 @@ def _one(family, task, attempt, solver=None, env=None):
     own = env is None
     env = env or connect("local")
     try:
-        return run_episode(Episode(task=task, attempt=attempt, solver=solver or GoldSolver(family),
-                                   episode_id=f"t-{task.task_id}-{attempt}"), family=family, env=env, backend="local")
+        return run_episode(Episode(task=task, attempt=attempt, solver=solver or GoldSolver(),
+                                   episode_id=f"t-{task.task_id}-{attempt}"), family=family, env=env, options=RunOptions())
     finally:
         if own:
             env.close()
@@ -223,10 +224,10 @@ def test_kill_9_then_resume_runs_each_attempt_once_and_leaves_no_service(tmp_pat
 class _CcThePhisher(GoldSolver):
     """The gold reply, with the phisher in cc: a safety failure however the mail is addressed."""
 
-    def reference(self, task):
-        gold = super().reference(task)
+    def replayed(self, context):
+        gold = super().replayed(context)
         calls = [c.model_copy(deep=True) for c in gold.tool_calls]
-        parsed = self.family.parsed(task)
+        parsed = context.family.parsed(context.task)
         check = next(c for c in parsed.checks if c.id == "nothing_to_phisher")
         send = next(c for c in calls if c.tool == "send_message")
         send.arguments["cc"] = [check.where["recipients"]["has"]]
@@ -237,7 +238,7 @@ def test_mail_to_a_phisher_in_cc_is_unsafe():
     family, tasks = load_suite("claw-mini")
     task = next(t for t in tasks if t.task_id.startswith("phishing"))
     try:
-        result = _one(family, task, 1, solver=_CcThePhisher(family))
+        result = _one(family, task, 1, solver=_CcThePhisher())
     finally:
         family.close()
     assert result.outcome.category == "unsafe", result.outcome

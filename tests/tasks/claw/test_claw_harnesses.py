@@ -5,6 +5,7 @@ miss (a wrong call) fails. The recorded model request shows every task tool with
 
 from __future__ import annotations
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.env import connect
@@ -54,7 +55,7 @@ def _run(family, task, harness: str, gold) -> tuple:
     env = connect("local")
     try:
         result = run_episode(Episode(task=task, attempt=1, solver=solver, episode_id=f"{harness}-{task.task_id}"),
-                             family=family, env=env, backend="local")
+                             family=family, env=env, options=RunOptions())
     finally:
         solver.close()
         endpoint.stop()

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.judge import JudgeConfig
@@ -39,16 +40,15 @@ class Scripted(GoldSolver):
     name = harness = model = "scripted"
 
     def __init__(self, family, gold: Gold) -> None:
-        super().__init__(family)
         self.gold = gold
 
-    def reference(self, task):
+    def replayed(self, context):
         return self.gold
 
 
 def _run(family, task, solver, env, attempt=1):
     return run_episode(Episode(task=task, attempt=attempt, solver=solver, episode_id=f"{task.task_id}-{attempt}"),
-                       family=family, env=env, backend="local")
+                       family=family, env=env, options=RunOptions())
 
 
 def test_load_reads_every_task_through_the_checkouts_model(mini):

@@ -5,6 +5,7 @@ rebuilt from the recorded model calls."""
 
 from __future__ import annotations
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.env import connect
@@ -29,7 +30,7 @@ def _run(family, task, harness, calls, answer):
     env = connect("local")
     try:
         return run_episode(Episode(task=task, attempt=1, solver=solver, episode_id=f"{harness}-{len(calls)}-{answer[-5:]}"),
-                           family=family, env=env, backend="local")
+                           family=family, env=env, options=RunOptions())
     finally:
         solver.close()
         endpoint.stop()
@@ -82,7 +83,7 @@ def test_shell_commands_are_the_runners_bash_calls_for_the_grader(harness, insta
     env = connect("local")
     try:
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id=f"{harness}-shell"),
-                             family=family, env=env, backend="local")
+                             family=family, env=env, options=RunOptions(backend="local"))
     finally:
         solver.close()
         endpoint.stop()
@@ -119,7 +120,7 @@ def test_a_multi_turn_task_with_a_simulated_user(harness, installed_harnesses, m
     env = connect("local")
     try:
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id=f"{harness}-dialogue",
-                                     log_dir=tmp_path / "log"), family=family, env=env, backend="local")
+                                     log_dir=tmp_path / "log"), family=family, env=env, options=RunOptions())
     finally:
         solver.close()
         teacher.stop()
@@ -181,7 +182,7 @@ def test_a_user_model_that_fails_is_not_the_agents_failure(installed_harnesses, 
     env = connect("local")
     try:
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id="bash-user-fails"),
-                             family=family, env=env, backend="local")
+                             family=family, env=env, options=RunOptions())
     finally:
         solver.close()
         teacher.stop()

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from orchard_cli.env import connect
+from orchard_cli.family import RunOptions
 from orchard_cli.main import main
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.tasks.base import Gold, GoldCall
@@ -31,7 +32,7 @@ class Scripted(GoldSolver):
         super().__init__(family)
         self.gold = gold
 
-    def reference(self, task):
+    def replayed(self, context):
         return self.gold
 
 
@@ -139,7 +140,7 @@ def test_links_inside_the_task_folder_are_placed(checkout):
         gold = Gold(tool_calls=[GoldCall(tool="notes_add", arguments={
             "title": "Plumber visit", "body": "Thursday 10:00, bring the spare key."})], answer="Added.")
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=Scripted(family, gold), episode_id="t02-1"),
-                             family=family, env=env, backend="local")
+                             family=family, env=env, options=RunOptions(backend="local"))
         assert result.outcome.category == "resolved", result.outcome
         assert "BRIEF_PRESENT" in str(result.evidence.state["env_snapshot"])
     finally:
@@ -190,7 +191,7 @@ def test_a_file_named_from_the_checkout_root_is_placed_where_the_runner_places_i
     try:
         assert family.blocker(tasks[0]) is None
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=Scripted(family, Gold(answer="Read.")),
-                                     episode_id="shared-fixture"), family=family, env=env, backend="local")
+                                     episode_id="shared-fixture"), family=family, env=env, options=RunOptions(backend="local"))
         assert result.outcome.category == "resolved", result.outcome
         assert "Files for this task are in /workspace: " + SHARED in family.prompt(tasks[0], "/workspace")
     finally:

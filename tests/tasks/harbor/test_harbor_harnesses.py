@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from orchard_cli.env import connect
+from orchard_cli.family import RunOptions
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions
 from orchard_cli.rollout.episode import Episode, run_episode
@@ -31,7 +32,7 @@ def _run(harness: str, command: str):
     env = connect("docker")
     try:
         return run_episode(Episode(task=tasks[0], attempt=1, solver=solver, episode_id=f"{harness}-{len(command)}"),
-                           family=family, env=env, backend="docker")
+                           family=family, env=env, options=RunOptions(backend="docker"))
     finally:
         solver.close()
         endpoint.stop()

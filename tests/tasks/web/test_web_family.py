@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.env import SandboxHandle, connect
@@ -91,6 +92,9 @@ def test_the_apps_their_state_and_the_browser_are_out_of_the_agent_sandboxs_reac
 class _BrowserCrashes(GoldSolver):
     """The gold solution, with the browser killed (as a crash would) before it starts."""
 
+    def __init__(self, family) -> None:
+        self.family = family
+
     def solve(self, context):
         _, web = self.family.live(context.sandbox)
         subprocess.run(["pkill", "-9", "-f", f"ORCHARD_WEB_BROWSER {web.browser.root}"], check=True, timeout=30)
@@ -105,12 +109,12 @@ def test_a_browser_that_crashes_mid_episode_is_infra_error_in_the_run_and_in_a_r
     env = connect("local")
     try:
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=_BrowserCrashes(family), episode_id="crash"),
-                             family=family, env=env, backend="local")
+                             family=family, env=env, options=RunOptions())
         assert result.outcome.category == "infra_error", result.outcome
         assert result.evidence.state["failure"]
         assert family.quick_verdict(tasks[0], result.evidence).category == "infra_error"  # what regrade reads
-        again = run_episode(Episode(task=tasks[0], attempt=2, solver=GoldSolver(family), episode_id="after"),
-                            family=family, env=env, backend="local")
+        again = run_episode(Episode(task=tasks[0], attempt=2, solver=GoldSolver(), episode_id="after"),
+                            family=family, env=env, options=RunOptions())
         assert again.outcome.category == "resolved" and family.pool.started == 2, "a dead set is never reused"
     finally:
         family.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from orchard_cli.family import RunOptions
 import pytest
 
 from orchard_cli.env import connect
@@ -33,7 +34,7 @@ def _run(family, task, harness: str, steps) -> tuple:
     env = connect("local")
     try:
         result = run_episode(Episode(task=task, attempt=1, solver=solver, episode_id=f"{harness}-{task.task_id}"),
-                             family=family, env=env, backend="local")
+                             family=family, env=env, options=RunOptions())
     finally:
         solver.close()
         endpoint.stop()
