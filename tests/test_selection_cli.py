@@ -78,6 +78,19 @@ def test_eval_takes_the_sample_records_it_and_resume_refuses_another(capsys, tmp
     assert code == 0, err
 
 
+def test_distill_takes_the_sample_and_records_it(capsys, tmp_path):
+    from orchard_cli.trajectory import read_trajectories
+
+    listed = [r["instance_id"] for r in _ls(capsys, "capitals", "--sample", "3", "--sample-seed", "5")]
+    out = tmp_path / "t.jsonl"
+    code, _, err = _run(capsys, "distill", "--suite", "capitals", "--base-url", "gold", "--harness", "chat",
+                        "--sample", "3", "--sample-seed", "5", "--out", str(out), "-q")
+    assert code == 0, err
+    assert sorted(r.task_id for r in read_trajectories(out)) == sorted(listed)
+    config = json.loads((tmp_path / "t.run" / "config.json").read_text())
+    assert (config["sample"], config["sample_seed"]) == (3, 5)
+
+
 SELECTORS = [
     ["eval", "claw-mini", "--predictions", "gold", "--out", "run"],
     ["distill", "--suite", "claw-mini", "--base-url", "scripted", "--out", "t.jsonl"],
