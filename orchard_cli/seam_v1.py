@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchard_cli.errors import EnvironmentUnavailable, OrchardError, UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.family import Gold, Requirements, RunOptions, SimulatedUser, Suite, SuiteInfo, Task
-from orchard_cli.outcome import CORE_CATEGORIES, REQUIREMENT_CATEGORIES, EpisodeFailure, Outcome
+from orchard_cli.outcome import CORE_CATEGORIES, EpisodeFailure, Outcome
 from orchard_cli.selection import Source, TaskSelection
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
@@ -105,7 +105,9 @@ class V1Family:
         self.name: str = legacy.name
         self.suites: tuple[SuiteInfo, ...] = tuple(legacy.suites)
         self.grading = legacy.grading
-        self.categories = {k: v for k, v in legacy.categories.items() if k not in REQUIREMENT_CATEGORIES}
+        self.categories = dict(legacy.categories)
+        """Its own labels too for the requirement categories it declared (SWE's "tests need the
+        internet", live-web's "not judged yet"): a scorecard shows what it showed before."""
         self.environment_error: tuple[type[BaseException], ...] = tuple(legacy.environment_error)
         self._judged = False
 
@@ -172,6 +174,9 @@ class V1Episode:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._give_back()
+
+    def _give_back(self) -> None:
         specs, self._specs = self._specs, []
         for spec in specs:
             try:
@@ -194,6 +199,10 @@ class V1Episode:
             raise
 
     def spec(self, backend: str) -> Any:
+        """The family's `sandbox_spec`; what earlier specs reserved is given back first (their
+        sandbox is gone by the time the core asks for another: the grading sandbox's), as the
+        version-1 core did, so an episode never holds two leases of a pool sized to --workers."""
+        self._give_back()
         with self._environment():
             spec = self.legacy.sandbox_spec(self.task, backend)
         self._specs.append(spec)
