@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchard_cli.errors import EnvironmentUnavailable, OrchardError, UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.family import Gold, Requirements, RunOptions, SimulatedUser, Suite, SuiteInfo, Task
-from orchard_cli.outcome import CORE_CATEGORIES, EpisodeFailure, Outcome
+from orchard_cli.outcome import CORE_CATEGORIES, REQUIREMENT_CATEGORIES, EpisodeFailure, Outcome
 from orchard_cli.selection import Source, TaskSelection
 
 HOOKS = ("load", "sandbox_spec", "setup", "grade", "prompt", "baseline", "collect", "quick_verdict",
@@ -105,9 +105,10 @@ class V1Family:
         self.name: str = legacy.name
         self.suites: tuple[SuiteInfo, ...] = tuple(legacy.suites)
         self.grading = legacy.grading
-        self.categories = dict(legacy.categories)
-        """Its own labels too for the requirement categories it declared (SWE's "tests need the
-        internet", live-web's "not judged yet"): a scorecard shows what it showed before."""
+        self.categories = {k: v for k, v in legacy.categories.items() if k not in REQUIREMENT_CATEGORIES}
+        self.requirement_labels = {k: v for k, v in legacy.categories.items() if k in REQUIREMENT_CATEGORIES}
+        """Its own labels for the requirement categories it declared (SWE's "tests need the
+        internet", live-web's "not judged yet"): its scorecards show what they showed before."""
         self.environment_error: tuple[type[BaseException], ...] = tuple(legacy.environment_error)
         self._judged = False
 
