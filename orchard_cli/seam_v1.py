@@ -96,6 +96,11 @@ def deprecation(name: str) -> None:
           file=sys.stderr)
 
 
+_OWN = frozenset({"legacy", "name", "suites", "grading", "categories", "requirement_labels", "environment_error",
+                  "_judged"})
+"""V1Family's own attributes (anything else set on it goes to the version-1 family)."""
+
+
 class V1Family:
     """A version-1 family as a version-2 `Family`."""
 
@@ -154,6 +159,14 @@ class V1Family:
         if name == "legacy":
             raise AttributeError(name)
         return getattr(self.legacy, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting one of the family's own settings (`repo_mirror`, `test_timeout`, `network`)
+        sets it on the family, whose hooks read it; the adapter's own members stay here."""
+        if name in _OWN or "legacy" not in self.__dict__ or not hasattr(self.legacy, name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.legacy, name, value)
 
 
 class V1Episode:

@@ -232,3 +232,16 @@ def test_version_one_families_keep_their_patch_base_and_their_category_labels(mo
 
     shown = family_categories(load_family("swe"))
     assert "needs_network" in shown and "internet" in shown["needs_network"].label
+
+
+def test_a_setting_put_on_an_adapted_family_reaches_its_hooks():
+    """Code written against a version-1 family sets its settings on the object `load_suite` returns
+    (`family.repo_mirror = ...`, `family.test_timeout = 6`): the hooks must see them."""
+    from orchard_cli.families import load_family
+
+    swe = load_family("swe")
+    swe.test_timeout = 6
+    swe.repo_mirror = "/nowhere"
+    assert swe.legacy.test_timeout == 6 and swe.legacy.repo_mirror == "/nowhere"
+    swe.categories = dict(swe.categories)  # the adapter's own members stay its own
+    assert "categories" in vars(swe)
