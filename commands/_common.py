@@ -41,7 +41,7 @@ NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Do not ask
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (errors and the result only).")]
 
 
-# ---- the task selection, declared once (eval, distill) -----------------------------------------
+# ---- the task selection, declared once (eval, distill, rollout, rl, tasks ls/validate) ----------
 
 DatasetOpt = Annotated[Optional[str], typer.Option("--dataset", "--source", help="A data file (or hub id) instead of the suite's own; for claw-eval, the benchmark's checkout (--source PATH).")]
 FamilyOpt = Annotated[Optional[str], typer.Option("--family", help="The task family whose format a data-file suite is in: {families} (default: swe, SWE-bench's format).")]
@@ -49,6 +49,9 @@ InstancesOpt = Annotated[Optional[str], typer.Option("--instances", help="Comma-
 RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Only instances of this repository (owner/name).")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances: the first N of the suite (one family's suite is often ordered by category).")]
 SliceOpt = Annotated[Optional[str], typer.Option("--slice", help="Instances A:B of the selection (Python slice).")]
+GroupsOpt = Annotated[Optional[list[str]], typer.Option("--group", metavar="KEY=VALUE", help="Only tasks whose family grouping KEY is VALUE (claw: category, difficulty; SWE: repo); repeatable: several values of one key are any of them, different keys all of them.")]
+SampleOpt = Annotated[Optional[int], typer.Option("--sample", min=1, help="N tasks spread evenly over the family's groupings, seeded by --sample-seed (the same seed, the same tasks).")]
+SampleSeedOpt = Annotated[Optional[int], typer.Option("--sample-seed", help="The seed of --sample (default 0).")]
 UserModelOpt = Annotated[Optional[str], typer.Option("--user-model", help="The model that plays a multi-turn task's user (Claw-Eval's C* tasks); needs --user-base-url and a multi-turn harness.")]
 UserBaseUrlOpt = Annotated[Optional[str], typer.Option("--user-base-url", help="The user model's OpenAI-compatible endpoint (…/v1).")]
 UserKeyEnvOpt = Annotated[Optional[str], typer.Option("--user-key-env", help="Environment variable holding the user model's key (default OPENAI_API_KEY when set).")]
@@ -60,14 +63,19 @@ RepoMirrorOpt = Annotated[Optional[str], typer.Option("--repo-mirror", help="Fol
 def selection_fields(suite: str, *, family: str | None, dataset: str | None, instances: str | None,
                      repo: str | None, limit: int | None, slice_: str | None,
                      repo_mirror: str | None, network: str = "none",
-                     image_map: list[str] | None = None) -> dict[str, Any]:
-    """The selection options as config fields: files made absolute, ids split, the slice checked."""
+                     image_map: list[str] | None = None, groups: list[str] | None = None,
+                     sample: int | None = None, sample_seed: int | None = None) -> dict[str, Any]:
+    """The selection options as config fields: files made absolute, ids split, the slice and the
+    groups checked (a group KEY the family lacks is refused when the suite is opened)."""
     import re
     from pathlib import Path
 
     from orchard_cli.errors import UsageError
+    from orchard_cli.selection import parse_groups
     from orchard_cli.tasks.harbor.environment import parse_image_map
 
+    if sample_seed is not None and sample is None:
+        raise UsageError("--sample-seed seeds --sample N; add --sample N (or drop --sample-seed)")
     if network not in ("none", "full"):
         raise UsageError(f"--network {network!r}: use none or full")
     if slice_ is not None and not re.fullmatch(r"-?\d*:-?\d*", slice_.strip()):
@@ -84,7 +92,18 @@ def selection_fields(suite: str, *, family: str | None, dataset: str | None, ins
         "repo_mirror": str(Path(repo_mirror).resolve()) if repo_mirror else None,
         "network": network,
         "image_map": parse_image_map(image_map),
+        "groups": parse_groups(groups), "sample": sample, "sample_seed": sample_seed or 0,
     }
+
+
+def task_selection(suite: str, **options: Any) -> Any:
+    """The `TaskSelection` of the selection options (`selection_fields`' arguments; rollout, rl,
+    tasks): what eval and distill record flat in their configs."""
+    from orchard_cli.selection import TaskSelection
+
+    fields = selection_fields(suite, **options)
+    fields.pop("network")
+    return TaskSelection(**fields)
 
 
 def default_command_group(default: str, usage: str):  # type: ignore[no-untyped-def]

@@ -8,13 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import (BackendOpt, FormatOpt, ImageMapOpt, OutputFormat, QuietOpt, emit_json,
-                                          stderr_console)
+from orchard_cli.commands._common import (BackendOpt, FormatOpt, GroupsOpt, ImageMapOpt, OutputFormat, QuietOpt,
+                                          SampleOpt, SampleSeedOpt, emit_json, stderr_console, task_selection)
 
 
 def validate_command(
     path: Annotated[str, typer.Argument(metavar="PATH", help="A task folder, a folder of task folders, or a suite with near misses (claw-mini, web-mini; suites: {suites}).")],
     instances: Annotated[Optional[str], typer.Option("--instances", help="Comma-separated task ids.")] = None,
+    group: GroupsOpt = None,
+    sample: SampleOpt = None,
+    sample_seed: SampleSeedOpt = None,
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Episodes at once.")] = 1,
     backend: BackendOpt = "local",
     image_map: ImageMapOpt = None,
@@ -34,11 +37,10 @@ def validate_command(
     from orchard_cli.families import folder_family, load_suite
     from orchard_cli.rollout.choose import reference
 
-    ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
-    from orchard_cli.tasks.harbor.environment import parse_image_map
-
-    family, tasks = load_suite(path, family=folder_family(Path(path)) if Path(path).exists() else None,
-                               instances=ids, image_map=parse_image_map(image_map) or None)
+    selection = task_selection(path, family=folder_family(Path(path)) if Path(path).exists() else None, dataset=None,
+                               instances=instances, repo=None, limit=None, slice_=None, repo_mirror=None,
+                               image_map=image_map, groups=group, sample=sample, sample_seed=sample_seed)
+    family, tasks = load_suite(selection)
     if not tasks:
         from orchard_cli.errors import UsageError
 

@@ -22,6 +22,7 @@ from orchard_cli.commands._common import (
     DatasetOpt,
     FamilyOpt,
     FormatOpt,
+    GroupsOpt,
     InstancesOpt,
     LimitOpt,
     NoPreflightOpt,
@@ -34,6 +35,8 @@ from orchard_cli.commands._common import (
     UserModelOpt,
     RepoMirrorOpt,
     RepoOpt,
+    SampleOpt,
+    SampleSeedOpt,
     SliceOpt,
     default_command_group,
     emit_json,
@@ -94,8 +97,11 @@ def run(
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
     repo: RepoOpt = None,
+    group: GroupsOpt = None,
     limit: LimitOpt = None,
     slice_: SliceOpt = None,
+    sample: SampleOpt = None,
+    sample_seed: SampleSeedOpt = None,
     repo_mirror: RepoMirrorOpt = None,
     network: NetworkOpt = "none",
     image_map: ImageMapOpt = None,
@@ -129,7 +135,7 @@ def run(
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
     selection = selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
                                  limit=limit, slice_=slice_, repo_mirror=repo_mirror, network=network,
-                                 image_map=image_map)
+                                 image_map=image_map, groups=group, sample=sample, sample_seed=sample_seed)
     rate = _parse_rate(fail_under)
     predictions_arg = predictions
     if predictions and predictions not in ("gold", "empty"):

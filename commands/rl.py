@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, InstancesOpt, LimitOpt,
-                                          NoPreflightOpt, OutputFormat, QuietOpt, SliceOpt, config_of, emit_json,
-                                          selection_fields, stderr_console)
+from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, GroupsOpt, InstancesOpt,
+                                          LimitOpt, NoPreflightOpt, OutputFormat, QuietOpt, SampleOpt, SampleSeedOpt,
+                                          SliceOpt, config_of, emit_json, stderr_console, task_selection)
 
 HarnessOpt = Annotated[str, typer.Option("--harness", help="The agent harness the policy drives: {harnesses} (chat: one call, no tools).")]
 GroupOpt = Annotated[int, typer.Option("--group-size", "-G", min=1, help="Attempts per task (the GRPO group).")]
@@ -33,8 +33,11 @@ def rollout(
     family: FamilyOpt = None,
     dataset: DatasetOpt = None,
     instances: InstancesOpt = None,
+    group: GroupsOpt = None,
     limit: LimitOpt = None,
     slice_: SliceOpt = None,
+    sample: SampleOpt = None,
+    sample_seed: SampleSeedOpt = None,
     workers: WorkersOpt = 1,
     backend: BackendOpt = "local",
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 600.0,
@@ -58,10 +61,9 @@ def rollout(
     from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
     from orchard_cli.rollout.agent import EpisodeOptions
-    from orchard_cli.selection import TaskSelection
 
-    selection = TaskSelection(**selection_fields(suite, family=family, dataset=dataset, instances=instances,
-                                                 repo=None, limit=limit, slice_=slice_, repo_mirror=None))
+    selection = task_selection(suite, family=family, dataset=dataset, instances=instances, repo=None, limit=limit,
+                               slice_=slice_, repo_mirror=None, groups=group, sample=sample, sample_seed=sample_seed)
     config = config_of(RolloutConfig, selection=selection, policy_urls=list(policy_url or []), model=model,
                        api_key_env=api_key_env, harness=harness, group_size=group_size,
                        sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
@@ -142,8 +144,11 @@ def rl(
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 300.0,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
+    group: GroupsOpt = None,
     limit: LimitOpt = None,
     slice_: SliceOpt = None,
+    sample: SampleOpt = None,
+    sample_seed: SampleSeedOpt = None,
     workers: WorkersOpt = 1,
     backend: BackendOpt = "local",
     seed: Annotated[int, typer.Option("--seed", help="Seeds the task order and the sampling.")] = 0,
@@ -183,8 +188,12 @@ def rl(
         raise UsageError(f"--sync {sync!r}: use lora or checkpoint")
     if shard not in ("auto", "full", "grad-op", "none"):
         raise UsageError(f"--shard {shard!r}: use full, grad-op or none")
-    selection = TaskSelection(**selection_fields(suite, family=family, dataset=None, instances=instances, repo=None,
-                                                 limit=limit, slice_=slice_, repo_mirror=None)) if suite else None
+    if not suite and (group or sample is not None or sample_seed is not None):
+        raise UsageError("--group and --sample select a suite's tasks; with --rollouts the file's groups are trained on",
+                         hint="name a SUITE, or drop --group/--sample")
+    selection = task_selection(suite, family=family, dataset=None, instances=instances, repo=None, limit=limit,
+                               slice_=slice_, repo_mirror=None, groups=group, sample=sample,
+                               sample_seed=sample_seed) if suite else None
     eval_selection = TaskSelection(suite=eval_suite, family=family, limit=eval_limit) if eval_suite else None
     learner = config_of(LearnerConfig, lr=lr, beta=beta, epsilon_low=epsilon, epsilon_high=epsilon,
                         loss_type=loss_type, updates=updates, threads=threads, shard=shard, lora=sync == "lora",

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from orchard_cli.commands._common import DatasetOpt, FamilyOpt, FormatOpt, OutputFormat, emit_json, stdout_console
+from orchard_cli.commands._common import (DatasetOpt, FamilyOpt, FormatOpt, GroupsOpt, LimitOpt, OutputFormat, RepoOpt,
+                                          SampleOpt, SampleSeedOpt, emit_json, stdout_console)
 from orchard_cli.commands.claw_tasks import validate_command
 from orchard_cli.commands.synth import synth_command
 
@@ -40,8 +41,11 @@ def ls(
     suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="List this suite's instances instead of the suites ({suites}).")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
-    repo: Annotated[Optional[str], typer.Option("--repo", help="Only this repository's instances.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    repo: RepoOpt = None,
+    group: GroupsOpt = None,
+    sample: SampleOpt = None,
+    sample_seed: SampleSeedOpt = None,
+    limit: LimitOpt = None,
     fmt: FormatOpt = OutputFormat.text,
 ) -> None:
     """Suites and task families; with SUITE, that suite's instances.
@@ -69,13 +73,20 @@ def ls(
         typer.echo("a data file works as a suite too: SWE-bench format (.parquet, .jsonl, .json), "
                    "or another family's with --family NAME")
         return
-    loaded, selected = _load(suite, dataset, family, repo=repo, limit=limit)
-    rows = [{"instance_id": t.task_id, "repo": t.repo, "family": t.family} for t in selected.tasks]
+    from orchard_cli.commands._common import task_selection
+    from orchard_cli.families import open_suite
+
+    loaded, selected = open_suite(task_selection(suite, family=family, dataset=dataset, instances=None, repo=repo,
+                                                 limit=limit, slice_=None, repo_mirror=None, groups=group,
+                                                 sample=sample, sample_seed=sample_seed))
+    rows = [{"instance_id": t.task_id, "repo": t.repo, "family": t.family, "groups": loaded.groups(t)}
+            for t in selected.tasks]
     if fmt == OutputFormat.json:
         emit_json({"suite": suite, **selected.provenance, "instances": rows})
         return
     for row in rows:
-        typer.echo(f"{row['instance_id']}\t{row['repo']}")
+        groups = ",".join(f"{k}={v}" for k, v in row["groups"].items() if k != "repo")
+        typer.echo(f"{row['instance_id']}\t{row['repo']}" + (f"\t{groups}" if groups else ""))
 
 
 @app.command("show")

@@ -339,7 +339,8 @@ def check_family(family: Any) -> None:
 
 def family_categories(family: Any) -> dict[str, CategoryInfo]:
     """The family's categories in display order (the core's first and last; requirement
-    categories show where a run has them)."""
+    categories show where a run has them, except those a version-1 family labelled itself:
+    `requirement_labels`, kept as they were)."""
     from orchard_cli.outcome import ordered_categories
 
-    return ordered_categories(family.categories)
+    return ordered_categories({**family.categories, **getattr(family, "requirement_labels", {})})

@@ -96,6 +96,11 @@ def deprecation(name: str) -> None:
           file=sys.stderr)
 
 
+_OWN = frozenset({"legacy", "name", "suites", "grading", "categories", "requirement_labels", "environment_error",
+                  "_judged"})
+"""V1Family's own attributes (anything else set on it goes to the version-1 family)."""
+
+
 class V1Family:
     """A version-1 family as a version-2 `Family`."""
 
@@ -106,6 +111,9 @@ class V1Family:
         self.suites: tuple[SuiteInfo, ...] = tuple(legacy.suites)
         self.grading = legacy.grading
         self.categories = {k: v for k, v in legacy.categories.items() if k not in REQUIREMENT_CATEGORIES}
+        self.requirement_labels = {k: v for k, v in legacy.categories.items() if k in REQUIREMENT_CATEGORIES}
+        """Its own labels for the requirement categories it declared (SWE's "tests need the
+        internet", live-web's "not judged yet"): its scorecards show what they showed before."""
         self.environment_error: tuple[type[BaseException], ...] = tuple(legacy.environment_error)
         self._judged = False
 
@@ -152,6 +160,14 @@ class V1Family:
             raise AttributeError(name)
         return getattr(self.legacy, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting one of the family's own settings (`repo_mirror`, `test_timeout`, `network`)
+        sets it on the family, whose hooks read it; the adapter's own members stay here."""
+        if name in _OWN or "legacy" not in self.__dict__ or not hasattr(self.legacy, name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.legacy, name, value)
+
 
 class V1Episode:
     """One episode of a version-1 family: the hooks called with the task, the episode's state here."""
@@ -172,6 +188,9 @@ class V1Episode:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._give_back()
+
+    def _give_back(self) -> None:
         specs, self._specs = self._specs, []
         for spec in specs:
             try:
@@ -194,6 +213,10 @@ class V1Episode:
             raise
 
     def spec(self, backend: str) -> Any:
+        """The family's `sandbox_spec`; what earlier specs reserved is given back first (their
+        sandbox is gone by the time the core asks for another: the grading sandbox's), as the
+        version-1 core did, so an episode never holds two leases of a pool sized to --workers."""
+        self._give_back()
         with self._environment():
             spec = self.legacy.sandbox_spec(self.task, backend)
         self._specs.append(spec)

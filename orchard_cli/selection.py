@@ -7,7 +7,9 @@ order:
                    suite's `unlisted` ones (MiniWoB's real-time tasks run only when named)
     repo           tasks of that repository (`--repo`, SWE's alias of `--group repo=VALUE`; the
                    name alone works too: `--repo flask`)
-    groups         tasks whose family groupings hold each KEY=VALUE (`--group category=mail`)
+    groups         tasks whose family groupings hold, for every KEY, one of its VALUEs
+                   (`--group category=mail --group category=todo --group difficulty=easy`); a KEY
+                   the family's tasks lack is an error listing the ones they have
     slice          A:B of what is left (a Python slice)
     sample         N tasks spread evenly over the family's groupings (seeded by `sample_seed`)
     limit          the first N
@@ -24,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchard_cli.errors import UsageError
+from orchard_cli.registry import did_you_mean
 
 SELECTION_FIELDS = ("suite", "family", "dataset", "repo_mirror", "image_map", "instances", "repo", "groups",
                     "limit", "slice", "sample", "sample_seed")
@@ -59,8 +62,9 @@ class TaskSelection(BaseModel):
     """`--image-map SRC=DST`: base images a task names, mapped to ones the engine has (harbor)."""
     instances: list[str] | None = None
     repo: str | None = None
-    groups: dict[str, str] | None = None
-    """KEY -> VALUE: only tasks whose family grouping KEY is VALUE (`--group KEY=VALUE`)."""
+    groups: dict[str, list[str]] | None = None
+    """KEY -> VALUEs: only tasks whose family grouping KEY is one of VALUEs, for every KEY
+    (`--group KEY=VALUE`, repeatable)."""
     limit: int | None = Field(None, ge=0)
     slice: str | None = None
     sample: int | None = Field(None, ge=1)
@@ -74,6 +78,8 @@ class TaskSelection(BaseModel):
         """A selection written before `network` moved to the run's options (rl configs)."""
         if isinstance(data, dict) and data.get("network", "none") == "none" and "network" in data:
             data = {k: v for k, v in data.items() if k != "network"}
+        if isinstance(data, dict) and isinstance(data.get("groups"), dict):  # {KEY: VALUE}, as step 1 wrote it
+            data = {**data, "groups": {k: [v] if isinstance(v, str) else v for k, v in data["groups"].items()}}
         return data
 
     def stable_dump(self) -> dict[str, Any]:
@@ -116,12 +122,20 @@ class TaskSelection(BaseModel):
             if not tasks:
                 raise UsageError(f"no instance of repository {self.repo!r}",
                                  hint=f"repositories here: {', '.join(names) or '(none)'}")
-        for key, value in (self.groups or {}).items():
+        if self.groups:
+            known = sorted({k for t in tasks for k in groups(t)} | ({"repo"} if any(t.repo for t in tasks) else set()))
+            for key in self.groups:
+                if key not in known:
+                    family = tasks[0].family if tasks else "this"
+                    raise UsageError(f"--group {key}=...: the {family} family's tasks have no grouping {key!r}"
+                                     f"{did_you_mean(key, known)}; keys: {', '.join(known) or '(none)'}")
+        for key, wanted in (self.groups or {}).items():
             values = sorted({_group(t, groups(t), key) for t in tasks} - {None})
-            tasks = [t for t in tasks if _group(t, groups(t), key) == value]
-            if not tasks:
-                raise UsageError(f"no task in group {key}={value}",
-                                 hint=f"values of {key} here: {', '.join(values) or '(none: no such grouping)'}")
+            missing = [v for v in wanted if v not in values]
+            if missing:
+                raise UsageError(f"no task in group {key}={missing[0]}{did_you_mean(missing[0], values)}",
+                                 hint=f"values of {key} here: {', '.join(values) or '(none)'}")
+            tasks = [t for t in tasks if _group(t, groups(t), key) in wanted]
         if self.slice:
             tasks = tasks[parse_slice(self.slice)]
         if self.sample is not None:
@@ -178,14 +192,17 @@ def parse_slice(text: str) -> slice:
     raise UsageError(f"bad --slice {text!r}; use START:STOP such as 0:50")
 
 
-def parse_groups(values: list[str] | None) -> dict[str, str] | None:
-    """`--group KEY=VALUE` (repeatable) -> {KEY: VALUE}; a value without '=' is a usage error."""
+def parse_groups(values: list[str] | None) -> dict[str, list[str]] | None:
+    """`--group KEY=VALUE` (repeatable) -> {KEY: [VALUE, ...]}: several values of one key are any
+    of them, different keys all of them; a value without '=' is a usage error."""
     if not values:
         return None
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise UsageError(f"--group {item!r} is not KEY=VALUE (for example --group category=mail)")
-        found[key.strip()] = value.strip()
+        chosen = found.setdefault(key.strip(), [])
+        if value.strip() not in chosen:
+            chosen.append(value.strip())
     return found

@@ -20,7 +20,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.family import RunOptions, Source, Suite, SuiteInfo, Task
 from orchard_cli.outcome import Outcome
-from orchard_cli.tasks.patch import PatchEpisode, PatchFamily
+from orchard_cli.tasks.patch import PatchCatalogue, PatchEpisode
 
 TEST_TIMEOUT = 60.0
 
@@ -92,7 +92,7 @@ class CalcEpisode(PatchEpisode):
         return self.task.record["test_cmd"] + "\n"
 
 
-class CalcFamily(PatchFamily):
+class CalcFamily(PatchCatalogue):
     name = "calc"
     suites = (SuiteInfo("calc", "calc", "builtin", "4 one-line bugs in tiny Python modules (the reference family)"),)
 

@@ -3,7 +3,7 @@
 `PatchEpisode` is an episode the way SWE-bench works: the baseline is the working tree right
 after setup (a git tree id), the evidence is the diff of the working tree against it (files the
 solver wrote for itself left out), an empty patch is `empty_patch` without a sandbox, and grading
-happens in a fresh sandbox (`PatchFamily.grading = "fresh"`). A subclass implements `spec`,
+happens in a fresh sandbox (`PatchCatalogue.grading = "fresh"`). A subclass implements `spec`,
 `prepare` (the task's files in the sandbox) and `run_tests` (the verdict on the applied patch), and
 says where the gold patch is (`gold_patch`).
 """
@@ -58,8 +58,9 @@ def patch_prompt(task: Task, workdir: str) -> str:
             "briefly what you changed.")
 
 
-class PatchFamily(BaseFamily):
-    """A family graded on a patch, in a fresh sandbox, with SWE-bench's two categories."""
+class PatchCatalogue(BaseFamily):
+    """A version-2 family graded on a patch, in a fresh sandbox, with SWE-bench's two categories.
+    (`PatchFamily` keeps its version-1 meaning, the hooks third-party families subclassed.)"""
 
     categories = PATCH_CATEGORIES
     grading = "fresh"
@@ -107,7 +108,8 @@ class PatchEpisode(BaseEpisode):
 
 
 class PatchFamilyV1(FamilyBase):
-    """The version-1 hooks for families graded on a patch (SWE, until it moves to version 2)."""
+    """The version-1 hooks for families graded on a patch (SWE, until it moves to version 2; and
+    third-party families, which subclass it as `PatchFamily`)."""
 
     categories = PATCH_CATEGORIES
     grading = "fresh"
@@ -136,3 +138,7 @@ class PatchFamilyV1(FamilyBase):
         if not (evidence.patch or "").strip():
             return Outcome(resolved=False, category="empty_patch")
         return None
+
+
+PatchFamily = PatchFamilyV1
+"""The name version-1 families (docs/families.md before seam version 2) subclassed."""

@@ -21,7 +21,7 @@ import typer
 
 from orchard_cli.main import _register, app, main
 
-UNBOUNDED = {"seed"}
+UNBOUNDED = {"seed", "sample_seed"}
 """Numeric options where any integer is meaningful."""
 
 

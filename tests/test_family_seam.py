@@ -157,3 +157,91 @@ def test_a_version_one_family_runs_through_the_adapter_and_says_so_once(monkeypa
     assert result.outcome.category == "resolved" and OldFamily.released == ["o1"]
     load_family("calc")
     assert "version-1" not in capsys.readouterr().err  # orchard's own families never warn
+
+
+class FreshOld(OldFamily):
+    """A version-1 family graded in a fresh sandbox, noting when it reserves and gives back."""
+
+    name = "fresh-old"
+    grading = "fresh"
+    events: list[str] = []
+
+    def sandbox_spec(self, task, backend):
+        type(self).events.append("spec")
+        return super().sandbox_spec(task, backend)
+
+    def release(self, task, spec):
+        type(self).events.append("release")
+
+    def grade(self, task, evidence, sandbox):
+        ok = (evidence.answer or "") == "hi" and sandbox.read_file("hello.txt") == b"hi\n"
+        return Outcome(resolved=ok, category="resolved" if ok else "unresolved")
+
+
+def test_a_version_one_family_gives_back_the_attempts_lease_before_the_grading_sandbox_takes_one(monkeypatch):
+    """As the version-1 core did: spec, release, spec (grading), release; never two leases at once
+    (a family leasing from a pool sized to --workers would wait on itself)."""
+    from orchard_cli import seam_v1
+    from orchard_cli.rollout.solvers import GoldSolver
+
+    class InSandbox(GoldSolver):  # an attempt made in a sandbox of its own, as an agent's is
+        def needs_sandbox(self, family):
+            return True
+
+    monkeypatch.setattr(seam_v1, "_warned", set())
+    family = seam_v1.adapt(FreshOld())
+    task = Task(task_id="o0", suite="old", family="fresh-old", problem_statement="say hi")
+    env = connect("local")
+    try:
+        result = run_episode(Episode(task=task, attempt=1, solver=InSandbox(), episode_id="e"),
+                             family=family, env=env, options=RunOptions())
+    finally:
+        env.close()
+    assert result.outcome.category == "resolved", result.outcome
+    assert FreshOld.events == ["spec", "release", "spec", "release"]
+
+
+def test_version_one_families_keep_their_patch_base_and_their_category_labels(monkeypatch):
+    """A third-party family written as the version-1 docs taught (`class F(PatchFamily)` with load,
+    sandbox_spec, setup, grade) still loads; and a version-1 family's own labels for requirement
+    categories (SWE's needs_network) stay on its scorecards."""
+    from orchard_cli import seam_v1
+    from orchard_cli.families import load_family
+    from orchard_cli.tasks.patch import PatchFamily
+
+    class Mine(PatchFamily):
+        name = "mine"
+        suites = (SuiteInfo("mine", "mine", "builtin", "a patch family on the version-1 seam"),)
+
+        def load(self, selection, suite):
+            return []
+
+        def sandbox_spec(self, task, backend):
+            return SandboxSpec()
+
+        def setup(self, task, sandbox):
+            return None
+
+        def grade(self, task, evidence, sandbox):
+            return Outcome(resolved=False, category="unresolved")
+
+    monkeypatch.setattr(seam_v1, "_warned", set())
+    adapted = seam_v1.adapt(Mine())
+    assert isinstance(adapted, seam_v1.V1Family) and adapted.grading == "fresh"
+    from orchard_cli.family import family_categories
+
+    shown = family_categories(load_family("swe"))
+    assert "needs_network" in shown and "internet" in shown["needs_network"].label
+
+
+def test_a_setting_put_on_an_adapted_family_reaches_its_hooks():
+    """Code written against a version-1 family sets its settings on the object `load_suite` returns
+    (`family.repo_mirror = ...`, `family.test_timeout = 6`): the hooks must see them."""
+    from orchard_cli.families import load_family
+
+    swe = load_family("swe")
+    swe.test_timeout = 6
+    swe.repo_mirror = "/nowhere"
+    assert swe.legacy.test_timeout == 6 and swe.legacy.repo_mirror == "/nowhere"
+    swe.categories = dict(swe.categories)  # the adapter's own members stay its own
+    assert "categories" in vars(swe)

@@ -127,7 +127,10 @@ def test_limit_says_when_it_took_one_category_only(tmp_path):
     plan = plan_eval(EvalConfig(suite="claw-mini", limit=2, predictions="gold", out=str(tmp_path / "r")))
     note = narrow_limit(plan)
     assert note and note.startswith("note: --limit 2 takes the suite's first 2 tasks, all of category calendar")
-    assert "--instances or --slice" in note
+    assert "--sample N spreads over them, --group or --instances choose" in note
+    chosen = plan_eval(EvalConfig(suite="claw-mini", limit=2, groups={"category": ["calendar"]}, predictions="gold",
+                                  out=str(tmp_path / "g")))
+    assert narrow_limit(chosen) is None  # a group asked for is no surprise
     spread = plan_eval(EvalConfig(suite="claw-mini", instances=[plan.tasks[0].task_id, "contacts-1002"],
                                   predictions="gold", out=str(tmp_path / "s")))
     assert narrow_limit(spread) is None

@@ -55,13 +55,31 @@ def test_repo_on_a_family_without_repositories_matches_a_grouping_as_it_always_d
 
 
 def test_groups_filter_and_name_the_values_there_are():
-    chosen = TaskSelection(suite="s", groups={"kind": "mail", "level": "hard"}).apply(GROUPED, _groups)
+    chosen = TaskSelection(suite="s", groups={"kind": ["mail"], "level": ["hard"]}).apply(GROUPED, _groups)
     assert _ids(chosen) == ["t0", "t3"]
     with pytest.raises(UsageError, match="no task in group kind=todo") as info:
-        TaskSelection(suite="s", groups={"kind": "todo"}).apply(GROUPED, _groups)
+        TaskSelection(suite="s", groups={"kind": ["todo"]}).apply(GROUPED, _groups)
     assert info.value.hint == "values of kind here: calendar, mail"
-    repo = TaskSelection(suite="s", groups={"repo": "org/b"}).apply(TASKS, lambda t: {})
+    repo = TaskSelection(suite="s", groups={"repo": ["org/b"]}).apply(TASKS, lambda t: {})
     assert _ids(repo) == ["t1", "t3", "t5", "t7", "t9"]  # a task's repository is its `repo` grouping
+
+
+def test_several_values_of_a_key_are_any_of_them_and_keys_all_of_them():
+    chosen = TaskSelection(suite="s", groups={"kind": ["mail", "calendar"], "level": ["hard"]}).apply(GROUPED, _groups)
+    assert _ids(chosen) == ["t0", "t3", "t6", "t9"]
+    with pytest.raises(UsageError, match=r"no task in group kind=mial \(did you mean mail\?\)"):
+        TaskSelection(suite="s", groups={"kind": ["calendar", "mial"]}).apply(GROUPED, _groups)
+
+
+def test_a_key_the_familys_tasks_lack_is_refused_naming_the_keys_they_have():
+    with pytest.raises(UsageError, match=r"no grouping 'knid' \(did you mean kind\?\); keys: kind, level$"):
+        TaskSelection(suite="s", groups={"knid": ["mail"]}).apply(GROUPED, _groups)
+    with pytest.raises(UsageError, match=r"no grouping 'kind'.*; keys: repo$"):
+        TaskSelection(suite="s", groups={"kind": ["mail"]}).apply(TASKS, lambda t: {})
+
+
+def test_a_selection_written_with_one_value_per_key_reads_as_a_list():
+    assert TaskSelection.model_validate({"suite": "s", "groups": {"kind": "mail"}}).groups == {"kind": ["mail"]}
 
 
 def test_slice_then_limit():
@@ -82,7 +100,8 @@ def test_a_sample_is_spread_over_the_groups_seeded_and_in_the_datas_order():
 
 
 def test_group_flags_parse_and_refuse_what_is_not_key_value():
-    assert parse_groups(["category=mail", " site = shop "]) == {"category": "mail", "site": "shop"}
+    assert parse_groups(["category=mail", " site = shop ", "category=todo", "category=mail"]) == {
+        "category": ["mail", "todo"], "site": ["shop"]}
     assert parse_groups(None) is None
     with pytest.raises(UsageError, match="--group 'mail' is not KEY=VALUE"):
         parse_groups(["mail"])

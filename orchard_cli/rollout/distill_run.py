@@ -45,8 +45,13 @@ class DistillConfig(BaseModel):
     dataset: str | None = None
     instances: list[str] | None = None
     repo: str | None = None
+    groups: dict[str, list[str]] | None = None
+    """`--group KEY=VALUE` (repeatable): only tasks of these family groupings."""
     limit: int | None = None
     slice: str | None = None
+    sample: int | None = Field(None, ge=1)
+    """`--sample N`: N tasks spread over the family's groupings, seeded by `sample_seed`."""
+    sample_seed: int = 0
     repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network);
@@ -79,7 +84,8 @@ class DistillConfig(BaseModel):
     @property
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
-                             instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
+                             instances=self.instances, repo=self.repo, groups=self.groups, limit=self.limit,
+                             slice=self.slice, sample=self.sample, sample_seed=self.sample_seed,
                              repo_mirror=self.repo_mirror, image_map=self.image_map)
 
     @property

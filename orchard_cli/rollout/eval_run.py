@@ -67,8 +67,13 @@ class EvalConfig(BaseModel):
     dataset_sha256: str | None = None
     instances: list[str] | None = None
     repo: str | None = None
+    groups: dict[str, list[str]] | None = None
+    """`--group KEY=VALUE` (repeatable): only tasks of these family groupings."""
     limit: int | None = None
     slice: str | None = None
+    sample: int | None = Field(None, ge=1)
+    """`--sample N`: N tasks spread over the family's groupings, seeded by `sample_seed`."""
+    sample_seed: int = 0
     repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network);
@@ -110,7 +115,8 @@ class EvalConfig(BaseModel):
     @property
     def selection(self) -> TaskSelection:
         return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
-                             instances=self.instances, repo=self.repo, limit=self.limit, slice=self.slice,
+                             instances=self.instances, repo=self.repo, groups=self.groups, limit=self.limit,
+                             slice=self.slice, sample=self.sample, sample_seed=self.sample_seed,
                              repo_mirror=self.repo_mirror, image_map=self.image_map)
 
     @property
@@ -382,7 +388,8 @@ def narrow_limit(run: EvalRun) -> str | None:
     """A note when `--limit N` (the suite's first N tasks) picked tasks of one group only while
     the suite spans several: a sample of one category reads as the suite's."""
     selection = run.config.selection
-    if not selection.limit or selection.instances or selection.slice or len(run.tasks) < 2:
+    if not selection.limit or selection.instances or selection.slice or selection.groups or selection.sample \
+            or len(run.tasks) < 2:
         return None
     for name, value in run.family.groups(run.tasks[0]).items():
         if any(run.family.groups(t).get(name) != value for t in run.tasks):
@@ -393,7 +400,7 @@ def narrow_limit(run: EvalRun) -> str | None:
             return None
         if len(values) > 1:
             return (f"note: --limit {selection.limit} takes the suite's first {len(run.tasks)} tasks, all of {name} "
-                    f"{value} (the suite spans {len(values)}); --instances or --slice choose others")
+                    f"{value} (the suite spans {len(values)}); --sample N spreads over them, --group or --instances choose")
     return None
 
 

@@ -15,7 +15,7 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo
 from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.patch import PatchFamilyV1 as PatchFamily
+from orchard_cli.tasks.patch import PatchFamily
 from orchard_cli.tasks.swe import dataset as ds
 from orchard_cli.tasks.swe import envcheck, patchdeps
 from orchard_cli.tasks.swe import environment as envs
