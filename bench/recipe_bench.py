@@ -38,8 +38,12 @@ mail-lookup-12000..12038 even, mail-search-12001..12039 odd; docs/recipes.md has
 | teacher (gold) | 40/40 (100.0%) | |
 
 Stages: synth 32 s, distill 10 s, student 476 s, control 438 s, eval teacher 10 s, base 390 s,
-student 347 s, control 459 s, near-miss control 386 s + 247 s (SFT recipe without the controls: 21 min). Not measured: RL,
-held-out templates, the GPU preset (no device machine was lent).
+student 347 s, control 459 s, near-miss control 386 s + 247 s (SFT recipe without the controls: 21 min). RL (`--rl`): 2,746 s
+for the run and its shuffled-reward control, every training episode resolved (reward 1.0), so every
+advantage was zero: both held-out curves 0.933 -> 1.0 -> 1.0 (sampled, 10 tasks), the RL model 40/40
+greedy (eval 363 s); docs/recipes.md has the discussion. Not measured: the web arms' held-out rates
+(student and controls trained, evaluation of the base too slow beside the test suite), held-out
+templates, the GPU preset (no device machine was lent).
 """
 
 from __future__ import annotations
