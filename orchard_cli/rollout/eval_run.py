@@ -425,7 +425,8 @@ def verdict(card: Scorecard, *, fail_under: float | None, max_errors: int) -> tu
 
 class RecordedSolver(SolverBase):
     """The evidence a finished run stored, handed to the grader again. An episode that ended
-    before it had evidence (an environment that would not build) ends the same way again."""
+    before it had evidence (an environment that would not build, a task refused for what the run
+    lacked: needs_network, needs_judge...) ends the same way again."""
 
     def __init__(self, run: Path, source: str, results: dict[tuple[str, int], AttemptResult]) -> None:
         self.run, self.results = run, results
@@ -438,8 +439,11 @@ class RecordedSolver(SolverBase):
     def solve(self, context: SolveContext) -> Solution:
         row = self.results[(context.task.task_id, context.attempt)]
         path = self.run / row.log_dir / EVIDENCE_FILE
-        if not path.is_file():
-            raise EpisodeFailure(row.category if row.is_error else "infra_error",
+        if not path.is_file():  # an episode refused before it ran (needs_network, ...) or lost to an error
+            from orchard_cli.outcome import REQUIREMENT_CATEGORIES
+
+            kept = row.is_error or row.category in REQUIREMENT_CATEGORIES
+            raise EpisodeFailure(row.category if kept else "infra_error",
                                  row.error or f"no stored evidence ({path.name} missing)")
         return Solution(evidence=Evidence.model_validate(read_json(path)), model=row.model,
                         tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd,
