@@ -176,7 +176,7 @@ def _data(folder: Path, args: argparse.Namespace, work: Path) -> tuple[Path, dic
 
     from transformers import AutoTokenizer
 
-    from orchard_cli.training.episodes import episode_of
+    from orchard_cli.training.turns import episode_of
     from orchard_cli.training.samples import build_samples
     from orchard_cli.training.synthetic import synthetic_trajectories
 

@@ -73,20 +73,3 @@ def validate_command(
         console.print(f"{len(results) - len(bad)}/{len(results)} tasks valid", markup=False)
     if bad:
         raise typer.Exit(EXIT_BELOW_BAR)
-
-
-def synth_claw(out: Path, n: int, seed: int, backend: str, workers: int, fmt: OutputFormat,
-               templates: list[str] | None = None) -> None:
-    """Synthesise n claw tasks into folders under `out`, keeping those valid three ways."""
-    from orchard_cli.tasks.claw.synth_suite import synth_validated
-
-    console = stderr_console()
-    from orchard_cli.commands._progress import RunProgress
-
-    with RunProgress("synth", n, console=console, unit="task", good="valid") as progress:
-        report = synth_validated(out, n, seed, chosen=templates, backend=backend, workers=workers,
-                                 say=progress.say, on_task=lambda v: progress.tick(resolved=v.valid))
-    if fmt == OutputFormat.json:
-        emit_json(report)
-    else:
-        console.print(f"kept {report['kept']}/{n} tasks in {out}", markup=False)

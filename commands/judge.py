@@ -37,13 +37,13 @@ def run(
       orchard judge runs/wv --judge-model M --judge-base-url https://host/v1
     """
     from orchard_cli.errors import UsageError
-    from orchard_cli.judge import JudgeConfig
+    from orchard_cli.scoring.rubric_judge import JudgeConfig
     from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.webjudge.run import judge_run, method_for
 
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
-    from orchard_cli.webjudge.episodes import require_run
+    from orchard_cli.webjudge.attempts import require_run
 
     require_run(run_dir)  # the run's own checks come before the endpoint's
     method = method_for(run_dir, method)

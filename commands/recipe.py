@@ -89,7 +89,7 @@ def recipe(
     from orchard_cli.recipe.config import (ControlPart, DEFAULT_HARNESS, DistillPart, EvalPart, RecipeConfig,
                                            RLPart, SynthPart, TrainPart)
     from orchard_cli.recipe.run import run_recipe
-    from orchard_cli.tasks.templates import split_names
+    from orchard_cli.synthesis import split_names
 
     name = family.value
     folder = out or Path("runs") / f"recipe-{name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -1,4 +1,5 @@
-"""`orchard tasks synth`: SWE tasks from real packages (registered in commands/tasks.py)."""
+"""`orchard tasks synth` (registered in commands/tasks.py): the options, then the named family's
+synthesizer (orchard_cli/synthesis.py) does the rest; no family is named here."""
 
 from __future__ import annotations
 
@@ -68,120 +69,58 @@ def synth_command(
     Example:
       orchard tasks synth --family claw --n 40 --seed 7 --out-dir my-claw
     """
-    if family in ("claw", "web") and (list_ or templates or exclude_templates):
-        chosen = _templates(family, templates, exclude_templates, list_, fmt)
-        if chosen is None:
+    from orchard_cli.synthesis import SynthRequest, choose_templates, load_synthesizer, split_names
+
+    synth = load_synthesizer(family)
+    chosen = None
+    if list_ or templates or exclude_templates:
+        chosen = choose_templates(synth, split_names(templates), split_names(exclude_templates))
+        if list_:
+            _list(synth, chosen, fmt)
             return
-    else:
-        chosen = None
-        if templates or exclude_templates or list_:
-            raise UsageError("--templates, --exclude-templates and --list go with --family claw or web")
-    if family == "claw":
-        from orchard_cli.commands.claw_tasks import synth_claw
-
-        if out_dir is None:
-            raise UsageError("--family claw writes a folder of task folders: give --out-dir DIR")
-        synth_claw(out_dir, n, seed, backend, jobs or 1, fmt, templates=chosen)
-        return
-    if family == "web":
-        from orchard_cli.tasks.web.synth import synth_validated
-
-        if out_dir is None:
-            raise UsageError("--family web writes a folder of task folders: give --out-dir DIR")
-        from orchard_cli.commands._progress import RunProgress
-
-        console = stderr_console()
-        with RunProgress("synth", None, console=console, unit="task") as progress:
-            report = synth_validated(out_dir, n, seed, backend=backend, workers=jobs or 1, say=progress.say,
-                                     chosen=chosen)
-        if fmt == OutputFormat.json:
-            emit_json(report)
-        else:
-            sites = ", ".join(f"{site} {count}" for site, count in report["sites"].items())
-            console.print(f"kept {report['tasks']}/{n} web tasks in {out_dir} ({sites})", markup=False)
-        return
-    if family != "swe":
-        raise UsageError(f"--family {family!r}: synth makes swe, claw or web tasks")
-    if not (package or from_repo) or out is None:
-        raise UsageError("SWE tasks need --package NAME==VERSION (or --from-repo PATH --commit SHA) and "
-                         "--out FILE.jsonl (or --family claw --out-dir DIR)")
-    if bool(from_repo) != bool(commit):
-        raise UsageError("--from-repo and --commit go together: --from-repo PATH --commit SHA")
-    from orchard_cli.tasks.synth.synth import SynthConfig, refusals, synthesize, write_suite
-    from orchard_cli.preflight import Endpoint, check_endpoints
-
-    check_endpoints([Endpoint("--base-url", base_url or "", writer_model)])  # the writer answers, before any build
-
-    config = SynthConfig(packages=package or [], from_repo=from_repo, commit=commit, n=n, seed=seed, max_failing=max_failing,
-                         max_candidates=max_candidates, python=python, writer_model=writer_model,
-                         base_url=base_url, backend=backend, **({"jobs": jobs} if jobs else {}))
+    where = {"folder": ("--out-dir", out_dir), "file": ("--out", out)}
+    flag, target = where[synth.writes]
+    other, given = where["file" if synth.writes == "folder" else "folder"]
+    if given is not None:
+        raise UsageError(f"--family {family} writes {'a folder of task folders' if synth.writes == 'folder' else 'one file'}: "
+                         f"give {flag}, not {other}")
+    if synth.writes == "folder" and target is None:
+        raise UsageError(f"--family {family} writes a folder of task folders: give --out-dir DIR")
+    request = SynthRequest(n=n, seed=seed, backend=backend, workers=jobs, out=out, out_dir=out_dir, templates=chosen,
+                           options={"packages": package, "from_repo": from_repo, "commit": commit,
+                                    "max_failing": max_failing, "max_candidates": max_candidates, "python": python,
+                                    "writer_model": writer_model, "base_url": base_url})
+    synth.check(request)
     from orchard_cli.commands._progress import RunProgress
 
-    with RunProgress("synth", None, console=stderr_console(), unit="package") as progress:
-        tasks, report = synthesize(config, say=progress.say)
-    if tasks:
-        write_suite(tasks, out)
-        report.out = str(out)
+    console = stderr_console()
+    counted = n if synth.unit == "task" else None
+    with RunProgress("synth", counted, console=console, unit=synth.unit,
+                     **({"good": "valid"} if counted else {})) as progress:
+        result = synth.run(request, say=progress.say,
+                           on_task=lambda v: progress.tick(resolved=getattr(v, "valid", None)))
     if fmt == OutputFormat.json:
-        emit_json(report.model_dump())
+        emit_json(result.report)
     else:
-        _render(report.model_dump())
-    refused = refusals(report)
-    if refused:
-        raise refused
+        shown = stdout_console() if synth.writes == "file" else console
+        for part in result.summary:
+            shown.print(part, markup=False) if isinstance(part, str) else shown.print(part)
+    if result.failure is not None:
+        raise result.failure
 
 
-def _templates(family: str, templates: list[str] | None, exclude: list[str] | None, list_: bool,
-               fmt: OutputFormat) -> list[str] | None:
-    """The chosen templates of --family claw/web; with --list, print them and return None."""
-    from orchard_cli.tasks.templates import choose, split_names
-
-    if family == "claw":
-        from orchard_cli.tasks.claw.synth_suite import describe, templates as known
-    else:
-        from orchard_cli.tasks.web.synth import describe, templates as known
-    chosen = choose(split_names(templates), split_names(exclude), known(), family)
-    if not list_:
-        return chosen
-    rows = [r for r in describe() if r["template"] in chosen]
+def _list(synth: Any, chosen: list[str], fmt: OutputFormat) -> None:
+    """Print the chosen templates of a synthesizer that has them (`--list`)."""
+    rows = [r for r in synth.describe() if r["template"] in chosen]
     if fmt == OutputFormat.json:
-        emit_json({"family": family, "templates": rows})
-        return None
+        emit_json({"family": synth.family, "templates": rows})
+        return
     from rich.table import Table
 
-    table = Table(title=f"{family} templates", title_justify="left")
-    columns = ["template", *(["site"] if family == "web" else []), "category", "difficulty", "prompt (seed 0)"]
-    for column in columns:
+    table = Table(title=f"{synth.family} templates", title_justify="left")
+    columns = [c for c in (rows[0] if rows else {"template": ""}) if c != "prompt"]
+    for column in [*columns, "prompt (seed 0)"]:
         table.add_column(column, overflow="fold")
     for r in rows:
-        table.add_row(*(r[c] for c in ["template", *(["site"] if family == "web" else []), "category", "difficulty"]),
-                      r["prompt"])
+        table.add_row(*(r[c] for c in columns), r.get("prompt", ""))
     stdout_console().print(table)
-    return None
-
-
-def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from orchard_cli.tasks.synth.mutate import KINDS
-
-    table = Table(title=f"{report['tasks']} tasks -> {report['out'] or 'nothing written'} (seed {report['seed']}, "
-                        f"{report['seconds']:.0f} s)", title_justify="left")
-    for column in ("package", "tests", "tried", "kept", "rejected", "seconds"):
-        table.add_column(column, justify="left" if column in ("package", "rejected", "seconds") else "right")
-    for p in report["packages"]:
-        rejected = "\n".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "-"
-        seconds = "\n".join(f"{k} {v:g}" for k, v in p["seconds"].items())
-        kept = f"{p['kept']}/{p['wanted']}" if not p["refused"] else "refused"
-        table.add_row(f"{p['package']}=={p['version']}", f"{p['tests']}\n({p['flaky']} flaky)",
-                      str(p["tried"]), kept, rejected, seconds)
-    kinds = Table(title="kept / tried by mutation kind", title_justify="left")
-    kinds.add_column("kind")
-    for p in report["packages"]:
-        kinds.add_column(p["package"], justify="right")
-    for kind in KINDS:
-        kinds.add_row(kind, *(f"{p['kinds'][kind]['kept']}/{p['kinds'][kind]['tried']}"
-                              for p in report["packages"]))
-    console = stdout_console()
-    console.print(table)
-    console.print(kinds)

@@ -90,7 +90,7 @@ def train(
     """
     from orchard_cli.errors import UsageError
     from orchard_cli.training.config import TrainConfig
-    from orchard_cli.training.episodes import EpisodeFilter
+    from orchard_cli.training.turns import EpisodeFilter
     from orchard_cli.training.run import train as run_training
 
     if token_ids not in ("auto", "never"):

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchard_cli.proxy.records import CallRecord
+from orchard_cli.proxy.calls import CallRecord
 
 ATIF_VERSION = "ATIF-v1.4"
 READABLE = ("ATIF-v1.0", "ATIF-v1.1", "ATIF-v1.2", "ATIF-v1.3", "ATIF-v1.4", "ATIF-v1.5", "ATIF-v1.6")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchard_cli.proxy.records import CallRecord
+from orchard_cli.proxy.calls import CallRecord
 from orchard_cli.proxy.translate import NAMESPACE_SEP, TranslationError, responses_to_chat
 
 _MESSAGE_KEYS = ("role", "content", "name", "tool_call_id", "tool_calls", "reasoning_content")

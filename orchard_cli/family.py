@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
-from orchard_cli.judge import JudgeConfig
+from orchard_cli.scoring.rubric_judge import JudgeConfig
 from orchard_cli.outcome import CORE_CATEGORIES, REQUIREMENT_CATEGORIES, CategoryInfo, EpisodeFailure, Outcome
 from orchard_cli.selection import Source, TaskSelection
 

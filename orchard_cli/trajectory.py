@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
-from orchard_cli.proxy.records import CallRecord
+from orchard_cli.proxy.calls import CallRecord
 from orchard_cli.records import ReadReport, iter_jsonl
 
 SCHEMA_VERSION = 2

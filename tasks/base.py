@@ -37,7 +37,7 @@ from orchard_cli.selection import TaskSelection
 if TYPE_CHECKING:
     from orchard_cli.env import SandboxHandle
     from orchard_cli.env.models import SandboxSpec
-    from orchard_cli.judge import JudgeConfig
+    from orchard_cli.scoring.rubric_judge import JudgeConfig
     from orchard_cli.tools import ToolSession
 
 __all__ = ["ATTRIBUTES", "CORE_CATEGORIES", "ERROR_CATEGORIES", "HOOKS", "CategoryInfo", "Evidence", "FamilyBase",

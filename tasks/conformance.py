@@ -8,7 +8,10 @@ checks read those runs:
 
     seam_complete        the family implements the whole seam; its categories are lower_snake_case
                          names beside the core ones, and every verdict it gave is one of them
-    gold_resolves        every selected task's gold solution resolves
+    gold_resolves        every selected task's gold solution resolves (a family without references,
+                         `FamilyRig(reference=False)`: Claw-Eval, the live-web suites, asking for
+                         gold is refused in one line before anything runs, and the checks below
+                         read the null run instead of the gold one)
     null_fails           the null attempt (no answer at all) resolves none, without an error
     evidence_round_trips the evidence stored with each episode reads back as what was graded
     regrade_equals_grade grading the stored evidence again gives every episode the same verdict
@@ -44,7 +47,18 @@ class FamilyRig:
     selection: TaskSelection
     folder: Path
     backend: str = "local"
+    reference: bool = True
+    """False for a family whose tasks have no reference solution (gold is refused)."""
     runs: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def played(self) -> tuple[str, ...]:
+        """The runs the checks read: gold and null, or null alone without references."""
+        return ("gold", "empty") if self.reference else ("empty",)
+
+    @property
+    def main(self) -> str:
+        return self.played[0]
 
     def config(self, out: Path, **fields: Any) -> Any:
         from orchard_cli.rollout.eval_run import EvalConfig
@@ -84,13 +98,26 @@ def check_seam_complete(rig: FamilyRig) -> None:
     check_family(family)
     assert tasks, "the selection holds no task"
     declared = {**family_categories(family), **REQUIREMENT_CATEGORIES}
-    for predictions in ("gold", "empty"):
+    for predictions in rig.played:
         for row in rig.results(predictions):
             assert row.category in declared, f"{row.instance_id}: category {row.category!r} is not declared"
 
 
 @check
 def check_gold_resolves(rig: FamilyRig) -> None:
+    if not rig.reference:
+        from orchard_cli.errors import UsageError
+        from orchard_cli.rollout.eval_run import plan_eval
+
+        out = rig.folder / "gold-refused"
+        try:
+            plan_eval(rig.config(out, predictions="gold"))
+        except UsageError as exc:
+            assert "gold" in str(exc) and "\n" not in str(exc), f"refusal not one line naming gold: {exc}"
+        else:
+            raise AssertionError("gold was not refused for a family without references")
+        assert not out.exists(), "the refused run wrote its folder"
+        return
     rows = rig.results("gold")
     assert rows and all(r.resolved for r in rows), f"gold did not resolve: {_errors(rig.run('gold'))}"
 
@@ -106,21 +133,24 @@ def check_null_fails(rig: FamilyRig) -> None:
 def check_evidence_round_trips(rig: FamilyRig) -> None:
     from orchard_cli.rollout.eval_run import read_tasks
 
-    run = rig.run("gold")
-    assert {t.task_id for t in read_tasks(run)} >= {r.instance_id for r in rig.results("gold")}
-    for row in rig.results("gold"):
+    run = rig.run(rig.main)
+    assert {t.task_id for t in read_tasks(run)} >= {r.instance_id for r in rig.results(rig.main)}
+    for row in rig.results(rig.main):
         path = run / row.log_dir / EVIDENCE_FILE
+        if row.category in REQUIREMENT_CATEGORIES:  # refused before any sandbox: nothing ran, nothing stored
+            assert not path.exists(), f"{row.instance_id}: refused ({row.category}) yet evidence was stored"
+            continue
         stored = read_json(path)
         evidence = Evidence.model_validate(stored)
         assert evidence.model_dump(mode="json") == stored, f"{path} does not read back as written"
-        assert not evidence.is_empty(), f"{row.instance_id}: the gold episode stored no evidence"
+        assert not rig.reference or not evidence.is_empty(), f"{row.instance_id}: the gold episode stored no evidence"
 
 
 @check
 def check_regrade_equals_grade(rig: FamilyRig) -> None:
     from orchard_cli.rollout.eval_run import plan_regrade
 
-    for predictions in ("gold", "empty"):
+    for predictions in rig.played:
         before = {(r.instance_id, r.attempt): (r.category, r.resolved) for r in rig.results(predictions)}
         plan = plan_regrade(rig.run(predictions), out=rig.folder / f"{predictions}-regrade")
         plan.execute()
@@ -134,8 +164,8 @@ def check_resume_runs_once(rig: FamilyRig) -> None:
     from orchard_cli.rollout.eval_run import EvalConfig, plan_eval
 
     out = rig.folder / "resume"
-    one = rig.selection.model_copy(update={"limit": 1, "instances": None, "slice": None})
-    config = rig.config(out, predictions="gold", attempts=2).model_copy(
+    one = rig.selection.model_copy(update={"limit": 1, "slice": None})  # the first selected task
+    config = rig.config(out, predictions=rig.main, attempts=2).model_copy(
         update={k: v for k, v in one.model_dump().items() if k in EvalConfig.model_fields})
 
     def stop(_: Any) -> None:

@@ -16,7 +16,7 @@ from orchard_cli.harnesses.base import HarnessRun
 from orchard_cli.rollout import agent as episodes
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Price
 from orchard_cli.rollout.episode import Episode, run_episode
-from orchard_cli.rollout.records import trajectory_of
+from orchard_cli.rollout.rows import trajectory_of
 from orchard_cli.trajectory import episode_key
 from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.proxy import start_proxy

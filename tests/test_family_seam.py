@@ -12,7 +12,7 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import MissingDependencyError, UsageError
 from orchard_cli.family import (BaseEpisode, BaseFamily, Requirements, RunOptions, Suite, SuiteInfo, Task,
                                 check_family)
-from orchard_cli.judge import JudgeConfig
+from orchard_cli.scoring.rubric_judge import JudgeConfig
 from orchard_cli.outcome import Outcome
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.rollout.solvers import EmptySolver

@@ -113,3 +113,19 @@ def test_the_core_imports_nothing_above_it():
     wrong = {name: sorted(t for t in targets if t.startswith(UPPER))
              for name, targets in graph().items() if name.startswith(LEAVES)}
     assert {k: v for k, v in wrong.items() if v} == {}
+
+
+SHARED_NAMES = {"records": "records", "episode": "episode", "episodes": "episode", "judge": "judge"}
+
+
+def test_a_module_name_means_one_thing():
+    """At most one module named records, episode(s) or judge in orchard (the `orchard judge`
+    command's module aside: commands are named after the command line)."""
+    seen: dict[str, list[str]] = {}
+    for name in modules():
+        if name.startswith("orchard_cli.commands."):
+            continue
+        key = SHARED_NAMES.get(name.rsplit(".", 1)[-1])
+        if key:
+            seen.setdefault(key, []).append(name)
+    assert all(len(found) == 1 for found in seen.values()), {k: v for k, v in seen.items() if len(v) > 1}

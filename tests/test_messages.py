@@ -73,7 +73,7 @@ def test_compare_never_shows_a_collapsed_interval(capsys, tmp_path):
 
 def test_rl_on_a_rollouts_file_says_what_the_file_holds(tmp_path):
     from orchard_cli.commands.rl import plan_text
-    from orchard_cli.rl.records import Rollout
+    from orchard_cli.rl.samples import Rollout
     from orchard_cli.rl.rollouts import read_rollouts
 
     path = tmp_path / "r.jsonl"

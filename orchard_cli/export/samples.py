@@ -32,7 +32,7 @@ def check_out(out: Path) -> None:
 def build(path: str | Path, options: ExportOptions, default_builder: str) -> Built:
     """orchard train's samples of `path` for `options.base_model` (resolved episodes unless
     `keep` is all)."""
-    from orchard_cli.training.episodes import EpisodeFilter, load_episodes
+    from orchard_cli.training.turns import EpisodeFilter, load_episodes
     from orchard_cli.training.model_loading import load_tokenizer
     from orchard_cli.training.samples import Encoder, build_samples
 

@@ -14,8 +14,8 @@ upstream model and records each one (`CallRecord`), per episode.
 """
 
 from orchard_cli.proxy.config import ProxyConfig
-from orchard_cli.proxy.episodes import Episode
-from orchard_cli.proxy.records import (
+from orchard_cli.proxy.routes import Episode
+from orchard_cli.proxy.calls import (
     SCHEMA_VERSION,
     CallError,
     CallRecord,

@@ -6,11 +6,11 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from orchard_cli.proxy.records import REDACTED, CallError, CallRecord, CallTiming, CallUsage
+from orchard_cli.proxy.calls import REDACTED, CallError, CallRecord, CallTiming, CallUsage
 from orchard_cli.proxy.sse import assemble_chat_stream, assemble_responses_stream
 
 if TYPE_CHECKING:
-    from orchard_cli.proxy.episodes import Episode
+    from orchard_cli.proxy.routes import Episode
     from orchard_cli.proxy.server import ProxyServer
 
 log = logging.getLogger("orchard.proxy")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from orchard_cli.models import ModelEndpoint, resolve_endpoint
 from orchard_cli.models.base import Dialect
 from orchard_cli.proxy.config import ProxyConfig
-from orchard_cli.proxy.episodes import Episode
+from orchard_cli.proxy.routes import Episode
 
 if TYPE_CHECKING:
     from orchard_cli.models.serving import BackgroundServer

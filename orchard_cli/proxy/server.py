@@ -25,8 +25,8 @@ from aiohttp import web
 
 from orchard_cli.proxy.capture import Call, finish_call
 from orchard_cli.proxy.config import ProxyConfig
-from orchard_cli.proxy.episodes import Episode
-from orchard_cli.proxy.records import REDACTED, JsonlWriter
+from orchard_cli.proxy.routes import Episode
+from orchard_cli.proxy.calls import REDACTED, JsonlWriter
 from orchard_cli.proxy.sse import ChatAssembler, SSEDecoder
 from orchard_cli.proxy.translate import (
     ResponsesStream,

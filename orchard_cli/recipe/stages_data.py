@@ -15,16 +15,14 @@ from orchard_cli.records import iter_jsonl
 
 
 def known_templates(family: str) -> list[str]:
-    if family == "claw":
-        from orchard_cli.tasks.claw.synth_suite import templates
-    else:
-        from orchard_cli.tasks.web.synth import templates
-    return templates()
+    from orchard_cli.synthesis import load_synthesizer
+
+    return load_synthesizer(family).templates() or []
 
 
 def chosen_templates(config: Any) -> tuple[list[str], list[str]]:
     """(templates trained on, templates held out)."""
-    from orchard_cli.tasks.templates import choose
+    from orchard_cli.synthesis import choose
 
     known = known_templates(config.family)
     chosen = choose(config.synth.templates, config.synth.exclude_templates, known, config.family)
@@ -33,15 +31,11 @@ def chosen_templates(config: Any) -> tuple[list[str], list[str]]:
 
 def _synthesize(family: str, out: Any, n: int, seed: int, names: list[str], backend: str, workers: int,
                 say: Any) -> dict[str, Any]:
-    if family == "claw":
-        from orchard_cli.tasks.claw.synth_suite import synth_validated
+    from orchard_cli.synthesis import SynthRequest, load_synthesizer
 
-        report = synth_validated(out, n, seed, chosen=names, backend=backend, workers=workers, say=say)
-        return {"kept": report["kept"], "dropped": report["dropped"]}
-    from orchard_cli.tasks.web.synth import synth_validated as web_synth
-
-    report = web_synth(out, n, seed, backend=backend, workers=workers, say=say, chosen=names)
-    return {"kept": report["tasks"], "dropped": report["dropped"]}
+    result = load_synthesizer(family).run(SynthRequest(n=n, seed=seed, backend=backend, workers=workers,
+                                                       out_dir=out, templates=names), say=say)
+    return {"kept": result.kept, "dropped": result.dropped}
 
 
 def _load(ctx: Ctx, name: str) -> list[Any]:

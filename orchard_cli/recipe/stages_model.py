@@ -34,7 +34,7 @@ def train(ctx: Ctx, record: StageRecord, continuing: bool, *, trajectories: str,
     loss on the model's turns only, rendered as the served model sees them); `unresolved`: the
     unresolved episodes too (`--include-unresolved`: the near-miss control's)."""
     from orchard_cli.training.config import TrainConfig
-    from orchard_cli.training.episodes import EpisodeFilter
+    from orchard_cli.training.turns import EpisodeFilter
     from orchard_cli.training.run import train as run_training
 
     config, part = ctx.config, ctx.config.train

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from orchard_cli.errors import MissingDependencyError
-from orchard_cli.rl.records import Rollout
+from orchard_cli.rl.samples import Rollout
 
 COLUMNS = ("uid", "data_source", "episode_id", "task_id", "segment", "prompts", "responses", "response_mask",
            "rollout_log_probs", "token_level_scores", "advantages", "reward", "reward_kind")

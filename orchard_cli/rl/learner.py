@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.rl.loss import LossType, Normalizer, policy_loss, token_logps
-from orchard_cli.rl.records import Rollout
+from orchard_cli.rl.samples import Rollout
 from orchard_cli.training.parallel import Shard
 from orchard_cli.training.samples import IGNORE, Sample
 

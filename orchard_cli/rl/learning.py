@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchard_cli.rl.records import Rollout
+from orchard_cli.rl.samples import Rollout
 
 if TYPE_CHECKING:
     from orchard_cli.rl.learner import UpdateStats

@@ -41,7 +41,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter, iter_jsonl, write_json
 from orchard_cli.rl.config import STATE_FILE, RLConfig, RunState, StepRecord, check_out, fingerprint
 from orchard_cli.rl.learner import UpdateStats
-from orchard_cli.rl.records import Rollout, assign_advantages, reward_stats
+from orchard_cli.rl.samples import Rollout, assign_advantages, reward_stats
 from orchard_cli.rl.rollouts import nothing_trainable
 
 __all__ = ["RLConfig", "RLRun", "RunState", "StepRecord", "STATE_FILE", "plan_rl"]

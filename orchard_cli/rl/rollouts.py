@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli import __version__
 from orchard_cli.errors import UsageError
-from orchard_cli.rl.records import Rollout, assign_advantages, reward_stats, rollout_of
+from orchard_cli.rl.samples import Rollout, assign_advantages, reward_stats, rollout_of
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Upstream
 from orchard_cli.rollout.distill_run import run_dir_of
 from orchard_cli.rollout.episode import Episode, EpisodeResult

@@ -33,7 +33,7 @@ from orchard_cli.errors import MissingDependencyError, UsageError
 from orchard_cli.harnesses.base import Harness, HarnessContext, HarnessRun
 from orchard_cli.models import EpisodeScripted, endpoints, normalize_base_url, read_key
 from orchard_cli.models.base import safe_url
-from orchard_cli.proxy.records import CallError, CallRecord, EpisodeSummary
+from orchard_cli.proxy.calls import CallError, CallRecord, EpisodeSummary
 from orchard_cli.rollout.solvers import Solution, SolveContext
 
 DEFAULT_ENDPOINT = "smollm2"

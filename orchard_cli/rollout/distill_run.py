@@ -27,7 +27,7 @@ from orchard_cli.records import JsonlWriter, iter_jsonl, write_json
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions, Price, Upstream
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.pool import Pool, reap_orphans
-from orchard_cli.rollout.records import trajectory_of
+from orchard_cli.rollout.rows import trajectory_of
 from orchard_cli.family import Family, RunOptions, Task
 from orchard_cli.selection import TaskSelection
 from orchard_cli.trajectory import Trajectory, check_trajectory_file, episode_key

@@ -37,7 +37,7 @@ from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl,
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.rollout.pool import Pool, reap_orphans, spread_environments
-from orchard_cli.rollout.records import result_row, trajectory_of
+from orchard_cli.rollout.rows import result_row, trajectory_of
 from orchard_cli.rollout.choose import make_solver, user_config
 from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBase
 from orchard_cli.scoring.report import render_html, render_markdown
@@ -124,7 +124,7 @@ class EvalConfig(BaseModel):
         """What every episode of the run is handed (the judge without its key: read when used)."""
         judge = None
         if self.judge_model and self.judge_base_url:
-            from orchard_cli.judge import JudgeConfig
+            from orchard_cli.scoring.rubric_judge import JudgeConfig
 
             judge = JudgeConfig(model=self.judge_model, base_url=self.judge_base_url, key_env=self.judge_key_env)
         return RunOptions(backend=self.backend, network=self.network, judge=judge, user=self.user_model is not None,
@@ -173,7 +173,7 @@ class EvalRun:
         self.config, self.family, self.tasks, self.solver = config, family, tasks, solver
         self.out, self.resume = out, resume
         self.judge: Any = None
-        """An LLM judge (`orchard_cli.judge.Judge`) scoring each graded episode beside its verdict."""
+        """An LLM judge (`orchard_cli.scoring.rubric_judge.Judge`) scoring each graded episode beside its verdict."""
         self.done: set[tuple[str, int]] = set()
         self.prior_wall = 0.0
         if resume:
@@ -369,7 +369,7 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     config = config.model_copy(update=updates)
     judge = None
     if options.judge is not None:  # a judge that cannot be had fails now, not after the first episode
-        from orchard_cli.judge import Judge
+        from orchard_cli.scoring.rubric_judge import Judge
 
         judge = Judge(options.judge)
     run = EvalRun(config, family, tasks, solver, Path(config.out), resume, provenance=suite.provenance)
@@ -425,7 +425,8 @@ def verdict(card: Scorecard, *, fail_under: float | None, max_errors: int) -> tu
 
 class RecordedSolver(SolverBase):
     """The evidence a finished run stored, handed to the grader again. An episode that ended
-    before it had evidence (an environment that would not build) ends the same way again."""
+    before it had evidence (an environment that would not build, a task refused for what the run
+    lacked: needs_network, needs_judge...) ends the same way again."""
 
     def __init__(self, run: Path, source: str, results: dict[tuple[str, int], AttemptResult]) -> None:
         self.run, self.results = run, results
@@ -438,8 +439,11 @@ class RecordedSolver(SolverBase):
     def solve(self, context: SolveContext) -> Solution:
         row = self.results[(context.task.task_id, context.attempt)]
         path = self.run / row.log_dir / EVIDENCE_FILE
-        if not path.is_file():
-            raise EpisodeFailure(row.category if row.is_error else "infra_error",
+        if not path.is_file():  # an episode refused before it ran (needs_network, ...) or lost to an error
+            from orchard_cli.outcome import REQUIREMENT_CATEGORIES
+
+            kept = row.is_error or row.category in REQUIREMENT_CATEGORIES
+            raise EpisodeFailure(row.category if kept else "infra_error",
                                  row.error or f"no stored evidence ({path.name} missing)")
         return Solution(evidence=Evidence.model_validate(read_json(path)), model=row.model,
                         tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd,

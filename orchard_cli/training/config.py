@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
 from orchard_cli.records import read_json
-from orchard_cli.training.episodes import EpisodeFilter
+from orchard_cli.training.turns import EpisodeFilter
 from orchard_cli.training.parallel import Shard
 from orchard_cli.training.samples import Builder, TokenIds
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter, write_json, write_text
 from orchard_cli.training.config import STATE_FILE, RunState, TrainConfig, check_out_dir, fingerprint
-from orchard_cli.training.episodes import Episode, LoadReport, load_episodes, task_ids
+from orchard_cli.training.turns import Episode, LoadReport, load_episodes, task_ids
 
 LOG_FILE = "training_log.jsonl"
 

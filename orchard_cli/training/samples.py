@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from orchard_cli.training.episodes import Episode, Turn
+from orchard_cli.training.turns import Episode, Turn
 
 IGNORE = -100
 Builder = Literal["per-call", "merged"]

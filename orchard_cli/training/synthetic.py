@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from orchard_cli.proxy.records import CallRecord, CallTiming, CallUsage
+from orchard_cli.proxy.calls import CallRecord, CallTiming, CallUsage
 from orchard_cli.trajectory import Trajectory, TrajectoryOutcome, episode_key
 
 SYSTEM = ("You are a careful software engineer working in a git repository at /testbed. Use the bash "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from orchard_cli.models.vision_model import VisionPrompts, chat_parts, image_urls, read_image
-from orchard_cli.training.episodes import Turn
+from orchard_cli.training.turns import Turn
 from orchard_cli.training.samples import Encoder, SampleStats, template_renders_tools
 
 # Image inputs with a batch axis in front of the image axis (Idefics3/SmolVLM): key -> ndim.

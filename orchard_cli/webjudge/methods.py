@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from orchard_cli.webjudge.episodes import JudgedEpisode
+from orchard_cli.webjudge.attempts import JudgedEpisode
 
 METHODS = ("webjudge", "webvoyager", "deepshop")
 WHOLE = "task"

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from orchard_cli.errors import UsageError
-from orchard_cli.webjudge.episodes import read_run
+from orchard_cli.webjudge.attempts import read_run
 
 
 def export_mind2web(run: Path, out: Path) -> int:

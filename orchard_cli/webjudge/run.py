@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchard_cli.judge import JudgeConfig
-from orchard_cli.webjudge.episodes import JudgedEpisode, read_run
+from orchard_cli.scoring.rubric_judge import JudgeConfig
+from orchard_cli.webjudge.attempts import JudgedEpisode, read_run
 from orchard_cli.webjudge.methods import Verdict, judge, prompt_sha256
 
 
@@ -62,7 +62,7 @@ class JudgeScorecard(BaseModel):
 
 def asker(config: JudgeConfig) -> Callable[[list[dict[str, Any]]], str]:
     """The judge endpoint as `messages -> reply text` (the official openai client, temperature 0)."""
-    from orchard_cli.judge import Judge
+    from orchard_cli.scoring.rubric_judge import Judge
 
     client = Judge(config).client
 

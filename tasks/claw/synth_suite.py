@@ -44,7 +44,7 @@ def describe() -> list[dict[str, str]]:
 
 def choose(chosen: list[str] | None = None, exclude: list[str] | None = None) -> list[str]:
     """The templates to draw from: `chosen` (default all) minus `exclude` (unknown names refused)."""
-    from orchard_cli.tasks.templates import choose as pick
+    from orchard_cli.synthesis import choose as pick
 
     return pick(chosen, exclude, templates(), "claw")
 
@@ -96,3 +96,29 @@ def synth_validated(out: Path, n: int, seed: int, *, chosen: list[str] | None = 
         shutil.rmtree(staging, ignore_errors=True)
     return {"family": "claw", "out": str(out), "seed": seed, "asked": n, "kept": len(kept), "tasks": kept,
             "templates": sorted({k for k, _ in pairs}), "dropped": dropped}
+
+
+class ClawSynthesizer:
+    """`tasks synth --family claw`: seeded personal-assistant tasks, each valid three ways."""
+
+    family = "claw"
+    writes = "folder"
+    unit = "task"
+
+    def templates(self) -> list[str]:
+        return templates()
+
+    def describe(self) -> list[dict[str, str]]:
+        return describe()
+
+    def check(self, request: Any) -> None:
+        plan(request.n, request.seed, request.templates)
+
+    def run(self, request: Any, say: Callable[[str], None],
+            on_task: Callable[[Any], None] | None = None) -> Any:
+        from orchard_cli.synthesis import SynthResult
+
+        report = synth_validated(request.out_dir, request.n, request.seed, chosen=request.templates,
+                                 backend=request.backend, workers=request.workers or 1, say=say, on_task=on_task)
+        return SynthResult(report=report, kept=report["kept"], dropped=report["dropped"],
+                           summary=[f"kept {report['kept']}/{request.n} tasks in {request.out_dir}"])

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchard_cli.errors import EXIT_BELOW_BAR, OrchardError, UsageError
 from orchard_cli.home import state_dir
-from orchard_cli.tasks.synth import records, source, statement, tests_run
+from orchard_cli.tasks.synth import instances, source, statement, tests_run
 from orchard_cli.tasks.synth.ids import COLLECTIONS, IdCheck, test_file
 from orchard_cli.tasks.synth.mutate import KINDS, Mutation, find_mutations, is_source_file
 from orchard_cli.tasks.synth.search import Candidate, Evaluator
@@ -226,7 +226,7 @@ class _Package:
 
             created_at = utc(src.committed_at)
         clean_task = self.family.task(
-            records.clean_record(self.name, self.version, src, environment, created_at), "synth")
+            instances.clean_record(self.name, self.version, src, environment, created_at), "synth")
         self.say(f"{self.label}: building its environment, collecting its tests and running them twice")
         mark = time.monotonic()
         try:
@@ -365,10 +365,10 @@ class _Package:
     def _record(self, scratch: Path, mutation: Mutation, original: str, failing: set[str],
                 base: tests_run.Baseline, run: tests_run.Run, src: Any,
                 environment: dict[str, Any], created_at: str) -> dict[str, Any]:
-        base_commit, patch = records.mutant_commit(scratch, self.name, self.version, mutation, original)
+        base_commit, patch = instances.mutant_commit(scratch, self.name, self.version, mutation, original)
         ordered = sorted(failing)
         failed = statement.failures(run.log, ordered)
-        key = records.instance_id(self.name, self.version, mutation)
+        key = instances.instance_id(self.name, self.version, mutation)
         text = statement.template(self.name, self.version, failed, key)
         if self.config.writer_model:
             try:
@@ -379,7 +379,7 @@ class _Package:
                 self.report.writer_fallbacks += 1
                 self.say(f"{self.label}: the writer model failed ({type(exc).__name__}: "
                          f"{str(exc)[:120]}); using the template")
-        return records.task_record(
+        return instances.task_record(
             package=self.name, version=self.version, mutation=mutation, base_commit=base_commit,
             patch=patch, statement=text, fail_to_pass=ordered,
             pass_to_pass=sorted(base.reliable - failing), environment=environment, source=src,

@@ -134,9 +134,11 @@ def write_suite(out_dir: Path, n: int, seed: int, say: Callable[[str], None] | N
 
 
 def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local", workers: int = 1,
-                    say: Callable[[str], None] | None = None, chosen: list[str] | None = None) -> dict[str, Any]:
+                    say: Callable[[str], None] | None = None, chosen: list[str] | None = None,
+                    on_task: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Make n tasks in a staging folder, validate them three ways on real apps and a real browser,
-    and copy the valid ones to out_dir; the report names each one dropped and why."""
+    and copy the valid ones to out_dir; the report names each one dropped and why. `on_task` hears
+    each task's validation as it ends."""
     from orchard_cli.tasks.registry import load_suite
     from orchard_cli.tasks.validate import validate_tasks
 
@@ -147,7 +149,7 @@ def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local",
         made = write_suite(staging, n, seed, chosen=chosen)
         family, tasks = load_suite(str(staging), family="web")
         try:
-            results = validate_tasks(family, tasks, backend=backend, workers=workers)
+            results = validate_tasks(family, tasks, backend=backend, workers=workers, on_task=on_task)
         finally:
             family.close()
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -167,3 +169,31 @@ def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local",
     return {**made, "out": str(out_dir), "asked": n, "tasks": len(kept), "ids": kept, "dropped": dropped,
             "templates": sorted({name for name, _ in plan(n, seed, chosen)}),
             "sites": {site: sum(i.startswith(site + "-") for i in kept) for site in SITES}}
+
+
+class WebSynthesizer:
+    """`tasks synth --family web`: seeded browser tasks on the local sites, each valid three ways."""
+
+    family = "web"
+    writes = "folder"
+    unit = "task"
+
+    def templates(self) -> list[str]:
+        return templates()
+
+    def describe(self) -> list[dict[str, str]]:
+        return describe()
+
+    def check(self, request: Any) -> None:
+        plan(request.n, request.seed, request.templates)
+
+    def run(self, request: Any, say: Callable[[str], None],
+            on_task: Callable[[Any], None] | None = None) -> Any:
+        from orchard_cli.synthesis import SynthResult
+
+        report = synth_validated(request.out_dir, request.n, request.seed, backend=request.backend,
+                                 workers=request.workers or 1, say=say, chosen=request.templates,
+                                 on_task=on_task)
+        sites = ", ".join(f"{site} {count}" for site, count in report["sites"].items())
+        return SynthResult(report=report, kept=report["tasks"], dropped=report["dropped"],
+                           summary=[f"kept {report['tasks']}/{request.n} web tasks in {request.out_dir} ({sites})"])

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 def rollouts(tokenizer):
-    from orchard_cli.rl.records import PolicyCall, Rollout, assign_advantages, segments_of
+    from orchard_cli.rl.samples import PolicyCall, Rollout, assign_advantages, segments_of
 
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     group = []

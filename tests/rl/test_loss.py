@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchard_cli.rl.loss import Normalizer, policy_loss
-from orchard_cli.rl.records import group_advantages
+from orchard_cli.rl.samples import group_advantages
 
 torch = pytest.importorskip("torch")
 REFERENCE = json.loads((Path(__file__).parent / "data" / "grpo_reference.json").read_text())

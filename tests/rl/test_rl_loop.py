@@ -125,7 +125,7 @@ def test_positive_advantage_completions_become_likelier(smollm2_dir) -> None:
 
     from orchard_cli.models.local_model import load_weights
     from orchard_cli.rl.learner import Learner, LearnerConfig
-    from orchard_cli.rl.records import PolicyCall, Rollout, assign_advantages, segments_of
+    from orchard_cli.rl.samples import PolicyCall, Rollout, assign_advantages, segments_of
 
     model, tokenizer, _ = load_weights(str(smollm2_dir))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],

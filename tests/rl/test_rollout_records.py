@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchard_cli.outcome import Outcome
-from orchard_cli.rl.records import PolicyCall, Rollout, assign_advantages, reward_of, segments_of
+from orchard_cli.rl.samples import PolicyCall, Rollout, assign_advantages, reward_of, segments_of
 
 
 def call(prompt: list[int], completion: list[int]) -> PolicyCall:
@@ -77,8 +77,8 @@ def test_parquet_columns_are_verls_batch_fields(tmp_path) -> None:
 def test_timeouts_and_untracked_calls_are_not_trained_on() -> None:
     from types import SimpleNamespace
 
-    from orchard_cli.proxy.records import CallRecord, CallTiming
-    from orchard_cli.rl.records import rollout_of
+    from orchard_cli.proxy.calls import CallRecord, CallTiming
+    from orchard_cli.rl.samples import rollout_of
 
     def record(seq: int, ids: list[int] | None) -> CallRecord:
         return CallRecord(id=f"c{seq}", episode="e", seq=seq, endpoint="chat", status=200, request={},

@@ -28,7 +28,7 @@ from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.records import JsonlWriter, read_jsonl, write_json
 from orchard_cli.rollout.episode import EpisodeResult
 from orchard_cli.rollout.eval_run import verdict
-from orchard_cli.rollout.records import result_row
+from orchard_cli.rollout.rows import result_row
 from orchard_cli.scoring import AttemptResult, Reproducibility, Scorecard, compute_scorecard
 from orchard_cli.scoring.compare import compare_runs, group_lines
 from orchard_cli.scoring.report import render_html, render_markdown

@@ -21,7 +21,7 @@ import pytest
 from orchard_cli.outcome import Outcome
 from orchard_cli.rollout.episode import EpisodeResult
 from orchard_cli.rollout.failures import settle
-from orchard_cli.rollout.records import result_row
+from orchard_cli.rollout.rows import result_row
 from orchard_cli.scoring import Reproducibility, compute_scorecard
 from orchard_cli.scoring.report import render_html, render_markdown
 from orchard_cli.tasks.base import Task

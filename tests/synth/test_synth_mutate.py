@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from orchard_cli.tasks.synth.mutate import KINDS, find_mutations, is_source_file
-from orchard_cli.tasks.synth.records import mutant_commit
+from orchard_cli.tasks.synth.instances import mutant_commit
 from orchard_cli.tasks.synth.source import commit_tree, git
 from orchard_cli.tasks.synth.synth import candidate_order
 

@@ -11,7 +11,7 @@ import pytest
 from orchard_cli.errors import OrchardError
 from orchard_cli.tasks.synth import source
 from orchard_cli.tasks.synth.mutate import find_mutations
-from orchard_cli.tasks.synth.records import mutant_commit
+from orchard_cli.tasks.synth.instances import mutant_commit
 from synth_pkgindex import CALC, make_index, make_sdist
 
 # The commit of TREE made by commit_tree: the same on every machine, or rebuilds break.

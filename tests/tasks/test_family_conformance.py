@@ -1,7 +1,12 @@
 """The family conformance suite (orchard_cli.tasks.conformance) for every family orchard ships:
-the reference family, SWE (on swe-mini, in the session's shared swe-mini home) and quiz."""
+the reference family, SWE (on swe-mini, in the session's shared swe-mini home), quiz, claw, web,
+MiniWoB++ (a task with reference steps), Harbor (two tasks the local backend runs) and the live-web
+suites (offline: no reference, each episode `needs_network`; gold refused in one line). Claw-Eval's
+(no reference either) is in tests/tasks/claw_eval/, beside the checkout it needs."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -16,7 +21,13 @@ FAMILIES = {
     "calc": TaskSelection(suite="calc"),
     "swe": TaskSelection(suite="swe-mini", limit=2),
     "quiz": TaskSelection(suite="capitals", limit=3),
+    "claw": TaskSelection(suite="claw-mini", limit=2),
+    "web": TaskSelection(suite="web-mini", limit=1),
+    "miniwob": TaskSelection(suite="miniwob", instances=["click-button"]),
+    "harbor": TaskSelection(suite="harbor-mini", instances=["count-lines", "csv-sum"]),
+    "live-web": TaskSelection(suite="webvoyager", dataset="WebVoyager_data.jsonl"),
 }
+WITHOUT_REFERENCES = {"live-web"}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +37,14 @@ def rigs(tmp_path_factory, swe_mini_home):
 
     def get(name: str) -> FamilyRig:
         if name not in made:
-            made[name] = FamilyRig(selection=FAMILIES[name], folder=tmp_path_factory.mktemp(f"family-{name}"))
+            folder = tmp_path_factory.mktemp(f"family-{name}")
+            selection = FAMILIES[name]
+            if selection.dataset:  # a data file of two tasks, written where the rig runs
+                data = folder / selection.dataset
+                data.write_text("".join(json.dumps({"id": f"Site--{i}", "ques": f"question {i}",
+                                                    "web": "https://a.example/"}) + "\n" for i in range(2)))
+                selection = selection.model_copy(update={"dataset": str(data)})
+            made[name] = FamilyRig(selection=selection, folder=folder, reference=name not in WITHOUT_REFERENCES)
         return made[name]
 
     return get

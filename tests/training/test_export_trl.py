@@ -54,7 +54,7 @@ def orchard_loss(model_dir: Path, samples: list) -> float:
 def test_trl_trains_on_exactly_orchards_tokens(smollm2_dir, tmp_path, capsys) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("trl", reason="pip install 'orchard-cli[train]' (trl)")
-    from orchard_cli.training.episodes import EpisodeFilter, load_episodes
+    from orchard_cli.training.turns import EpisodeFilter, load_episodes
     from orchard_cli.training.samples import build_samples
 
     model_dir = make_tiny_model(tmp_path / "peaked", smollm2_dir, init_std=0.5)

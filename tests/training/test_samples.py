@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from orchard_cli.proxy.records import CallRecord
-from orchard_cli.training.episodes import EpisodeFilter, episode_of, load_episodes
+from orchard_cli.proxy.calls import CallRecord
+from orchard_cli.training.turns import EpisodeFilter, episode_of, load_episodes
 from orchard_cli.training.samples import IGNORE, build_samples
 from orchard_cli.training.synthetic import synthetic_trajectory
 from train_helpers import chatml_roles, write_trajectories

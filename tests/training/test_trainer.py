@@ -6,7 +6,7 @@ import pytest
 
 from orchard_cli.training.batches import Row, collate, fast_head, loss_sum, plan
 from orchard_cli.training.config import TrainConfig
-from orchard_cli.training.episodes import episode_of
+from orchard_cli.training.turns import episode_of
 from orchard_cli.training.samples import build_samples
 from orchard_cli.training.synthetic import synthetic_trajectory
 

@@ -17,7 +17,7 @@ import pytest
 
 from model_fixtures import require_model
 from orchard_cli.main import main
-from orchard_cli.proxy.records import CallRecord, CallTiming
+from orchard_cli.proxy.calls import CallRecord, CallTiming
 from orchard_cli.records import JsonlWriter
 from orchard_cli.trajectory import Trajectory, TrajectoryOutcome
 from orchard_cli.training.synthetic import synthetic_trajectory
@@ -143,7 +143,7 @@ def student(tiny_vlm: Path, screens: Path, tmp_path_factory) -> tuple[Path, dict
 def test_screenshots_are_files_and_only_assistant_tokens_are_labelled(tiny_vlm, screens):
     from orchard_cli.images import images_dir
     from orchard_cli.models.vision_model import is_vision_language, load_vision
-    from orchard_cli.training.episodes import load_episodes
+    from orchard_cli.training.turns import load_episodes
     from orchard_cli.training.samples import build_samples
     from orchard_cli.training.vision import VisionEncoder
 

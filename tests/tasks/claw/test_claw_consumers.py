@@ -8,7 +8,7 @@ import json
 from orchard_cli.conversation import conversation
 from orchard_cli.evidence import Dispatch, Evidence
 from orchard_cli.models.toolcall import render_messages
-from orchard_cli.proxy.records import CallRecord, CallTiming
+from orchard_cli.proxy.calls import CallRecord, CallTiming
 from orchard_cli.trajectory import Trajectory, TrajectoryOutcome
 from orchard_cli.view import render_page
 

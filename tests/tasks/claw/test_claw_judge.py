@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from orchard_cli.judge import parse_verdict
+from orchard_cli.scoring.rubric_judge import parse_verdict
 from orchard_cli.models.scripted import ScriptedEndpoint
 
 

@@ -13,7 +13,7 @@ import sys
 from orchard_cli.family import RunOptions
 import pytest
 
-from orchard_cli.judge import JudgeConfig
+from orchard_cli.scoring.rubric_judge import JudgeConfig
 
 from orchard_cli.env import SandboxHandle, connect
 from orchard_cli.errors import UsageError

@@ -12,10 +12,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orchard_cli.proxy.records import CallRecord, EpisodeSummary
+from orchard_cli.proxy.calls import CallRecord, EpisodeSummary
 
 if TYPE_CHECKING:
-    from orchard_cli.proxy.records import CallUsage
+    from orchard_cli.proxy.calls import CallUsage
 
 
 class Episode:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchard_cli.conversation import call_conversation, normalise_message, normalise_tools
 from orchard_cli.errors import UsageError
 from orchard_cli.images import images_dir
-from orchard_cli.proxy.records import CallRecord
+from orchard_cli.proxy.calls import CallRecord
 from orchard_cli.records import ReadReport
 from orchard_cli.trajectory import Trajectory, read_trajectories
 
