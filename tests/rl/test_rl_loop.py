@@ -20,7 +20,7 @@ def rollouts(smollm2_home, tmp_path_factory):
     folder = tmp_path_factory.mktemp("rollouts")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ORCHARD_HOME", str(smollm2_home))
-        code = main(["rollout", "capitals", "--limit", "4", "-G", "4", "--max-new-tokens", "8",
+        code = main(["rollout", "capitals", "--harness", "chat", "--limit", "4", "-G", "4", "--max-new-tokens", "8",
                      "--out", str(folder / "r.jsonl"), "--parquet", str(folder / "r.parquet"), "--format", "json"])
     assert code == 0
     return folder
@@ -73,7 +73,7 @@ def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeyp
     from orchard_cli.rl.rollouts import read_rollouts
 
     monkeypatch.setenv("ORCHARD_HOME", str(smollm2_home))
-    assert main(["rollout", "capitals", "--instances", "capital-italy", "-G", "2", "--temperature", "0",
+    assert main(["rollout", "capitals", "--harness", "chat", "--instances", "capital-italy", "-G", "2", "--temperature", "0",
                  "--max-new-tokens", "8", "--out", str(tmp_path / "g.jsonl")]) == 0
     first, second = read_rollouts(tmp_path / "g.jsonl")
     rewarded = sum(r.reward > 0 for r in (first, second))  # the progress counts them (it said "0 resolved")
@@ -90,7 +90,7 @@ def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeyp
 def test_rl_two_steps_then_resume_and_train_from_a_file(rollouts, smollm2_home, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ORCHARD_HOME", str(smollm2_home))
     out = tmp_path / "run"
-    args = ["rl", "capitals", "--limit", "4", "--steps", "2", "--tasks-per-step", "4", "-G", "4",
+    args = ["rl", "capitals", "--harness", "chat", "--limit", "4", "--steps", "2", "--tasks-per-step", "4", "-G", "4",
             "--max-new-tokens", "8", "--save-every", "1", "--out", str(out), "--format", "json"]
     batches = {t for t in threading.enumerate() if t.name.startswith("orchard-batch-")}
     assert main(args) == 0
