@@ -15,6 +15,7 @@ import typer
 from orchard_cli.commands._common import (
     ApiKeyEnvOpt,
     HarnessOpt,
+    old_option,
     MaxCallsOpt,
     MaxTokensOpt,
     MaxTurnsOpt,
@@ -199,20 +200,23 @@ def export(
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Dataset folder to create.")],
     format_: Annotated[str, typer.Option("--format", help="hf (Parquet, the published Orchard layout), trl (TRL's SFTTrainer: orchard's samples pre-tokenized with their assistant mask), verl-sft (verl's multi-turn SFT Parquet), atif (Harbor's ATIF-v1.4 trajectories, one JSON per episode). docs/training.md.")] = "hf",
     keep: Annotated[Optional[str], typer.Option("--keep", help="all, or resolved: only resolved episodes (default: hf all; trl and verl-sft resolved, as orchard train).")] = None,
-    base_model: Annotated[Optional[str], typer.Option("--base-model", help="trl, verl-sft: the model the samples are made for (smollm2, a checkpoint folder, a hub id): its tokenizer and chat template.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="trl, verl-sft: the model the samples are made for (smollm2, a checkpoint folder, a hub id): its tokenizer and chat template.")] = None,
     builder: Annotated[Optional[str], typer.Option("--builder", help="trl, verl-sft: per-call or merged, as orchard train (default: trl per-call, verl-sft merged).")] = None,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len", min=16, help="trl, verl-sft: longest sample in tokens, as orchard train.")] = 2048,
     token_ids: Annotated[str, typer.Option("--token-ids", help="trl: auto (recorded token ids when they are the model's) or never.")] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    base_model: old_option("--base-model", "--model") = None,
 ) -> None:
     """Write trajectories as a dataset: hf (tools, messages, metadata), trl, verl-sft or atif.
 
     \b
     Example:
       orchard distill export runs/claw.jsonl --format hf --out datasets/claw
-      orchard distill export runs/claw.jsonl --format trl --base-model smollm2 --out datasets/claw-trl
+      orchard distill export runs/claw.jsonl --format trl --model smollm2 --out datasets/claw-trl
     """
     from orchard_cli.errors import UsageError
+
+    model = old_spelling("--base-model", "--model", base_model, model)
     from orchard_cli.export import ExportOptions, export as run_export, names
 
     if format_ not in names():
@@ -223,9 +227,9 @@ def export(
         raise UsageError(f"--builder {builder!r}: use per-call or merged")
     if token_ids not in ("auto", "never"):
         raise UsageError(f"--token-ids {token_ids!r}: use auto or never")
-    if format_ in ("hf", "atif") and (base_model or builder):
-        raise UsageError(f"--base-model and --builder shape the training formats (trl, verl-sft), not {format_}")
-    options = ExportOptions(keep=keep, base_model=base_model, builder=builder, max_seq_len=max_seq_len,  # type: ignore[arg-type]
+    if format_ in ("hf", "atif") and (model or builder):
+        raise UsageError(f"--model and --builder shape the training formats (trl, verl-sft), not {format_}")
+    options = ExportOptions(keep=keep, base_model=model, builder=builder, max_seq_len=max_seq_len,  # type: ignore[arg-type]
                             token_ids=token_ids)  # type: ignore[arg-type]
     result = run_export(format_, file, out, options)
     if json_:

@@ -21,7 +21,7 @@ def rollouts(smollm2_home, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ORCHARD_HOME", str(smollm2_home))
         code = main(["rollout", "capitals", "--harness", "chat", "--limit", "4", "-G", "4", "--max-new-tokens", "8",
-                     "--out", str(folder / "r.jsonl"), "--parquet", str(folder / "r.parquet"), "--format", "json"])
+                     "--max-tokens", "100000", "--price", "smollm2=1,2", "--out", str(folder / "r.jsonl"), "--parquet", str(folder / "r.parquet"), "--format", "json"])
     assert code == 0
     return folder
 
@@ -67,6 +67,14 @@ def test_parquet_has_one_row_per_trainable_segment(rollouts) -> None:
         assert row["prompts"] == r.segments[0].prompt_ids and row["responses"] == r.segments[0].response_ids
         assert row["rollout_log_probs"] == pytest.approx(r.segments[0].rollout_log_probs, abs=1e-6)
         assert row["reward"] == r.reward and row["uid"] == r.uid
+
+
+def test_rollout_records_the_run_limits_every_command_shares(rollouts) -> None:
+    import json
+
+    options = json.loads((rollouts / "r.run" / "config.json").read_text())["options"]
+    assert options == {"timeout_seconds": 1800.0, "max_turns": 50, "max_calls": 100, "max_tokens": 100000,
+                       "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
 
 
 def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeypatch, capsys) -> None:
