@@ -146,3 +146,28 @@ def test_train_model_and_recorded_by(capsys, tmp_path):
     code, _, err = _cli(capsys, "train", "-t", str(data), "--model", "acme/no-such-model", "--recorded-by", "teacher",
                         "--out", str(tmp_path / "o"))
     assert code == 2 and "no-such-model" in err  # the filter kept the episode: the model is what is missing
+
+
+def _graded(path, n: int = 6):
+    from orchard_cli.records import JsonlWriter
+    from orchard_cli.training.synthetic import synthetic_trajectory
+
+    with JsonlWriter(path) as writer:
+        for seed in range(n):
+            writer.write(synthetic_trajectory(seed, calls=2, resolved=bool(seed % 2)))
+    return path
+
+
+@pytest.mark.parametrize("command", [["distill", "export", "{data}", "--format", "trl", "--out", "{out}"],
+                                     ["rerank", "train", "--trajectories", "{data}", "--out", "{out}"]])
+def test_the_model_of_export_and_rerank_train_is_model(command, capsys, tmp_path):
+    data = _graded(tmp_path / "t.jsonl")
+    errors = {}
+    for flag in ("--model", "--base-model"):
+        argv = [a.replace("{data}", str(data)).replace("{out}", str(tmp_path / flag.strip("-"))) for a in command]
+        code, _, err = _cli(capsys, *argv, flag, str(tmp_path / "no-such-model"))
+        assert code == 2, err
+        errors[flag] = err
+    assert "no-such-model" in errors["--model"] and "no-such-model" in errors["--base-model"]
+    assert _notes(errors["--model"]) == []
+    assert [n.split(";")[0] for n in _notes(errors["--base-model"])] == ["note: --base-model is now --model"]
