@@ -36,7 +36,7 @@ def orchard(*args: str) -> dict:
 
 
 def pass_rate(out: Path) -> dict:
-    summary = orchard("rollout", "capitals", "-G", "4", "--max-new-tokens", "8", "--out", str(out / "all.jsonl"))
+    summary = orchard("rollout", "capitals", "--harness", "chat", "-G", "4", "--max-new-tokens", "8", "--out", str(out / "all.jsonl"))
     print(f"1. pass rate of smollm2 on capitals (48 tasks x G=4, T=1, 8 tokens): mean reward "
           f"{summary['mean_reward']:.3f}; groups with signal {summary['groups_with_signal']}/48")
     return summary
@@ -45,7 +45,7 @@ def pass_rate(out: Path) -> dict:
 def throughput(out: Path) -> Path:
     rows = []
     for workers in (1, 2, 4):
-        s = orchard("rollout", "capitals", "--limit", "8", "-G", "4", "--max-new-tokens", "8", "--workers",
+        s = orchard("rollout", "capitals", "--harness", "chat", "--limit", "8", "-G", "4", "--max-new-tokens", "8", "--workers",
                     str(workers), "--out", str(out / f"w{workers}.jsonl"))
         rows.append((workers, s["episodes_per_s"], s["policy_tokens_per_s"], s["wall_seconds"]))
     print("\n2. rollout throughput (8 tasks x G=4)")
@@ -102,7 +102,7 @@ def rl_vs_control(out: Path, steps: int, every: int) -> None:
     runs = {}
     for name, extra in (("rl", []), ("control", ["--shuffle-rewards"])):
         started = time.monotonic()
-        runs[name] = orchard("rl", "capitals", "--steps", str(steps), "--tasks-per-step", "4", "-G", "4",
+        runs[name] = orchard("rl", "capitals", "--harness", "chat", "--steps", str(steps), "--tasks-per-step", "4", "-G", "4",
                              "--max-new-tokens", "8", "--lr", "2e-5", "--eval-suite", "capitals-heldout",
                              "--eval-every", str(every), "--eval-attempts", "4", "--out", str(out / name), *extra)
         runs[name]["wall"] = time.monotonic() - started

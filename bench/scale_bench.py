@@ -18,7 +18,7 @@ weights). With one GPU there is no second process: the runs are 1 process, with
    step's tokens/s (the whole step, every process), peak memory per process (CPU: rank 0's max
    RSS, the model's load included; CUDA: max allocated), parameters + optimizer state per process,
    and the largest relative difference of its per-step losses from the 1-process run's.
-2. rl: `orchard rl capitals --policy-url URL --sync lora` against `orchard serve --enable-lora` in
+2. rl: `orchard rl capitals --harness chat --base-url URL --sync lora` against `orchard serve --enable-lora` in
    its own process, then the same run with the policy served in-process (full fine-tune, the
    weights copied in place): median rollout / update / sync seconds per step, the largest
    `logprob_gap`.
@@ -95,7 +95,7 @@ def part_train(args: argparse.Namespace, work: Path, gpus: int) -> None:
     data = write_data(work, 16)
     procs = args.procs or max(2, gpus)
     precision = "bf16" if gpus else "fp32"
-    common = ["train", "-t", str(data), "--base-model", args.model, "--max-steps", str(args.steps),
+    common = ["train", "-t", str(data), "--model", args.model, "--max-steps", str(args.steps),
               "--max-seq-len", "512", "--batch-size", "2", "--grad-accum", "2", "--precision", precision,
               "--lr", "1e-5", "--save-every", "1000"]
     if not gpus:
@@ -141,12 +141,12 @@ def serve(home_env: dict, log: Path) -> tuple[subprocess.Popen, str]:
 def part_rl(args: argparse.Namespace, work: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc, url = serve(env, work / "serve.log")
-    common = ["rl", "capitals", "--steps", str(args.rl_steps), "--tasks-per-step", "4", "-G", "4",
+    common = ["rl", "capitals", "--harness", "chat", "--steps", str(args.rl_steps), "--tasks-per-step", "4", "-G", "4",
               "--max-new-tokens", "8", "--lr", "1e-4", "--save-every", "1000"]
     rows = {}
     try:
         rows["--sync lora (orchard serve, own process)"] = orchard(
-            *common, "--policy-url", url, "--sync", "lora", "--out", str(work / "rl-lora"), env=env)
+            *common, "--base-url", url, "--sync", "lora", "--out", str(work / "rl-lora"), env=env)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)

@@ -157,3 +157,84 @@ def default_workers(workers: int | None, endpoint: str | None) -> int:
                                                         not endpoint.startswith(("http://", "https://")) and
                                                         Path(endpoint).is_dir())
     return IN_PROCESS_WORKERS if in_process else 1
+
+
+# ---- one vocabulary: the defaults and run limits of an episode, declared once --------------------
+# (eval, distill, rollout, rl). The numbers are EpisodeOptions' own defaults (rollout/agent.py):
+# the limits are ceilings, so the one default is the generous one the agent commands had.
+
+DEFAULT_HARNESS = "bash"
+"""The harness an agent run uses unless --harness says: orchard's own tool-using agent, which works on
+every family (chat, one call and no tools, suits only the quiz suites; name it there)."""
+
+HarnessOpt = Annotated[str, typer.Option("--harness", help="The agent harness that drives --model: {harnesses} (chat: one call, no tools, for quiz suites like capitals).")]
+ModelBaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="The OpenAI-compatible endpoint of --model (…/v1), or an in-package endpoint (smollm2, scripted); default: the embedded smollm2.")]
+ApiKeyEnvOpt = Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the --base-url endpoint's key (default OPENAI_API_KEY when set).")]
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds one episode's harness run may take (default 1800).")]
+MaxTurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Turn limit handed to the harness (default 50).")]
+MaxCallsOpt = Annotated[Optional[int], typer.Option("--max-calls", min=1, help="Model calls allowed per episode, enforced by the recording proxy (default 100).")]
+MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens (in + out) allowed per episode, enforced by the recording proxy (default: no cap).")]
+PriceOpt = Annotated[Optional[list[str]], typer.Option("--price", metavar="MODEL=IN,OUT", help="USD per million tokens of MODEL (in, out), for the run's cost (otherwise unknown); repeatable.")]
+
+
+def parse_prices(values: list[str] | None) -> dict[str, Any]:
+    """`--price MODEL=IN,OUT` (repeatable) as model -> Price; a malformed value is a usage error."""
+    from orchard_cli.errors import UsageError
+    from orchard_cli.rollout.agent import Price
+
+    prices = {}
+    for value in values or ():
+        model, _, pair = value.rpartition("=")
+        try:
+            inp, out = (float(x) for x in pair.split(","))
+            prices[model] = Price(input_per_mtok=inp, output_per_mtok=out)
+        except ValueError:
+            raise UsageError(f"--price {value!r} is not MODEL=IN,OUT (USD per million tokens, e.g. gpt-x=0.3,1.2)") from None
+        if not model:
+            raise UsageError(f"--price {value!r} names no model (MODEL=IN,OUT)")
+    return prices
+
+
+def check_priced(prices: dict[str, Any], models: list[str], what: str = "--model") -> None:
+    """Every `--price` names a model the run uses."""
+    from orchard_cli.errors import UsageError
+
+    unknown = sorted(set(prices) - set(models))
+    if unknown:
+        raise UsageError(f"--price names a model the run does not use: {', '.join(unknown)}",
+                         hint=f"price the {what} of the run: {', '.join(models) or '(none named)'}")
+
+
+def episode_options(*, timeout: float | None, max_turns: int | None, max_calls: int | None,
+                    max_tokens: int | None, price: Any = None) -> Any:
+    """The limits of every episode of a run: a limit not given keeps EpisodeOptions' default."""
+    from orchard_cli.rollout.agent import EpisodeOptions
+
+    given = {"timeout_seconds": timeout, "max_turns": max_turns, "max_calls": max_calls,
+             "max_tokens": max_tokens, "price": price}
+    return EpisodeOptions(**{k: v for k, v in given.items() if v is not None})
+
+
+# ---- old spellings: one note, declared once -------------------------------------------------------
+
+def old_spelling(old: str, new: str, value: Any, current: Any = None) -> Any:
+    """The value of a renamed flag given under its old name `old`: a one-line note on stderr, and
+    the value (`current`, the new flag's, when the old one was not given). Both at once is refused."""
+    if value is None or value == []:
+        return current
+    if current is not None and current != []:
+        from orchard_cli.errors import UsageError
+
+        raise UsageError(f"{old} is the old spelling of {new}: give {new} alone")
+    typer.echo(f"note: {old} is now {new}; the old spelling still works, and a later release drops it",
+               err=True)
+    return value
+
+
+def old_option(old: str, new: str, kind: Any = Optional[str], **checks: Any) -> Any:
+    """A hidden option under the old name of a renamed flag (read with `old_spelling`); `checks`
+    (min, max) as the new flag's."""
+    return Annotated[kind, typer.Option(old, hidden=True, help=f"Old spelling of {new}.", **checks)]
+
+
+OldSuiteOpt = old_option("--suite", "the SUITE argument")

@@ -1,4 +1,4 @@
-"""`orchard distill --teacher MODEL ...` and `orchard distill export FILE --format hf|trl|verl-sft --out DIR`.
+"""`orchard distill SUITE --model MODEL ...` and `orchard distill export FILE --format hf|trl|verl-sft --out DIR`.
 
 Exit codes of `orchard distill`:
   0  the run completed (some episodes may have ended in env/infra errors, up to --max-errors)
@@ -13,7 +13,22 @@ from typing import Annotated, Optional
 
 import typer
 from orchard_cli.commands._common import (
+    ApiKeyEnvOpt,
+    HarnessOpt,
+    old_option,
+    MaxCallsOpt,
+    MaxTokensOpt,
+    MaxTurnsOpt,
+    ModelBaseUrlOpt,
+    OldSuiteOpt,
+    PriceOpt,
+    TimeoutOpt,
+    DEFAULT_HARNESS,
+    check_priced,
     config_of,
+    episode_options,
+    old_spelling,
+    parse_prices,
     default_workers,
     BackendOpt,
     DatasetOpt,
@@ -43,43 +58,26 @@ from orchard_cli.commands._common import (
 from orchard_cli.commands._progress import busy
 
 app = typer.Typer(
-    cls=default_command_group("run", "--suite SUITE --teacher MODEL [OPTIONS]  |  export FILE --format hf|trl|verl-sft|atif --out DIR"),
+    cls=default_command_group("run", "SUITE --model MODEL [OPTIONS]  |  export FILE --format hf|trl|verl-sft|atif --out DIR"),
     help="Record a teacher model driving a real harness on every task: one graded trajectory per "
          "episode, appended to --out as it finishes. Export them with `orchard distill export`.",
     no_args_is_help=True)
 
 
-def _prices(values: list[str] | None):  # type: ignore[no-untyped-def]
-    from orchard_cli.errors import UsageError
-    from orchard_cli.rollout.agent import Price
-
-    prices = {}
-    for value in values or ():
-        model, _, pair = value.rpartition("=")
-        try:
-            inp, out = (float(x) for x in pair.split(","))
-            prices[model] = Price(input_per_mtok=inp, output_per_mtok=out)
-        except ValueError:
-            raise UsageError(f"--price {value!r} is not MODEL=IN,OUT (USD per million tokens, e.g. gpt-x=0.3,1.2)") from None
-        if not model:
-            raise UsageError(f"--price {value!r} names no model (MODEL=IN,OUT)")
-    return prices
-
-
 @app.command("run", help=(
-    "Record a teacher model driving a real harness on every task of --suite: one graded trajectory per "
+    "Record a teacher model driving a real harness on every task of SUITE: one graded trajectory per "
     "episode, appended to --out as it finishes (resumable; its run folder X.run/ beside it). Also: "
     "`orchard distill export FILE --format hf --out DIR`.\n\n"
     "Exit codes: 0 completed; 2 bad usage or input; 3 more episodes ended in env/infra errors than --max-errors."
     "\n\n\b\nExamples:\n"
-    "  orchard distill --suite claw-mini --teacher smollm2 --limit 2 --out runs/claw.jsonl\n"
-    "  orchard distill --suite swe-mini --teacher M --base-url https://host/v1 --harness codex --attempts 2"))
+    "  orchard distill claw-mini --model smollm2 --limit 2 --out runs/claw.jsonl\n"
+    "  orchard distill swe-mini --model M --base-url https://host/v1 --harness codex --attempts 2"))
 def run(
-    suite: Annotated[Optional[str], typer.Option("--suite", help="A registered suite ({suites}) or a data file.")] = None,
-    teacher: Annotated[Optional[list[str]], typer.Option("--teacher", help="Teacher model name sent upstream (repeat for several).")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint URL, or an in-package endpoint (smollm2, scripted). Default: the embedded smollm2.")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoint's key (default OPENAI_API_KEY when set).")] = None,
-    harness: Annotated[str, typer.Option("--harness", help="The agent harness the teacher drives: {harnesses}.")] = "bash",
+    suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="A registered suite ({suites}) or a data file.")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", "--teacher", help="The teacher: the model name sent upstream (repeat for several; --teacher is the same flag).")] = None,
+    base_url: ModelBaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    harness: HarnessOpt = DEFAULT_HARNESS,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Episodes run in parallel (default: 3 with a teacher served in this process, whose batching decodes them together; else 1).")] = None,
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
@@ -101,23 +99,25 @@ def run(
     user_base_url: UserBaseUrlOpt = None,
     user_key_env: UserKeyEnvOpt = None,
     backend: BackendOpt = "local",
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 1800.0,
-    max_calls: Annotated[int, typer.Option("--max-calls", min=1, help="Model calls allowed per episode.")] = 100,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens allowed per episode.")] = None,
-    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 50,
-    price: Annotated[Optional[list[str]], typer.Option("--price", help="MODEL=IN,OUT: USD per million tokens (otherwise cost is unknown).")] = None,
+    timeout: TimeoutOpt = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    price: PriceOpt = None,
     max_errors: Annotated[Optional[int], typer.Option("--max-errors", min=0, help="Episodes with env/infra errors tolerated before exit 3 (default: all but one).")] = None,
     no_preflight: NoPreflightOpt = False,
     quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
+    old_suite: OldSuiteOpt = None,
 ) -> None:
     from orchard_cli.errors import InfraError, UsageError
     from orchard_cli.preflight import Endpoint, check_endpoints
-    from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.rollout.distill_run import DistillConfig, plan_distill
 
+    suite = old_spelling("--suite", "the SUITE argument", old_suite, suite)
+    teacher = model
     if not suite:
-        raise UsageError("name the tasks: --suite SUITE (swe-verified, swe-lite, swe-mini, calc, or a data file)")
+        raise UsageError("name the tasks: orchard distill SUITE (swe-verified, swe-lite, swe-mini, calc, or a data file)")
     if keep not in ("all", "resolved"):
         raise UsageError(f"--keep {keep!r}: use all or resolved")
     workers = default_workers(workers, base_url or "smollm2")
@@ -129,9 +129,8 @@ def run(
         teachers=list(teacher or []), base_url=base_url, api_key_env=api_key_env, harness=harness,
         user_model=user_model, user_base_url=user_base_url, user_key_env=user_key_env,
         attempts=attempts, workers=workers, backend=backend, keep=keep,  # type: ignore[arg-type]
-        out=str(out.resolve()), prices=_prices(price),
-        options=EpisodeOptions(timeout_seconds=timeout, max_calls=max_calls, max_tokens=max_tokens,
-                               max_turns=max_turns))
+        out=str(out.resolve()), prices=parse_prices(price),
+        options=episode_options(timeout=timeout, max_calls=max_calls, max_tokens=max_tokens, max_turns=max_turns))
     plan = plan_distill(config, resume=resume)  # every local check first (nothing is written yet)
     checked = check_endpoints(  # then every model endpoint the run uses answers, before anything runs
         [Endpoint("--base-url", base_url or "", t, api_key_env) for t in (teacher or [None])]  # type: ignore[list-item]
@@ -201,20 +200,23 @@ def export(
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Dataset folder to create.")],
     format_: Annotated[str, typer.Option("--format", help="hf (Parquet, the published Orchard layout), trl (TRL's SFTTrainer: orchard's samples pre-tokenized with their assistant mask), verl-sft (verl's multi-turn SFT Parquet), atif (Harbor's ATIF-v1.4 trajectories, one JSON per episode). docs/training.md.")] = "hf",
     keep: Annotated[Optional[str], typer.Option("--keep", help="all, or resolved: only resolved episodes (default: hf all; trl and verl-sft resolved, as orchard train).")] = None,
-    base_model: Annotated[Optional[str], typer.Option("--base-model", help="trl, verl-sft: the model the samples are made for (smollm2, a checkpoint folder, a hub id): its tokenizer and chat template.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="trl, verl-sft: the model the samples are made for (smollm2, a checkpoint folder, a hub id): its tokenizer and chat template.")] = None,
     builder: Annotated[Optional[str], typer.Option("--builder", help="trl, verl-sft: per-call or merged, as orchard train (default: trl per-call, verl-sft merged).")] = None,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len", min=16, help="trl, verl-sft: longest sample in tokens, as orchard train.")] = 2048,
     token_ids: Annotated[str, typer.Option("--token-ids", help="trl: auto (recorded token ids when they are the model's) or never.")] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    base_model: old_option("--base-model", "--model") = None,
 ) -> None:
     """Write trajectories as a dataset: hf (tools, messages, metadata), trl, verl-sft or atif.
 
     \b
     Example:
       orchard distill export runs/claw.jsonl --format hf --out datasets/claw
-      orchard distill export runs/claw.jsonl --format trl --base-model smollm2 --out datasets/claw-trl
+      orchard distill export runs/claw.jsonl --format trl --model smollm2 --out datasets/claw-trl
     """
     from orchard_cli.errors import UsageError
+
+    model = old_spelling("--base-model", "--model", base_model, model)
     from orchard_cli.export import ExportOptions, export as run_export, names
 
     if format_ not in names():
@@ -225,9 +227,9 @@ def export(
         raise UsageError(f"--builder {builder!r}: use per-call or merged")
     if token_ids not in ("auto", "never"):
         raise UsageError(f"--token-ids {token_ids!r}: use auto or never")
-    if format_ in ("hf", "atif") and (base_model or builder):
-        raise UsageError(f"--base-model and --builder shape the training formats (trl, verl-sft), not {format_}")
-    options = ExportOptions(keep=keep, base_model=base_model, builder=builder, max_seq_len=max_seq_len,  # type: ignore[arg-type]
+    if format_ in ("hf", "atif") and (model or builder):
+        raise UsageError(f"--model and --builder shape the training formats (trl, verl-sft), not {format_}")
+    options = ExportOptions(keep=keep, base_model=model, builder=builder, max_seq_len=max_seq_len,  # type: ignore[arg-type]
                             token_ids=token_ids)  # type: ignore[arg-type]
     result = run_export(format_, file, out, options)
     if json_:

@@ -16,7 +16,19 @@ from typing import Annotated, Optional
 
 import typer
 from orchard_cli.commands._common import (
+    ApiKeyEnvOpt,
+    DEFAULT_HARNESS,
+    HarnessOpt,
+    MaxCallsOpt,
+    MaxTokensOpt,
+    MaxTurnsOpt,
+    PriceOpt,
+    TimeoutOpt,
+    check_priced,
     config_of,
+    old_option,
+    old_spelling,
+    parse_prices,
     default_workers,
     BackendOpt,
     DatasetOpt,
@@ -92,7 +104,8 @@ def run(
     predictions: Annotated[Optional[str], typer.Option("--predictions", help="No agent: gold (the family's reference solution), empty (nothing, the floor), or a predictions file (SWE-bench's JSONL/JSON: instance_id, model_patch) for families graded on a patch.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="The model an agent run drives: the name its endpoint serves (smollm2: the embedded model, no --base-url needed).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="The OpenAI-compatible endpoint of --model (…/v1; its key from OPENAI_API_KEY), asked once before the run; default: the embedded smollm2.")] = None,
-    harness: Annotated[Optional[str], typer.Option("--harness", help="The agent harness that drives --model: {harnesses}.")] = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    harness: Annotated[Optional[str], typer.Option("--harness", help=f"The agent harness that drives --model: {{harnesses}} (default with --model: {DEFAULT_HARNESS}; chat: one call, no tools, for quiz suites like capitals).")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
@@ -117,8 +130,11 @@ def run(
     max_errors: Annotated[int, typer.Option("--max-errors", min=0, help="Instances with env/infra errors tolerated before exit 3.")] = 0,
     retry_errors: Annotated[Optional[int], typer.Option("--retry-errors", min=0, help="Run an attempt lost to an env/infra error again, up to N times (claw-eval default 2, as its runner; else 0: counted as not passed).")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed passed to the attempt source (recorded).")] = None,
-    max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Agent runs: the harness's turn limit (default 50).")] = None,
-    agent_timeout: Annotated[Optional[float], typer.Option("--agent-timeout", min=1, help="Agent runs: seconds one harness run may take (default 1800).")] = None,
+    max_turns: MaxTurnsOpt = None,
+    timeout: TimeoutOpt = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    price: PriceOpt = None,
     judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="An LLM judge's model: its score is reported beside each verdict, never inside it.")] = None,
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint (…/v1).")] = None,
     judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Environment variable holding the judge's key (default OPENAI_API_KEY when set).")] = None,
@@ -126,11 +142,17 @@ def run(
     no_preflight: NoPreflightOpt = False,
     quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
+    agent_timeout: old_option("--agent-timeout", "--timeout", Optional[float], min=1) = None,
 ) -> None:
     from orchard_cli.errors import BelowBarError, InfraError, UsageError
     from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rollout.eval_run import EvalConfig, narrow_limit, plan_eval, verdict
 
+    timeout = old_spelling("--agent-timeout", "--timeout", agent_timeout, timeout)
+    if model and not predictions and harness is None:
+        harness = DEFAULT_HARNESS
+    prices = parse_prices(price)
+    check_priced(prices, [model] if model else [])
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the run folder to continue)")
     selection = selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,
@@ -143,7 +165,8 @@ def run(
     workers = default_workers(workers, (base_url or "smollm2") if model and not predictions else None)
     config = config_of(
         EvalConfig, **selection, backend=backend, attempts=attempts, predictions=predictions_arg, model=model, base_url=base_url,
-        harness=harness, seed=seed, max_turns=max_turns, agent_timeout=agent_timeout, workers=workers, fail_under=rate, max_errors=max_errors,
+        harness=harness, seed=seed, max_turns=max_turns, timeout=timeout, max_calls=max_calls, max_tokens=max_tokens,
+        prices=prices, api_key_env=api_key_env, workers=workers, fail_under=rate, max_errors=max_errors,
         retry_errors=retry_errors,
         judge_model=judge_model, judge_base_url=judge_base_url, judge_key_env=judge_key_env,
         user_model=user_model, user_base_url=user_base_url, user_key_env=user_key_env,
@@ -154,7 +177,7 @@ def run(
         ValueModel.load(rerank)
     plan = plan_eval(config, resume=resume)  # every local check first (nothing is written yet)
     checked = check_endpoints([  # then every model endpoint the run uses answers, before anything runs
-        Endpoint("--base-url", base_url or "", model),
+        Endpoint("--base-url", base_url or "", model, api_key_env),
         Endpoint("--judge-base-url", judge_base_url or "", judge_model, judge_key_env),
         Endpoint("--user-base-url", user_base_url or "", user_model, user_key_env)], enabled=not no_preflight)
     console = stderr_console(quiet)

@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat, emit_json, stderr_console, stdout_console
+from orchard_cli.commands._common import (FormatOpt, OutputFormat, emit_json, old_option, old_spelling, stderr_console,
+                                          stdout_console)
 
 app = typer.Typer(no_args_is_help=True,
                   help="The value model: distil graded experience into a scorer (train), pick the best "
@@ -42,7 +43,7 @@ def train(
     out: Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Folder for the value model (must be new or empty).")],
     trajectories: Annotated[Optional[list[Path]], typer.Option("--trajectories", dir_okay=False, help="Trajectories JSONL file (repeat for more).")] = None,
     runs: Annotated[Optional[list[Path]], typer.Option("--runs", file_okay=False, help="`orchard eval` run folder (repeat for more).")] = None,
-    base_model: Annotated[str, typer.Option("--base-model", help="Frozen LM that reads the episodes: smollm2 or a checkpoint folder.")] = "smollm2",
+    model: Annotated[Optional[str], typer.Option("--model", help="Frozen LM that reads the episodes: smollm2 (the default) or a checkpoint folder.")] = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", file_okay=False, help="Continue an earlier value model: its experience plus the new.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the held-out draw and the fit.")] = 0,
     holdout: Annotated[float, typer.Option("--holdout", min=0.0, max=0.9, help="Fraction of tasks held out for the metrics (by task).")] = 0.3,
@@ -61,17 +62,19 @@ def train(
     threads: ThreadsOpt = None,
     feature_cache: CacheOpt = True,
     fmt: FormatOpt = OutputFormat.text,
+    base_model: old_option("--base-model", "--model") = None,
 ) -> None:
     """Train a value model on graded episodes; its metrics are measured on held-out tasks.
 
     \b
     Example:
-      orchard rerank train --trajectories runs/distill.jsonl --base-model smollm2 --out ./value
+      orchard rerank train --trajectories runs/distill.jsonl --model smollm2 --out ./value
     """
     from orchard_cli.errors import UsageError
     from orchard_cli.value.model import HeadConfig
     from orchard_cli.value.train import TrainConfig, train_value_model
 
+    model = old_spelling("--base-model", "--model", base_model, model) or "smollm2"
     if precision not in ("bf16", "fp32", "auto"):
         raise UsageError(f"--precision {precision!r} is not bf16, fp32 or auto")
     if objective not in ("pairwise", "pointwise"):
@@ -87,7 +90,7 @@ def train(
 
     config = TrainConfig(
         trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
-        base_model=base_model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
+        base_model=model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
         holdout=holdout, fold=fold_kn, max_tokens=max_tokens, precision=precision, shuffle_labels=shuffle_labels,
         reading=_reading(device, workers, threads, feature_cache),
         head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps, objective=objective,

@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import (BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, GroupsOpt, InstancesOpt,
+from orchard_cli.commands._common import (DEFAULT_HARNESS, ApiKeyEnvOpt, HarnessOpt, MaxCallsOpt, MaxTokensOpt,
+                                          MaxTurnsOpt, PriceOpt, TimeoutOpt, check_priced, episode_options,
+                                          old_option, old_spelling, parse_prices, BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, GroupsOpt, InstancesOpt,
                                           LimitOpt, NoPreflightOpt, OutputFormat, QuietOpt, SampleOpt, SampleSeedOpt,
                                           SliceOpt, config_of, emit_json, stderr_console, task_selection)
 
-HarnessOpt = Annotated[str, typer.Option("--harness", help="The agent harness the policy drives: {harnesses} (chat: one call, no tools).")]
 GroupOpt = Annotated[int, typer.Option("--group-size", "-G", min=1, help="Attempts per task (the GRPO group).")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature of the policy.")]
 NewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on each model call's completion (default: the harness's own).")]
@@ -21,10 +22,10 @@ WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Episodes run 
 
 def rollout(
     suite: Annotated[str, typer.Argument(metavar="SUITE", help="A registered suite ({suites}) or a data file.")],
-    policy_url: Annotated[Optional[list[str]], typer.Option("--policy-url", help="OpenAI-compatible endpoint that returns token ids and log-probabilities (orchard serve; vLLM). Repeat to spread attempts over several. Default: the embedded smollm2.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model name the endpoint serves (needed with a URL).")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the endpoints' key.")] = None,
-    harness: HarnessOpt = "chat",
+    model: Annotated[Optional[str], typer.Option("--model", help="The policy: the model name --base-url serves (needed with a URL).")] = None,
+    base_url: Annotated[Optional[list[str]], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model that returns token ids and log-probabilities (orchard serve; vLLM). Repeat to spread attempts over several. Default: the embedded smollm2.")] = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    harness: HarnessOpt = DEFAULT_HARNESS,
     group_size: GroupOpt = 4,
     temperature: TemperatureOpt = 1.0,
     max_new_tokens: NewTokensOpt = None,
@@ -40,11 +41,15 @@ def rollout(
     sample_seed: SampleSeedOpt = None,
     workers: WorkersOpt = 1,
     backend: BackendOpt = "local",
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 600.0,
-    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 20,
+    timeout: TimeoutOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    price: PriceOpt = None,
     no_preflight: NoPreflightOpt = False,
     quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
+    policy_url: old_option("--policy-url", "--base-url", Optional[list[str]]) = None,
 ) -> None:
     """Roll out G attempts per task: token ids, log-probabilities, rewards, advantages for RL.
 
@@ -55,23 +60,27 @@ def rollout(
 
     \b
     Example:
-      orchard rollout capitals -G 8 --max-new-tokens 8 --out r.jsonl --parquet r.parquet
+      orchard rollout capitals --harness chat -G 8 --max-new-tokens 8 --out r.jsonl --parquet r.parquet
     """
     from orchard_cli.commands._progress import RunProgress
     from orchard_cli.preflight import Endpoint, check_endpoints
     from orchard_cli.rl.rollouts import RolloutConfig, Sampling, run_rollout
-    from orchard_cli.rollout.agent import EpisodeOptions
+
+    base_url = old_spelling("--policy-url", "--base-url", policy_url, base_url)
+    prices = parse_prices(price)
+    check_priced(prices, [model or "smollm2"])
 
     selection = task_selection(suite, family=family, dataset=dataset, instances=instances, repo=None, limit=limit,
                                slice_=slice_, repo_mirror=None, groups=group, sample=sample, sample_seed=sample_seed)
-    config = config_of(RolloutConfig, selection=selection, policy_urls=list(policy_url or []), model=model,
+    config = config_of(RolloutConfig, selection=selection, policy_urls=list(base_url or []), model=model,
                        api_key_env=api_key_env, harness=harness, group_size=group_size,
                        sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
                        workers=workers, backend=backend, out=str(out.resolve()),
                        parquet=str(parquet.resolve()) if parquet else None,
-                       options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
+                       options=episode_options(timeout=timeout, max_turns=max_turns, max_calls=max_calls,
+                                               max_tokens=max_tokens, price=prices.get(model or "smollm2")))
     console = stderr_console(quiet)
-    for line in check_endpoints([Endpoint("--policy-url", url, model, api_key_env) for url in policy_url or []],
+    for line in check_endpoints([Endpoint("--base-url", url, model, api_key_env) for url in base_url or []],
                                 enabled=not no_preflight):
         console.print(f"  endpoint {line}", markup=False)
     done = [0, 0.0]
@@ -122,12 +131,12 @@ def plan_text(suite: str | None, tasks: int, offline: list[list], rollouts: Path
 def rl(
     suite: Annotated[Optional[str], typer.Argument(metavar="SUITE", help="Tasks to train on: a registered suite ({suites}) or a data file; omit with --rollouts.")] = None,
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Run folder: checkpoints, logs, the reward curve, the final model.")] = Path("rl-run"),
-    model: Annotated[str, typer.Option("--model", help="The policy to start from: smollm2 or a checkpoint folder.")] = "smollm2",
+    model: Annotated[str, typer.Option("--model", help="The policy to start from: smollm2 or a checkpoint folder (what --base-url servers, when given, serve).")] = "smollm2",
     rollouts: Annotated[Optional[Path], typer.Option("--rollouts", dir_okay=False, help="Train on this rollouts file alone (from orchard rollout).")] = None,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps (each on fresh rollouts).")] = 20,
     tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 4,
     group_size: GroupOpt = 4,
-    harness: HarnessOpt = "chat",
+    harness: HarnessOpt = DEFAULT_HARNESS,
     temperature: TemperatureOpt = 1.0,
     max_new_tokens: NewTokensOpt = None,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (AdamW, constant).")] = 1e-5,
@@ -140,8 +149,11 @@ def rl(
     eval_attempts: Annotated[int, typer.Option("--eval-attempts", min=1, help="Sampled attempts per held-out task.")] = 4,
     eval_limit: Annotated[Optional[int], typer.Option("--eval-limit", min=1, help="At most this many held-out tasks (the first of the suite).")] = None,
     save_every: Annotated[int, typer.Option("--save-every", min=1, help="Steps between resumable checkpoints.")] = 5,
-    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turn limit handed to the harness.")] = 10,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 300.0,
+    max_turns: MaxTurnsOpt = None,
+    timeout: TimeoutOpt = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    price: PriceOpt = None,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
     group: GroupsOpt = None,
@@ -154,34 +166,37 @@ def rl(
     seed: Annotated[int, typer.Option("--seed", help="Seeds the task order and the sampling.")] = 0,
     shuffle_rewards: Annotated[bool, typer.Option("--shuffle-rewards", help="Control run: rewards shuffled across each step's episodes.")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Torch threads of the learner.")] = None,
-    policy_url: Annotated[Optional[list[str]], typer.Option("--policy-url", help="A server orchard did not start (vLLM, SGLang, orchard serve) serving --model: rollouts call it and it gets the new weights after each update (--sync). Repeat for several. Default: the policy is served in this process.")] = None,
-    sync: Annotated[Optional[str], typer.Option("--sync", help="With --policy-url: lora (train a LoRA adapter, loaded through POST /v1/load_lora_adapter: vLLM --enable-lora, orchard serve --enable-lora) or checkpoint (the whole model, reloaded through POST /update_weights_from_disk: SGLang, orchard serve --enable-weight-updates).")] = None,
+    base_url: Annotated[Optional[list[str]], typer.Option("--base-url", help="A server orchard did not start (vLLM, SGLang, orchard serve) serving --model: rollouts call it and it gets the new weights after each update (--sync). Repeat for several. Default: the policy is served in this process.")] = None,
+    sync: Annotated[Optional[str], typer.Option("--sync", help="With --base-url: lora (train a LoRA adapter, loaded through POST /v1/load_lora_adapter: vLLM --enable-lora, orchard serve --enable-lora) or checkpoint (the whole model, reloaded through POST /update_weights_from_disk: SGLang, orchard serve --enable-weight-updates).")] = None,
     lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank (--sync lora).")] = 16,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the --policy-url servers' key.")] = None,
+    api_key_env: ApiKeyEnvOpt = None,
     shard: Annotated[str, typer.Option("--shard", help="Under torchrun: full (FSDP2, the default with several processes), grad-op, or none (DDP).")] = "auto",
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its latest checkpoint.")] = False,
     no_preflight: NoPreflightOpt = False,
     quiet: QuietOpt = False,
     fmt: FormatOpt = OutputFormat.text,
+    policy_url: old_option("--policy-url", "--base-url", Optional[list[str]]) = None,
 ) -> None:
     """On-policy RL (GRPO): roll out, update, sync the served weights, repeat.
 
     Each step samples tasks, rolls out G attempts of each against the policy (served in this
-    process, or by --policy-url servers), updates with the clipped policy-gradient loss (TRL's GRPO
+    process, or by --base-url servers), updates with the clipped policy-gradient loss (TRL's GRPO
     loss), and syncs the new weights into the served policy (copied in place, or pushed with
     --sync); checkpoints, --resume, held-out evaluations with scorecards, a reward curve.
 
     \b
     Example:
-      orchard rl capitals --steps 20 -G 4 --max-new-tokens 8 --eval-suite capitals-heldout --out rl-run
+      orchard rl capitals --harness chat --steps 20 -G 4 --max-new-tokens 8 --eval-suite capitals-heldout --out rl-run
     """
     from orchard_cli.errors import UsageError
     from orchard_cli.rl.learner import LearnerConfig
     from orchard_cli.rl.loop import RLConfig, check_options, plan_rl
     from orchard_cli.rl.rollouts import Sampling
-    from orchard_cli.rollout.agent import EpisodeOptions
     from orchard_cli.selection import TaskSelection
 
+    base_url = old_spelling("--policy-url", "--base-url", policy_url, base_url)
+    prices = parse_prices(price)
+    check_priced(prices, [model])
     if loss_type not in ("dapo", "grpo", "bnpo", "dr_grpo"):
         raise UsageError(f"--loss-type {loss_type!r}: use dapo, grpo, bnpo or dr_grpo")
     if sync not in (None, "lora", "checkpoint"):
@@ -204,9 +219,10 @@ def rl(
                        group_size=group_size, sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
                        learner=learner, eval_every=eval_every if eval_suite else 0, eval_attempts=eval_attempts,
                        save_every=save_every, workers=workers, backend=backend, seed=seed,
-                       shuffle_rewards=shuffle_rewards, resume=resume, policy_urls=list(policy_url or []),
+                       shuffle_rewards=shuffle_rewards, resume=resume, policy_urls=list(base_url or []),
                        sync=sync, api_key_env=api_key_env,
-                       options=EpisodeOptions(timeout_seconds=timeout, max_turns=max_turns))
+                       options=episode_options(timeout=timeout, max_turns=max_turns, max_calls=max_calls,
+                                               max_tokens=max_tokens, price=prices.get(model)))
     if eval_suite and not eval_every:
         config = config.model_copy(update={"eval_every": steps})
     import os
@@ -219,7 +235,7 @@ def rl(
     check_options(config)  # the options first, then the servers: before the run folder or the model is touched
     # --model is the checkpoint trained here, not a name the servers serve: they are asked only
     # to answer (the loop takes the name each one lists)
-    checked = check_endpoints([Endpoint("--policy-url", url, None, api_key_env) for url in policy_url or []],
+    checked = check_endpoints([Endpoint("--base-url", url, None, api_key_env) for url in base_url or []],
                               enabled=not no_preflight)
     run = plan_rl(config)
     plan = plan_text(suite, len(run.tasks), run.offline, rollouts, steps=steps, tasks_per_step=tasks_per_step,

@@ -5,7 +5,7 @@ Serves /v1/chat/completions (streamed or not; tool calls parsed from orchard's t
 logprobs when a request asks (`return_token_ids`, `logprobs`); a vision-language checkpoint also takes
 `image_url` parts as data URLs (docs/vision.md). With `--enable-lora` / `--enable-weight-updates` it
 takes weights an RL trainer pushes: `POST /v1/load_lora_adapter` (vLLM's API) and `POST
-/update_weights_from_disk` (SGLang's), as `orchard rl --policy-url ... --sync` calls them (docs/rl.md). Prints the base URL on stdout; stops
+/update_weights_from_disk` (SGLang's), as `orchard rl --base-url ... --sync` calls them (docs/rl.md). Prints the base URL on stdout; stops
 cleanly on Ctrl-C or SIGTERM. On GPU machines vLLM or SGLang serve the same checkpoint folder much
 faster, and every orchard command takes their URL unchanged.
 

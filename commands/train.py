@@ -1,4 +1,4 @@
-"""`orchard train --trajectories FILE... --base-model MODEL --out DIR`: supervised fine-tuning on
+"""`orchard train --trajectories FILE... --model MODEL --out DIR`: supervised fine-tuning on
 recorded trajectories (loss on the assistant tokens only). DIR becomes a transformers checkpoint.
 Under `torchrun --nproc-per-node N -m orchard_cli.main train ...` the model is sharded with FSDP2
 (`--shard`); docs/training.md has the launch lines.
@@ -19,7 +19,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat, config_of, emit_json, stderr_console
+from orchard_cli.commands._common import (FormatOpt, OutputFormat, config_of, emit_json, old_option, old_spelling,
+                                          stderr_console)
 
 
 class BuilderOpt(str, Enum):
@@ -51,15 +52,15 @@ def _eval_tasks(suite: str, source: str | None = None) -> tuple[set[str], dict[s
 
 def train(
     trajectories: Annotated[list[Path], typer.Option("--trajectories", "-t", dir_okay=False, help="Trajectory file(s) written by orchard distill/eval (repeat the flag).")],
-    base_model: Annotated[str, typer.Option("--base-model", help="smollm2 (the embedded SmolLM2-135M-Instruct), a checkpoint folder (a vision-language one trains on the trajectories' images: docs/vision.md), or a hub id.")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output folder: new, empty, or this run's (with --resume).")],
+    model: Annotated[Optional[str], typer.Option("--model", help="The model to fine-tune: smollm2 (the embedded SmolLM2-135M-Instruct), a checkpoint folder (a vision-language one trains on the trajectories' images: docs/vision.md), or a hub id.")] = None,
     eval_suite: Annotated[Optional[str], typer.Option("--eval-suite", help="Refuse training tasks that are in this suite ({suites}), a folder of task folders or a SWE-bench-format file, by id or by content (prompt and fixture).")] = None,
     eval_source: Annotated[Optional[str], typer.Option("--eval-source", help="The eval suite's data or checkout (claw-eval: the benchmark's folder).")] = None,
     allow_overlap: Annotated[bool, typer.Option("--allow-overlap", help="Train even when tasks overlap --eval-suite (warns loudly).")] = False,
     include_unresolved: Annotated[bool, typer.Option("--include-unresolved", help="Also train on unresolved episodes (default: resolved only).")] = False,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Only episodes of this suite (repeatable): {suites}, or a data file's name.")] = None,
     harness: Annotated[Optional[list[str]], typer.Option("--harness", help="Only episodes of this harness (repeatable): {harnesses}.")] = None,
-    teacher: Annotated[Optional[list[str]], typer.Option("--teacher", help="Only episodes of this teacher model (repeatable).")] = None,
+    recorded_by: Annotated[Optional[list[str]], typer.Option("--recorded-by", metavar="MODEL", help="Only episodes recorded by this model (the teacher of orchard distill; repeatable).")] = None,
     builder: Annotated[BuilderOpt, typer.Option("--builder", help="per-call: one sample per model call; merged: consecutive calls of an episode in one sample.")] = BuilderOpt.per_call,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the data.")] = 1,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Stop after this many optimizer steps (overrides --epochs).")] = None,
@@ -81,14 +82,21 @@ def train(
     val_fraction: Annotated[float, typer.Option("--val-fraction", min=0.0, max=0.9, help="Share of episodes held out for a validation loss.")] = 0.0,
     token_ids: Annotated[str, typer.Option("--token-ids", help="auto: train on recorded token ids when they are the base model's; never: always render.")] = "auto",
     fmt: FormatOpt = OutputFormat.text,
+    base_model: old_option("--base-model", "--model") = None,
+    teacher: old_option("--teacher", "--recorded-by", Optional[list[str]]) = None,
 ) -> None:
     """Fine-tune a model on recorded trajectories (SFT, loss on assistant tokens only).
 
     \b
     Example:
-      orchard train --trajectories runs/claw.jsonl --base-model smollm2 --out ./student
+      orchard train --trajectories runs/claw.jsonl --model smollm2 --out ./student
     """
     from orchard_cli.errors import UsageError
+
+    model = old_spelling("--base-model", "--model", base_model, model)
+    recorded_by = old_spelling("--teacher", "--recorded-by", teacher, recorded_by)
+    if not model:
+        raise UsageError("name the model to fine-tune: --model MODEL (smollm2, a checkpoint folder or a hub id)")
     from orchard_cli.training.config import TrainConfig
     from orchard_cli.training.turns import EpisodeFilter
     from orchard_cli.training.run import train as run_training
@@ -98,9 +106,9 @@ def train(
     console = stderr_console(quiet=os.environ.get("RANK", "0") != "0")  # under torchrun, rank 0 speaks
     config = config_of(
         TrainConfig,
-        trajectories=[str(p) for p in trajectories], base_model=base_model, out=str(out), builder=builder.value,
+        trajectories=[str(p) for p in trajectories], base_model=model, out=str(out), builder=builder.value,
         filters=EpisodeFilter(only_resolved=not include_unresolved, suites=suite or [], harnesses=harness or [],
-                              teachers=teacher or []),
+                              teachers=recorded_by or []),
         token_ids=token_ids, epochs=epochs, max_steps=max_steps, lr=lr, max_seq_len=max_seq_len,
         batch_size=batch_size, grad_accum=grad_accum, packing=packing, lora=lora, lora_r=lora_r,
         lora_alpha=2 * lora_r, merge=merge, seed=seed, threads=threads, precision=precision.value,

@@ -39,7 +39,7 @@ def world(tmp_path_factory: Any) -> dict[str, Any]:
 
 
 def distill_args(w: dict[str, Any], data: str, out: Path, base_url: str, *extra: str) -> list[str]:
-    return ["distill", "--suite", str(w[data]), "--repo-mirror", str(w["mirror"]), "--base-url", base_url,
+    return ["distill", str(w[data]), "--repo-mirror", str(w["mirror"]), "--base-url", base_url,
             "--harness", "bash", "--out", str(out), "--timeout", "120", *extra]
 
 

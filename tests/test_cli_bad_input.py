@@ -127,13 +127,13 @@ BINARY_INPUTS = [
     ["eval", "blob.jsonl", "--predictions", "gold"],
     ["eval", "calc", "--dataset", "blob.jsonl", "--predictions", "gold"],
     ["eval", "swe-mini", "--predictions", "blob.jsonl"],
-    ["distill", "--suite", "blob.jsonl", "--base-url", "scripted", "--out", "t.jsonl"],
+    ["distill", "blob.jsonl", "--base-url", "scripted", "--out", "t.jsonl"],
     ["tasks", "ls", "swe-mini", "--dataset", "blob.jsonl"],
     ["tasks", "show", "blob.jsonl"],
     ["rerank", "candidates", "blob.jsonl", "--out", "cands"],
     ["view", "blob.jsonl"],
     ["distill", "export", "blob.jsonl", "--out", "exported"],
-    ["train", "--trajectories", "blob.jsonl", "--base-model", "smollm2", "--out", "student"],
+    ["train", "--trajectories", "blob.jsonl", "--model", "smollm2", "--out", "student"],
     ["rerank", "train", "--trajectories", "blob.jsonl", "--out", "value"],
     ["rollout", "blob.jsonl", "--family", "quiz", "--out", "r.jsonl"],
     ["rl", "--rollouts", "blob.jsonl", "--out", "rl-run"],
@@ -160,7 +160,7 @@ def test_orchard_debug_shows_the_traceback_and_keeps_the_exit_code(capsys, cwd, 
 def test_a_distill_resume_onto_a_file_that_is_not_trajectories_is_refused(capsys, cwd):
     for name in ("blob.jsonl", "a-file.txt"):
         before = (cwd / name).read_bytes()
-        check_refused(capsys, ["distill", "--suite", "calc", "--base-url", "scripted", "--resume", "--out", name],
+        check_refused(capsys, ["distill", "calc", "--base-url", "scripted", "--resume", "--out", name],
                       cwd, name)
         assert (cwd / name).read_bytes() == before  # nothing appended
 

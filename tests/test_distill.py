@@ -181,13 +181,13 @@ def test_the_upstream_key_never_reaches_any_file_the_run_wrote(w, tmp_path, caps
 
 
 def test_bad_usage_is_one_line_and_exit_2(w, tmp_path, capsys):
-    base = ["distill", "--suite", str(w["one"]), "--repo-mirror", str(w["mirror"]), "--out", str(tmp_path / "x.jsonl")]
+    base = ["distill", str(w["one"]), "--repo-mirror", str(w["mirror"]), "--out", str(tmp_path / "x.jsonl")]
     cases = [
-        (["distill", "--teacher", "t", "--base-url", "scripted"], "--suite"),
+        (["distill", "--teacher", "t", "--base-url", "scripted"], "orchard distill SUITE"),
         ([*base, "--teacher", "t", "--base-url", "scripted", "--keep", "some"], "--keep"),
         ([*base, "--teacher", "t", "--base-url", "scripted", "--harness", "nosuch"], "unknown harness 'nosuch'"),
         ([*base, "--teacher", "t", "--base-url", "nosuch"], "neither an http(s) URL"),
-        ([*base, "--base-url", "http://127.0.0.1:9/v1"], "--teacher MODEL"),
+        ([*base, "--base-url", "http://127.0.0.1:9/v1"], "--model MODEL"),
         ([*base, "--teacher", "t", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "ORCHARD_NO_SUCH_VAR"],
          "ORCHARD_NO_SUCH_VAR"),
         ([*base, "--teacher", "t", "--base-url", "scripted", "--price", "t=cheap"], "MODEL=IN,OUT"),

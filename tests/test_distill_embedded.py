@@ -16,7 +16,7 @@ from orchard_cli.models import endpoints
 
 def test_without_the_embedded_model_distill_names_the_install(tmp_path, capsys, monkeypatch):
     monkeypatch.delitem(endpoints._targets, "smollm2")
-    code = main(["distill", "--suite", "swe-lite", "--out", str(tmp_path / "t.jsonl")])
+    code = main(["distill", "swe-lite", "--out", str(tmp_path / "t.jsonl")])
     err = capsys.readouterr().err
     assert code == 3 and "embedded model (smollm2) is not installed" in err and "install-model.sh" in err
     assert not (tmp_path / "t.jsonl").exists()

@@ -19,7 +19,7 @@ from orchard_cli.trajectory import read_trajectories
 
 def _distill(tmp_path, capsys, suite: str, harness: str, *extra: str) -> list:
     out = tmp_path / f"{suite}-{harness}.jsonl"
-    code = main(["distill", "--suite", suite, "--base-url", "gold", "--harness", harness, *extra,
+    code = main(["distill", suite, "--base-url", "gold", "--harness", harness, *extra,
                  "--out", str(out), "--format", "json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
@@ -89,7 +89,7 @@ def test_codex_gets_the_task_tools_over_mcp(tmp_path, capsys):
 
 
 def test_a_task_without_a_reference_is_refused_by_name(tmp_path, capsys):
-    code = main(["distill", "--suite", "miniwob", "--instances", "book-flight,click-button", "--base-url", "gold",
+    code = main(["distill", "miniwob", "--instances", "book-flight,click-button", "--base-url", "gold",
                  "--harness", "web", "--out", str(tmp_path / "x.jsonl")])
     err = capsys.readouterr().err
     assert code == 2 and "book-flight" in err and len(err.strip().splitlines()) <= 2
@@ -102,7 +102,7 @@ def test_the_near_miss_demonstrator_plays_each_tasks_near_miss(tmp_path, capsys)
     the answer without the tools, and the other month's total): recorded like gold's, graded as
     the near miss it is (unresolved), and kept in the output (the near-miss control trains on it)."""
     out = tmp_path / "near.jsonl"
-    code = main(["distill", "--suite", "claw-mini", "--instances", "mail-lookup-1004", "--base-url", "near-miss",
+    code = main(["distill", "claw-mini", "--instances", "mail-lookup-1004", "--base-url", "near-miss",
                  "--harness", "bash", "--out", str(out), "--format", "json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
@@ -112,7 +112,7 @@ def test_the_near_miss_demonstrator_plays_each_tasks_near_miss(tmp_path, capsys)
     assert record.evidence.dispatches == [] and "The invoice from" in record.messages[-1]["content"]
     assert [m["role"] for m in record.messages][-1] == "assistant" and record.calls
     # a family without near misses (calc's patches) is refused by name before anything runs
-    code = main(["distill", "--suite", "calc", "--base-url", "near-miss", "--harness", "bash",
+    code = main(["distill", "calc", "--base-url", "near-miss", "--harness", "bash",
                  "--out", str(tmp_path / "calc.jsonl")])
     err = capsys.readouterr().err
     assert code == 2 and "near miss" in err and "calc-" in err, err

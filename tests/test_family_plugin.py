@@ -86,7 +86,7 @@ def test_a_family_from_an_entry_point_runs_through_every_command(plugin, tmp_pat
 
     out = tmp_path / "distill" / "t.jsonl"
     with ScriptedEndpoint([write("apple"), "done", write("pear"), "done"], dialects=("chat",)) as info:
-        orchard(plugin, "distill", "--suite", "echo", "--harness", "bash", "--base-url", info.base_url,
+        orchard(plugin, "distill", "echo", "--harness", "bash", "--base-url", info.base_url,
                 "--teacher", "teacher", "--out", str(out), "--timeout", "120")
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     verdicts = {r["task_id"]: r["outcome"]["category"] for r in rows}

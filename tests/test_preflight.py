@@ -77,9 +77,9 @@ def _run(argv: list[str], capsys) -> tuple[int, str, float]:
 
 @pytest.mark.parametrize("argv", [
     ["eval", "calc", "--harness", "bash", "--model", "m", "--base-url", "{url}"],
-    ["distill", "--suite", "calc", "--teacher", "m", "--base-url", "{url}"],
-    ["rollout", "calc", "--policy-url", "{url}", "--model", "m"],
-    ["rl", "calc", "--policy-url", "{url}", "--sync", "checkpoint", "--model", "m"],
+    ["distill", "calc", "--teacher", "m", "--base-url", "{url}"],
+    ["rollout", "calc", "--base-url", "{url}", "--model", "m"],
+    ["rl", "calc", "--base-url", "{url}", "--sync", "checkpoint", "--model", "m"],
     ["eval", "calc", "--predictions", "gold", "--judge-model", "j", "--judge-base-url", "{url}"],
 ])
 def test_an_unreachable_endpoint_is_one_line_before_anything_runs(argv, tmp_path, capsys, monkeypatch):

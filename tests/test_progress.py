@@ -48,7 +48,7 @@ def _argv(kind: str, url: str, tmp_path) -> list[str]:
     if kind == "eval":
         return [*orchard, "eval", "calc", "--limit", "2", "--harness", "bash", "--model", "scripted",
                 "--base-url", url, "--max-turns", "1", "--out", str(tmp_path / "run")]
-    return [*orchard, "distill", "--suite", "calc", "--limit", "2", "--teacher", "scripted", "--base-url", url,
+    return [*orchard, "distill", "calc", "--limit", "2", "--teacher", "scripted", "--base-url", url,
             "--max-turns", "1", "--out", str(tmp_path / "t.jsonl")]
 
 

@@ -83,7 +83,7 @@ def test_distill_takes_the_sample_and_records_it(capsys, tmp_path):
 
     listed = [r["instance_id"] for r in _ls(capsys, "capitals", "--sample", "3", "--sample-seed", "5")]
     out = tmp_path / "t.jsonl"
-    code, _, err = _run(capsys, "distill", "--suite", "capitals", "--base-url", "gold", "--harness", "chat",
+    code, _, err = _run(capsys, "distill", "capitals", "--base-url", "gold", "--harness", "chat",
                         "--sample", "3", "--sample-seed", "5", "--out", str(out), "-q")
     assert code == 0, err
     assert sorted(r.task_id for r in read_trajectories(out)) == sorted(listed)
@@ -93,7 +93,7 @@ def test_distill_takes_the_sample_and_records_it(capsys, tmp_path):
 
 SELECTORS = [
     ["eval", "claw-mini", "--predictions", "gold", "--out", "run"],
-    ["distill", "--suite", "claw-mini", "--base-url", "scripted", "--out", "t.jsonl"],
+    ["distill", "claw-mini", "--base-url", "scripted", "--out", "t.jsonl"],
     ["rollout", "claw-mini", "--out", "r.jsonl"],
     ["rl", "claw-mini", "--out", "rl-run"],
     ["tasks", "ls", "claw-mini"],

@@ -3,7 +3,7 @@
 1. `orchard distill` records trajectories: the scripted teacher (a real endpoint that replies from a
    script) drives the bash harness through orchard's recording proxy on a real SWE-bench-format task
    in a real sandbox, and the grader resolves it;
-2. `orchard train --base-model smollm2` fine-tunes SmolLM2 on them for 2 steps;
+2. `orchard train --model smollm2` fine-tunes SmolLM2 on them for 2 steps;
 3. `orchard serve --model DIR` (a subprocess) loads the checkpoint and answers a chat completion and
    a forced tool call;
 4. `orchard distill --harness bash --base-url SERVE_URL` runs one episode of the bash harness against
@@ -75,7 +75,7 @@ def recorded(world, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def student(recorded, smollm2_home, tmp_path_factory) -> dict[str, Any]:
-    """`orchard train --base-model smollm2` on the recorded trajectories: {'out', 'summary'}."""
+    """`orchard train --model smollm2` on the recorded trajectories: {'out', 'summary'}."""
     home = tmp_path_factory.mktemp("loop-home")
     (home / "cache").mkdir()
     # the session's converted SmolLM2 (tests/model_fixtures.py): `smollm2` is read from it, not the GGUF
@@ -83,7 +83,7 @@ def student(recorded, smollm2_home, tmp_path_factory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("trained") / "student"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ORCHARD_HOME", str(home))
-        code = main(["train", "-t", str(recorded), "--base-model", "smollm2", "--max-steps", "2", "--out", str(out),
+        code = main(["train", "-t", str(recorded), "--model", "smollm2", "--max-steps", "2", "--out", str(out),
                      "--threads", "1", "--max-seq-len", "1024", "--format", "json"])
     assert code == 0
     state = json.loads((out / "orchard_train.json").read_text())

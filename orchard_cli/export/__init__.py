@@ -2,7 +2,7 @@
 --out DIR`. One registry, a format name -> "module:function" imported only when chosen:
 
     hf        the published Orchard layout: one row per episode (tools, messages, metadata)
-    trl       TRL's SFTTrainer: orchard's training samples, pre-tokenized for --base-model, with
+    trl       TRL's SFTTrainer: orchard's training samples, pre-tokenized for --model, with
               the assistant-only mask orchard trains on (`assistant_masks`), beside the
               conversational `messages` + `tools` they come from
     verl-sft  verl's multi-turn SFT Parquet: `messages` + `tools`, one row per orchard sample

@@ -37,8 +37,8 @@ def build(path: str | Path, options: ExportOptions, default_builder: str) -> Bui
     from orchard_cli.training.samples import Encoder, build_samples
 
     if not options.base_model:
-        raise UsageError("this format is tokenized for one model: name it with --base-model",
-                         hint="e.g. --base-model smollm2, or the checkpoint folder the trainer starts from")
+        raise UsageError("this format is tokenized for one model: name it with --model",
+                         hint="e.g. --model smollm2, or the checkpoint folder the trainer starts from")
     episodes, report = load_episodes([path], EpisodeFilter(only_resolved=(options.keep or "resolved") == "resolved"))
     if not episodes:
         hint = "pass --keep all to export unresolved episodes too" if report.filtered.get("not_resolved") else None

@@ -1,7 +1,7 @@
 """`--format trl`: what TRL's `SFTTrainer` (and `trl sft`) reads, with orchard's own mask.
 
 One row per orchard training sample (`orchard train`'s builder, per-call by default, `--builder
-merged` for one row per run of consecutive turns), tokenized for `--base-model` exactly as
+merged` for one row per run of consecutive turns), tokenized for `--model` exactly as
 `orchard train` tokenizes it: the model's chat template with orchard's tool-call format where the
 template renders no tools, recorded token ids where they are the model's own (`--token-ids`).
 

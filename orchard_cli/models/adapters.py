@@ -1,5 +1,5 @@
 """Weights loaded into a running `orchard serve`, through the APIs vLLM and SGLang serve for RL
-trainers (what `orchard rl --policy-url ... --sync` calls):
+trainers (what `orchard rl --base-url ... --sync` calls):
 
 - `POST /v1/load_lora_adapter` {"lora_name", "lora_path", "load_inplace"} (vLLM's API; on with
   `orchard serve --enable-lora`, as vLLM's `--enable-lora` with VLLM_ALLOW_RUNTIME_LORA_UPDATING):

@@ -1,7 +1,7 @@
 """`gold`: the demonstrator teacher. An in-package endpoint (beside `smollm2` and `scripted`) that
 plays each task's reference solution as the model's turns, through the real harness:
 
-    orchard distill --suite claw-mini --base-url gold --harness bash --out demos.jsonl
+    orchard distill claw-mini --base-url gold --harness bash --out demos.jsonl
 
 so the recorded trajectory is exactly what a teacher's would be (the proxy records the calls, the
 tools record their dispatches, the family collects the evidence and grades it), in the harness's

@@ -2,8 +2,8 @@
 this one place: a stage can be run again by hand (or swapped: train on a GPU cluster with another
 engine, put the checkpoint in DIR/student, come back with --resume) from what the recipe prints.
 
-Today's spellings; the family-seam redesign renames some options (a suite positional everywhere,
-`--model` + `--base-url` everywhere, one `--timeout`): only this file changes then.
+The one CLI vocabulary (docs/cli.md): the suite positional, `--model` + `--base-url`, one
+`--timeout`; a limit is printed unless it is the commands' shared default (EpisodeOptions').
 """
 
 from __future__ import annotations
@@ -23,6 +23,17 @@ def _opt(argv: list[Any], flag: str, value: Any, default: Any = None) -> None:
         argv += [flag, value]
 
 
+def _limits(argv: list[Any], options: Any) -> None:
+    """An episode's limits, each unless it is the default every command shares."""
+    from orchard_cli.rollout.agent import EpisodeOptions
+
+    default = EpisodeOptions()
+    _opt(argv, "--timeout", f"{options.timeout_seconds:g}", f"{default.timeout_seconds:g}")
+    _opt(argv, "--max-turns", options.max_turns, default.max_turns)
+    _opt(argv, "--max-calls", options.max_calls, default.max_calls)
+    _opt(argv, "--max-tokens", options.max_tokens, default.max_tokens)
+
+
 def synth(family: str, n: int, seed: int, templates: list[str] | None, out_dir: str, jobs: int) -> str:
     argv: list[Any] = ["tasks", "synth", "--family", family, "--n", n, "--seed", seed]
     if templates:
@@ -34,19 +45,16 @@ def synth(family: str, n: int, seed: int, templates: list[str] | None, out_dir: 
 
 def distill(config: Any) -> str:
     """`orchard distill` for a DistillConfig."""
-    argv: list[Any] = ["distill", "--suite", config.suite]
+    argv: list[Any] = ["distill", config.suite]
     _opt(argv, "--family", config.family)
     for teacher in config.teachers:
-        argv += ["--teacher", teacher]
+        argv += ["--model", teacher]
     _opt(argv, "--base-url", config.base_url)
     _opt(argv, "--api-key-env", config.api_key_env)
     argv += ["--harness", config.harness]
     _opt(argv, "--attempts", config.attempts, 1)
     _opt(argv, "--workers", config.workers, 1)
-    options = config.options
-    _opt(argv, "--timeout", f"{options.timeout_seconds:g}", "1800")
-    _opt(argv, "--max-turns", options.max_turns, 50)
-    _opt(argv, "--max-calls", options.max_calls, 100)
+    _limits(argv, config.options)
     argv += ["--out", config.out]
     return _join(argv)
 
@@ -56,7 +64,7 @@ def train(config: Any) -> str:
     argv: list[Any] = ["train"]
     for path in config.trajectories:
         argv += ["-t", path]
-    argv += ["--base-model", config.base_model, "--out", config.out, "--builder", config.builder]
+    argv += ["--model", config.base_model, "--out", config.out, "--builder", config.builder]
     if config.max_steps is not None:
         argv += ["--max-steps", config.max_steps]
     else:
@@ -95,7 +103,9 @@ def evaluate(config: Any) -> str:
     _opt(argv, "--attempts", config.attempts, 1)
     _opt(argv, "--workers", config.workers, 1)
     _opt(argv, "--max-turns", config.max_turns)
-    _opt(argv, "--agent-timeout", f"{config.agent_timeout:g}" if config.agent_timeout else None)
+    _opt(argv, "--timeout", f"{config.timeout:g}" if config.timeout else None)
+    _opt(argv, "--max-calls", config.max_calls)
+    _opt(argv, "--max-tokens", config.max_tokens)
     _opt(argv, "--seed", config.seed)
     _opt(argv, "--max-errors", config.max_errors, 0)
     argv += ["--out", config.out]
@@ -116,8 +126,7 @@ def rl(config: Any) -> str:
         argv += ["--eval-suite", config.eval_selection.suite, "--eval-every", config.eval_every]
         _opt(argv, "--eval-limit", config.eval_selection.limit)
     _opt(argv, "--eval-attempts", config.eval_attempts, 4)
-    _opt(argv, "--max-turns", config.options.max_turns, 10)
-    _opt(argv, "--timeout", f"{config.options.timeout_seconds:g}", "300")
+    _limits(argv, config.options)
     _opt(argv, "--workers", config.workers, 1)
     _opt(argv, "--seed", config.seed, 0)
     if config.shuffle_rewards:

@@ -80,7 +80,7 @@ def _eval_one(ctx: Ctx, record: StageRecord, continuing: bool, arm: str, name: s
     eval_config = EvalConfig(
         suite=str(ctx.tasks(name)), family=config.family, backend=config.backend, attempts=config.eval.attempts,
         model=model, base_url=base_url, harness=config.harness, max_turns=config.eval.max_turns,
-        agent_timeout=config.eval.timeout, workers=config.eval.workers,
+        timeout=config.eval.timeout, workers=config.eval.workers,
         max_errors=tasks * config.eval.attempts, out=str(out))
     resume = continuing and (out / "config.json").is_file() and \
         read_json(out / "config.json").get("base_url") == base_url

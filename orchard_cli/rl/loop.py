@@ -2,7 +2,7 @@
 
     load the learner's copy of the policy (fp32, train mode; a LoRA adapter with --sync lora),
     plus a frozen reference when beta > 0; the served policy is a copy in this process (`orchard
-    serve`'s server, on loopback), or servers orchard did not start (`--policy-url`)
+    serve`'s server, on loopback), or servers orchard did not start (`--base-url`)
     for each step:
         sample `tasks_per_step` tasks (seeded by the step), roll out G attempts each through the
         rollout core against the served policy (`rl.rollouts`), group advantages
@@ -316,16 +316,16 @@ def check_options(config: RLConfig) -> None:
     if (config.selection is None) == (config.rollouts_file is None):
         raise UsageError("name the tasks to train on (SUITE) or a rollouts file (--rollouts FILE), not both")
     if config.policy_urls and config.sync is None:
-        raise UsageError("--policy-url servers need to be told of new weights: add --sync lora or --sync checkpoint",
+        raise UsageError("--base-url servers need to be told of new weights: add --sync lora or --sync checkpoint",
                          hint="docs/rl.md says which sync each server supports")
     if config.sync is not None and not config.policy_urls:
-        raise UsageError(f"--sync {config.sync} pushes weights to servers: name them with --policy-url URL",
-                         hint="without --policy-url the policy is served in this process and synced in place")
+        raise UsageError(f"--sync {config.sync} pushes weights to servers: name them with --base-url URL",
+                         hint="without --base-url the policy is served in this process and synced in place")
     for url in config.policy_urls:
         if not url.startswith(("http://", "https://")):
-            raise UsageError(f"--policy-url {url!r} is not an http(s) URL", hint="e.g. --policy-url http://127.0.0.1:8000/v1")
+            raise UsageError(f"--base-url {url!r} is not an http(s) URL", hint="e.g. --base-url http://127.0.0.1:8000/v1")
     if config.learner.lora != (config.sync == "lora"):
-        raise UsageError("a LoRA policy is pushed as an adapter: use --sync lora with --policy-url")
+        raise UsageError("a LoRA policy is pushed as an adapter: use --sync lora with --base-url")
     if config.rollouts_file is not None and not Path(config.rollouts_file).is_file():
         raise UsageError(f"--rollouts {config.rollouts_file}: no such file")
 

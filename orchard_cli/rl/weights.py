@@ -3,9 +3,9 @@ weights. Version N is the policy after N updates (0: the starting weights); the 
 sample version N-1, and every call a server answers says which version produced it (the recorded
 call's `weight_version`, when the server reports one: `orchard serve` does).
 
-- `InProcess` (`orchard rl` without --policy-url): the served copy in this process gets the
+- `InProcess` (`orchard rl` without --base-url): the served copy in this process gets the
   learner's weights, copied in place between generations.
-- `LoraPush` (`--policy-url URL... --sync lora`): the LoRA adapter is saved to DIR/adapters/vN and
+- `LoraPush` (`--base-url URL... --sync lora`): the LoRA adapter is saved to DIR/adapters/vN and
   each server loads it through `POST /v1/load_lora_adapter` ({"lora_name", "lora_path",
   "load_inplace": true}: vLLM's API, which needs `vllm serve --enable-lora` with
   `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`; SGLang serves the same route without /v1; `orchard serve
@@ -59,7 +59,7 @@ def served_model(base_url: str, key: str | None) -> str:
         reply.raise_for_status()
         return str(reply.json()["data"][0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise InfraError(f"--policy-url {base_url}: cannot list its models ({type(exc).__name__}: {exc})",
+        raise InfraError(f"--base-url {base_url}: cannot list its models ({type(exc).__name__}: {exc})",
                          hint="start the server first (orchard serve, vllm serve, sglang) and pass its /v1 URL") from None
 
 

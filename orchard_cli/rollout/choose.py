@@ -17,14 +17,16 @@ from orchard_cli.rollout.solvers import EmptySolver, GoldSolver, PredictionsSolv
 if TYPE_CHECKING:
     from orchard_cli.family import Family, Gold, RunOptions, Task
     from orchard_cli.rollout.user_model import UserConfig
+    from orchard_cli.rollout.agent import Price
 
 solvers: Registry = Registry("harness", "orchard.solvers", {})
 
 
 def make_solver(*, predictions: str | None, harness: str | None, model: str | None, base_url: str | None,
                 seed: int | None, family: "Family", tasks: list["Task"], options: "RunOptions | None" = None,
-                max_turns: int | None = None, agent_timeout: float | None = None,
-                suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None,
+                max_turns: int | None = None, timeout: float | None = None,
+                max_calls: int | None = None, max_tokens: int | None = None, price: "Price | None" = None,
+                api_key_env: str | None = None, suite_ids: Callable[[], set[str]] | None = None, user: "UserConfig | None" = None,
                 suite_tasks: Callable[[], list["Task"]] | None = None) -> Solver:
     """The solver a run asks for; every problem is a one-line UsageError. A predictions file may
     hold more of the suite than the selected tasks (`suite_ids()`, the whole suite's ids): those
@@ -65,7 +67,8 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
         kind = plays_references(base_url)
         if kind:
             require_references(family, tasks, f"the demonstrator --base-url {base_url}", options=options, kind=kind)
-        return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=agent_timeout, user=user)
+        return agent_solver(harness, model, base_url, seed, max_turns=max_turns, timeout=timeout, user=user,
+                            max_calls=max_calls, max_tokens=max_tokens, price=price, api_key_env=api_key_env)
     raise UsageError("nothing to evaluate: say where the answers come from",
                      hint="--predictions gold|empty|PATH, or --model NAME --base-url URL --harness NAME")
 
@@ -143,7 +146,8 @@ def _no_gold(family: "Family", tasks: list["Task"], lacking: list[str],
 
 def agent_solver(harness: str | None, model: str | None, base_url: str | None, seed: int | None, *,
                  max_turns: int | None = None, timeout: float | None = None,
-                 user: "UserConfig | None" = None) -> Solver:
+                 user: "UserConfig | None" = None, max_calls: int | None = None, max_tokens: int | None = None,
+                 price: "Price | None" = None, api_key_env: str | None = None) -> Solver:
     """An agent harness driving a model (a registered solver, or any harness via the proxy)."""
     if not harness or not model:
         raise UsageError("an agent run needs both --model NAME and --harness NAME",
@@ -155,10 +159,11 @@ def agent_solver(harness: str | None, model: str | None, base_url: str | None, s
         return factory(model=model, base_url=base_url, seed=seed)
     from orchard_cli.rollout.agent import AgentSolver
 
-    limits = {k: v for k, v in (("max_turns", max_turns), ("timeout_seconds", timeout)) if v is not None}
+    limits = {k: v for k, v in (("max_turns", max_turns), ("timeout_seconds", timeout), ("max_calls", max_calls),
+                                ("max_tokens", max_tokens), ("price", price)) if v is not None}
     from orchard_cli.rollout.user_model import UserModel
 
-    solver = AgentSolver(harness, model=model, base_url=base_url, seed=seed,
+    solver = AgentSolver(harness, model=model, base_url=base_url, seed=seed, api_key_env=api_key_env,
                          user=UserModel(user) if user is not None else None)
     if limits:
         solver.options = solver.options.model_copy(update=limits)

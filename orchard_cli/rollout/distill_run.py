@@ -309,7 +309,7 @@ def plan_distill(config: DistillConfig, *, resume: bool = False) -> DistillRun:
     teachers = list(dict.fromkeys(config.teachers))
     if not teachers:
         if not upstream.local:
-            raise UsageError("name the teacher model: --teacher MODEL (the name the endpoint serves)")
+            raise UsageError("name the teacher model: --model MODEL (the name the endpoint serves)")
         teachers = [upstream.name]  # type: ignore[list-item]
     unknown = sorted(set(config.prices) - set(teachers))
     if unknown:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchard_cli import __version__
 from orchard_cli.errors import UsageError
@@ -34,6 +34,7 @@ from orchard_cli.evidence import EVIDENCE_FILE, Evidence
 from orchard_cli.predictions import PredictionsLog
 from orchard_cli.prereqs import require_host
 from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl, sha256_file, write_json, write_text
+from orchard_cli.rollout.agent import Price
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.rollout.pool import Pool, reap_orphans, spread_environments
@@ -92,8 +93,17 @@ class EvalConfig(BaseModel):
     seed: int | None = None
     max_turns: int | None = Field(None, ge=1)
     """Agent runs: the harness's turn limit (default: the episode default, 50)."""
-    agent_timeout: float | None = Field(None, gt=0)
-    """Agent runs: seconds one harness run may take (default: the episode default, 1800)."""
+    timeout: float | None = Field(None, gt=0)
+    """Agent runs: seconds one harness run may take (default: the episode default, 1800). Runs
+    written before the one CLI vocabulary call it `agent_timeout` (read as this)."""
+    max_calls: int | None = Field(None, ge=1)
+    """Agent runs: model calls allowed per episode (default: the episode default, 100)."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Agent runs: tokens allowed per episode (default: no cap)."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """`--price MODEL=IN,OUT`: USD per million tokens of --model (otherwise the cost is unknown)."""
+    api_key_env: str | None = None
+    """The variable holding --base-url's key (never the key itself); default OPENAI_API_KEY."""
     workers: int = Field(1, ge=1)
     retry_errors: int | None = Field(None, ge=0)
     """An attempt lost to an env/infra error runs again, up to this many times, in the run (what a
@@ -111,6 +121,16 @@ class EvalConfig(BaseModel):
     judge_key_env: str | None = None
     out: str = ""
     orchard_version: str = __version__
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """A config.json from before `--agent-timeout` became `--timeout` reads the same."""
+        if isinstance(data, dict) and "agent_timeout" in data:
+            data = dict(data)
+            old = data.pop("agent_timeout")
+            data.setdefault("timeout", old)
+        return data
 
     @property
     def selection(self) -> TaskSelection:
@@ -359,7 +379,9 @@ def plan_eval(config: EvalConfig, *, resume: bool = False) -> EvalRun:
     check_host(family, tasks, options, what=f"{Path(config.suite).name} on the {config.backend} backend")
     solver = make_solver(predictions=config.predictions, harness=config.harness, model=config.model,
                          base_url=config.base_url, seed=config.seed, family=family, tasks=tasks, options=options,
-                         max_turns=config.max_turns, agent_timeout=config.agent_timeout,
+                         max_turns=config.max_turns, timeout=config.timeout, max_calls=config.max_calls,
+                         max_tokens=config.max_tokens, price=config.prices.get(config.model or ""),
+                         api_key_env=config.api_key_env,
                          user=user_config(config.user_model, config.user_base_url, config.user_key_env),
                          suite_ids=lambda: _suite_ids(config.selection),
                          suite_tasks=lambda: _suite_tasks(config.selection))

@@ -82,7 +82,7 @@ def check_base_model(spec: str) -> None:
     if why is not None:
         raise NotFoundError(f"base model {spec!r} is not 'smollm2' nor a folder, and there is no hub at "
                             f"{endpoint()} to give it ({why})",
-                            hint="pass --base-model smollm2 or a checkpoint folder (HF_HUB_OFFLINE=1 reads "
+                            hint="pass --model smollm2 or a checkpoint folder (HF_HUB_OFFLINE=1 reads "
                                  "the hub cache)")
 
 
@@ -138,7 +138,7 @@ def _hub(spec: str) -> tuple[Any, Any]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NotFoundError(f"base model {spec!r} cannot be found: it is not 'smollm2', not a folder, "
                             f"and the hub did not give it ({first[:160]})",
-                            hint="pass --base-model smollm2 or a checkpoint folder on machines without a hub") from None
+                            hint="pass --model smollm2 or a checkpoint folder on machines without a hub") from None
 
 
 def load_tokenizer(spec: str) -> Any:

@@ -90,7 +90,7 @@ def _split(episodes: list[Episode], fraction: float, seed: int) -> tuple[list[Ep
 def _no_data(report: LoadReport) -> UsageError:
     dropped = ", ".join(f"{k}: {v}" for k, v in report.filtered.items()) or "none"
     hint = "pass --include-unresolved to train on every episode" if report.filtered.get("not_resolved") else \
-        "check the files and the --suite/--harness/--teacher filters"
+        "check the files and the --suite/--harness/--recorded-by filters"
     return UsageError(f"no episode to train on: {report.episodes_read} read, dropped {dropped}", hint=hint)
 
 

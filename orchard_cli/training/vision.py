@@ -1,6 +1,6 @@
 """Vision-language students: the sample builder's `Encoder` for a model with a processor.
 
-`orchard train --base-model DIR` with a vision-language checkpoint (`models.vision_model`) builds its
+`orchard train --model DIR` with a vision-language checkpoint (`models.vision_model`) builds its
 samples with `VisionEncoder` through the one builder (`samples.build_samples`): the same turns, the
 same merging, length policy and assistant-only labels. What differs is how a turn's prompt is made:
 

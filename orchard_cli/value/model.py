@@ -142,7 +142,7 @@ def check_compatible(meta: ValueModelMeta, identity: BaseIdentity, where: str) -
                   f"fingerprint {meta.base.fingerprint[:12]}), not {identity.name!r} "
                   f"(hidden {identity.hidden_size}, fingerprint {identity.fingerprint[:12]})")
         raise UsageError(f"{where} was trained on {reason}: its head cannot read these features",
-                         hint=f"use --base-model {meta.base.name}, or train a new value model")
+                         hint=f"use --model {meta.base.name}, or train a new value model")
 
 
 # ---- the head ------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def test_printed_command_lines_are_real_commands(tmp_path, capsys):
                                 lr=5e-5, packing=False, eval_suite=suite, lora=True, merge=True)),
         lines.serve("smollm2", 23456, 128, 0.0, 1, "cuda"),
         lines.evaluate(EvalConfig(suite=suite, family="claw", model="student", base_url="http://127.0.0.1:23456/v1",
-                                  harness="bash", max_turns=4, agent_timeout=150, max_errors=40, out=out)),
+                                  harness="bash", max_turns=4, timeout=150, max_errors=40, out=out)),
         lines.rl(RLConfig(selection=TaskSelection(suite=suite, family="claw"), model=out, out=out, harness="bash",
                           eval_selection=TaskSelection(suite=suite, family="claw", limit=10), eval_every=3,
                           sampling=Sampling(max_new_tokens=128), shuffle_rewards=True,

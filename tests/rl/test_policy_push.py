@@ -1,4 +1,4 @@
-"""`orchard rl --policy-url URL --sync lora|checkpoint` against an `orchard serve` started as a
+"""`orchard rl --base-url URL --sync lora|checkpoint` against an `orchard serve` started as a
 separate process (the HTTP calls a vLLM or SGLang server receives): after every update the
 server holds the learner's new weights, the next step's rollouts say they were sampled by them,
 and the server's log-probabilities are the learner's (fp32)."""
@@ -46,8 +46,8 @@ def server(smollm2_home, tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 
 def run(server: dict[str, Any], out: Path, sync: str, steps: int) -> list[dict[str, Any]]:
-    args = ["rl", "capitals", "--limit", "4", "--steps", str(steps), "--tasks-per-step", "2", "-G", "2",
-            "--max-new-tokens", "6", "--lr", "1e-4", "--save-every", "10", "--policy-url", server["base_url"],
+    args = ["rl", "capitals", "--harness", "chat", "--limit", "4", "--steps", str(steps), "--tasks-per-step", "2", "-G", "2",
+            "--max-new-tokens", "6", "--lr", "1e-4", "--save-every", "10", "--base-url", server["base_url"],
             "--sync", sync, "--out", str(out), "--format", "json"]
     assert main(args) == 0, server["log"].read_text()[-2000:]
     return [json.loads(line) for line in open(out / "steps.jsonl")]
@@ -86,10 +86,10 @@ def test_checkpoint_sync_reloads_the_served_model(server, smollm2_home, tmp_path
 
 
 def test_push_refusals(tmp_path, capsys) -> None:
-    base = ["rl", "capitals", "--steps", "1", "--out", str(tmp_path / "x")]
-    for extra, said in ((["--policy-url", "http://127.0.0.1:9/v1"], "--sync lora or --sync checkpoint"),
-                        (["--sync", "lora"], "name them with --policy-url"),
-                        (["--sync", "both", "--policy-url", "http://127.0.0.1:9/v1"], "use lora or checkpoint"),
-                        (["--policy-url", "localhost:8000", "--sync", "lora"], "not an http(s) URL")):
+    base = ["rl", "capitals", "--harness", "chat", "--steps", "1", "--out", str(tmp_path / "x")]
+    for extra, said in ((["--base-url", "http://127.0.0.1:9/v1"], "--sync lora or --sync checkpoint"),
+                        (["--sync", "lora"], "name them with --base-url"),
+                        (["--sync", "both", "--base-url", "http://127.0.0.1:9/v1"], "use lora or checkpoint"),
+                        (["--base-url", "localhost:8000", "--sync", "lora"], "not an http(s) URL")):
         assert main(base + extra) == 2
         assert said in capsys.readouterr().err

@@ -20,8 +20,8 @@ def rollouts(smollm2_home, tmp_path_factory):
     folder = tmp_path_factory.mktemp("rollouts")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ORCHARD_HOME", str(smollm2_home))
-        code = main(["rollout", "capitals", "--limit", "4", "-G", "4", "--max-new-tokens", "8",
-                     "--out", str(folder / "r.jsonl"), "--parquet", str(folder / "r.parquet"), "--format", "json"])
+        code = main(["rollout", "capitals", "--harness", "chat", "--limit", "4", "-G", "4", "--max-new-tokens", "8",
+                     "--max-tokens", "100000", "--price", "smollm2=1,2", "--out", str(folder / "r.jsonl"), "--parquet", str(folder / "r.parquet"), "--format", "json"])
     assert code == 0
     return folder
 
@@ -69,11 +69,19 @@ def test_parquet_has_one_row_per_trainable_segment(rollouts) -> None:
         assert row["reward"] == r.reward and row["uid"] == r.uid
 
 
+def test_rollout_records_the_run_limits_every_command_shares(rollouts) -> None:
+    import json
+
+    options = json.loads((rollouts / "r.run" / "config.json").read_text())["options"]
+    assert options == {"timeout_seconds": 1800.0, "max_turns": 50, "max_calls": 100, "max_tokens": 100000,
+                       "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+
+
 def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeypatch, capsys) -> None:
     from orchard_cli.rl.rollouts import read_rollouts
 
     monkeypatch.setenv("ORCHARD_HOME", str(smollm2_home))
-    assert main(["rollout", "capitals", "--instances", "capital-italy", "-G", "2", "--temperature", "0",
+    assert main(["rollout", "capitals", "--harness", "chat", "--instances", "capital-italy", "-G", "2", "--temperature", "0",
                  "--max-new-tokens", "8", "--out", str(tmp_path / "g.jsonl")]) == 0
     first, second = read_rollouts(tmp_path / "g.jsonl")
     rewarded = sum(r.reward > 0 for r in (first, second))  # the progress counts them (it said "0 resolved")
@@ -90,7 +98,7 @@ def test_greedy_rollout_replays_exactly(smollm2_home, smollm2, tmp_path, monkeyp
 def test_rl_two_steps_then_resume_and_train_from_a_file(rollouts, smollm2_home, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ORCHARD_HOME", str(smollm2_home))
     out = tmp_path / "run"
-    args = ["rl", "capitals", "--limit", "4", "--steps", "2", "--tasks-per-step", "4", "-G", "4",
+    args = ["rl", "capitals", "--harness", "chat", "--limit", "4", "--steps", "2", "--tasks-per-step", "4", "-G", "4",
             "--max-new-tokens", "8", "--save-every", "1", "--out", str(out), "--format", "json"]
     batches = {t for t in threading.enumerate() if t.name.startswith("orchard-batch-")}
     assert main(args) == 0

@@ -32,6 +32,6 @@ def test_train_one_step_on_an_atif_file(trajectories, tmp_path, smollm2_cached):
     from orchard_cli.main import main
 
     student = tmp_path / "student"
-    assert main(["train", "-t", str(out / first), "--base-model", "smollm2", "--out", str(student),
+    assert main(["train", "-t", str(out / first), "--model", "smollm2", "--out", str(student),
                  "--max-steps", "1", "--max-seq-len", "512", "--threads", "1", "--format", "json"]) == 0
     assert (student / "model.safetensors").is_file()

@@ -37,7 +37,7 @@ def test_train_end_to_end_smollm2(tmp_path, capsys, smollm2_cached):
     overlap = synthetic_trajectory(31, calls=2).task_id
     suite = _suite(tmp_path, [overlap, "acme__other-1"])
     out = tmp_path / "student"
-    args = ["train", "-t", str(data), "--base-model", "smollm2", "--out", str(out), "--max-steps", "3",
+    args = ["train", "-t", str(data), "--model", "smollm2", "--out", str(out), "--max-steps", "3",
             "--eval-suite", str(suite), "--allow-overlap", "--format", "json", *SHORT]
     assert main(args) == 0
     captured = capsys.readouterr()
@@ -82,7 +82,7 @@ def test_lora_resume_gives_the_uninterrupted_result(tmp_path, capsys, smollm2_di
     from orchard_cli.training.trainer import Trainer
 
     data = _data(tmp_path, seeds=(41, 42))
-    common = ["train", "-t", str(data), "--base-model", str(smollm2_dir), "--max-steps", "3", "--lora",
+    common = ["train", "-t", str(data), "--model", str(smollm2_dir), "--max-steps", "3", "--lora",
               "--merge", "--save-every", "1", "--precision", "fp32", "--lr", "1e-3", *SHORT]
     assert main([*common, "--out", str(tmp_path / "straight")]) == 0
 
@@ -118,7 +118,7 @@ def test_lora_resume_gives_the_uninterrupted_result(tmp_path, capsys, smollm2_di
 def test_lora_without_merge_writes_an_adapter(tmp_path, smollm2_dir):
     data = _data(tmp_path, seeds=(51,))
     out = tmp_path / "adapter"
-    assert main(["train", "-t", str(data), "--base-model", str(smollm2_dir), "--out", str(out),
+    assert main(["train", "-t", str(data), "--model", str(smollm2_dir), "--out", str(out),
                  "--max-steps", "1", "--lora", *SHORT]) == 0
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     assert not (out / "model.safetensors").exists()
@@ -128,7 +128,7 @@ def test_lora_without_merge_writes_an_adapter(tmp_path, smollm2_dir):
 def test_contaminated_data_is_refused(tmp_path, capsys):
     data = _data(tmp_path)
     suite = _suite(tmp_path, [synthetic_trajectory(32, calls=2).task_id])
-    code = main(["train", "-t", str(data), "--base-model", "smollm2", "--out", str(tmp_path / "o"),
+    code = main(["train", "-t", str(data), "--model", "smollm2", "--out", str(tmp_path / "o"),
                  "--eval-suite", str(suite)])
     err = capsys.readouterr().err
     assert code == 2 and len(_error_lines(err)) == 1
@@ -144,7 +144,7 @@ def test_contaminated_data_is_refused(tmp_path, capsys):
 def test_bad_trajectory_files(tmp_path, capsys, content, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
-    assert main(["train", "-t", str(path), "--base-model", "smollm2", "--out", str(tmp_path / "o")]) == 2
+    assert main(["train", "-t", str(path), "--model", "smollm2", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert len(_error_lines(err)) == 1 and message in err
 
@@ -155,10 +155,10 @@ def test_refusals_before_any_model_loads(tmp_path, capsys):
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")
     cases = [
-        (["--base-model", "smollm2", "--out", str(taken)], "is not a checkpoint of this run"),
-        (["--base-model", "smollm2", "--out", str(tmp_path / "o"), "--merge"], "--merge needs --lora"),
-        (["--base-model", "smollm2", "--out", str(tmp_path / "o"), "--suite", "nope"], "no episode to train on"),
-        (["--base-model", "smollm2", "--out", str(tmp_path / "o"), "-t", str(tmp_path / "missing.jsonl")],
+        (["--model", "smollm2", "--out", str(taken)], "is not a checkpoint of this run"),
+        (["--model", "smollm2", "--out", str(tmp_path / "o"), "--merge"], "--merge needs --lora"),
+        (["--model", "smollm2", "--out", str(tmp_path / "o"), "--suite", "nope"], "no episode to train on"),
+        (["--model", "smollm2", "--out", str(tmp_path / "o"), "-t", str(tmp_path / "missing.jsonl")],
          "does not exist"),
     ]
     for extra, message in cases:
@@ -175,7 +175,7 @@ def test_a_base_model_that_cannot_be_found(tmp_path, capsys, smollm2_home, monke
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no hub here: fail at once
     data = _data(tmp_path)
     for spec in (str(tmp_path / "no-such-model"), "acme/no-such-model"):
-        code = main(["train", "-t", str(data), "--base-model", spec, "--out", str(tmp_path / "o")])
+        code = main(["train", "-t", str(data), "--model", spec, "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err
         assert code == 2 and len(_error_lines(err)) == 1 and "no-such-model" in err, err
 
@@ -191,7 +191,7 @@ def test_a_hub_id_without_a_hub_fails_at_once(tmp_path, capsys, monkeypatch):
         port = closed.getsockname()[1]
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
     out = tmp_path / "o"
-    code = main(["train", "-t", str(_data(tmp_path)), "--base-model", "acme/no-such-model", "--out", str(out)])
+    code = main(["train", "-t", str(_data(tmp_path)), "--model", "acme/no-such-model", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and len(_error_lines(err)) == 1, err
     assert f"'acme/no-such-model' is not 'smollm2' nor a folder, and there is no hub at http://127.0.0.1:{port}" in err

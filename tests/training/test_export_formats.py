@@ -16,7 +16,7 @@ def test_verl_sft_rows_are_merged_samples_in_orchards_tool_format(smollm2_dir, t
     pd = pytest.importorskip("pandas")
     data = write_trajectories(tmp_path / "t.jsonl", [synthetic_trajectory(s, calls=3) for s in (71, 72)])
     out = tmp_path / "verl"
-    assert main(["distill", "export", str(data), "--format", "verl-sft", "--base-model", str(smollm2_dir),
+    assert main(["distill", "export", str(data), "--format", "verl-sft", "--model", str(smollm2_dir),
                  "--out", str(out), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["samples"]["builder"] == "merged" and result["rows"] == 2  # one run of turns per episode
@@ -36,9 +36,9 @@ def test_export_refusals(tmp_path, capsys) -> None:
     data = write_trajectories(tmp_path / "t.jsonl", [synthetic_trajectory(73, calls=1)])
     for args, said in (
         (["--format", "parquet"], "use hf, trl, verl-sft"),
-        (["--format", "trl"], "--base-model"),
-        (["--format", "hf", "--base-model", "smollm2"], "training formats"),
-        (["--format", "trl", "--base-model", "smollm2", "--builder", "sometimes"], "per-call or merged"),
+        (["--format", "trl"], "--model"),
+        (["--format", "hf", "--model", "smollm2"], "training formats"),
+        (["--format", "trl", "--model", "smollm2", "--builder", "sometimes"], "per-call or merged"),
     ):
         assert main(["distill", "export", str(data), "--out", str(tmp_path / "x"), *args]) == 2
         err = capsys.readouterr().err

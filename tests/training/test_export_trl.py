@@ -61,7 +61,7 @@ def test_trl_trains_on_exactly_orchards_tokens(smollm2_dir, tmp_path, capsys) ->
     rows = [synthetic_trajectory(s, calls=1) for s in (61, 62, 63)] + [synthetic_trajectory(64, calls=1, resolved=False)]
     data = write_trajectories(tmp_path / "traj.jsonl", rows)
     export = tmp_path / "trl-data"
-    assert main(["distill", "export", str(data), "--format", "trl", "--base-model", str(model_dir),
+    assert main(["distill", "export", str(data), "--format", "trl", "--model", str(model_dir),
                  "--out", str(export), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["format"] == "trl" and result["rows"] == 3 and result["skipped"] == 1  # resolved only, as train

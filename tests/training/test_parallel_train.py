@@ -43,7 +43,7 @@ def data(tmp_path_factory) -> Path:
 
 
 def args(data: Path, tiny: Path, out: Path, *extra: str) -> list[str]:
-    return ["train", "-t", str(data), "--base-model", str(tiny), "--out", str(out), "--max-steps", "20",
+    return ["train", "-t", str(data), "--model", str(tiny), "--out", str(out), "--max-steps", "20",
             "--max-seq-len", "512", "--precision", "fp32", "--lr", "1e-3", "--batch-size", "2", "--grad-accum", "2",
             "--save-every", "5", "--threads", "1", "--format", "json", *extra]
 

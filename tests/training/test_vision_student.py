@@ -134,7 +134,7 @@ def student(tiny_vlm: Path, screens: Path, tmp_path_factory) -> tuple[Path, dict
     stdout = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(stdout):
         mp.setenv("ORCHARD_HOME", str(tmp_path_factory.mktemp("home")))
-        code = main(["train", "-t", str(screens), "--base-model", str(tiny_vlm), "--out", str(out), "--max-steps", "2",
+        code = main(["train", "-t", str(screens), "--model", str(tiny_vlm), "--out", str(out), "--max-steps", "2",
                      "--lr", "1e-3", "--threads", "1", "--no-packing", "--format", "json"])
     assert code == 0, stdout.getvalue()
     return out, json.loads(stdout.getvalue())
@@ -198,7 +198,7 @@ def test_orchard_train_a_vision_language_student(student, tiny_vlm, screens, tmp
     with JsonlWriter(text_only) as writer:
         writer.write(synthetic_trajectory(8, calls=2))
     again = tmp_path / "again"
-    assert main(["train", "-t", str(text_only), "--base-model", str(out), "--out", str(again), "--max-steps", "1",
+    assert main(["train", "-t", str(text_only), "--model", str(out), "--out", str(again), "--max-steps", "1",
                  "--threads", "1"]) == 0
     assert (again / "processor_config.json").is_file()
 
@@ -212,7 +212,7 @@ def test_a_missing_screenshot_is_one_line_and_exit_2(tiny_vlm, screens, tmp_path
     shutil.copy(screens, copy)
     shutil.copytree(images_dir(screens), images_dir(copy))
     next(images_dir(copy).iterdir()).unlink()
-    assert main(["train", "-t", str(copy), "--base-model", str(tiny_vlm), "--out", str(tmp_path / "o"),
+    assert main(["train", "-t", str(copy), "--model", str(tiny_vlm), "--out", str(tmp_path / "o"),
                  "--max-steps", "1", "--threads", "1"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "missing from" in errors[0], errors

@@ -179,7 +179,7 @@ def test_train_refuses_trajectories_of_claw_eval_tasks(mini, tmp_path, capsys):
     row = synthetic_trajectory(5, calls=2).model_copy(update={"task_id": "T01_find_code", "suite": "claw-eval"})
     data = tmp_path / "t.jsonl"
     data.write_text(row.model_dump_json() + "\n")
-    code = main(["train", "-t", str(data), "--base-model", "smollm2", "--out", str(tmp_path / "o"),
+    code = main(["train", "-t", str(data), "--model", "smollm2", "--out", str(tmp_path / "o"),
                  "--eval-suite", "claw-eval", "--eval-source", str(mini)])
     err = capsys.readouterr().err
     assert code == 2 and "also in the eval suite" in err and "T01_find_code" in err

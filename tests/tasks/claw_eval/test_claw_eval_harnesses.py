@@ -143,7 +143,7 @@ def test_a_multi_turn_task_with_a_simulated_user(harness, installed_harnesses, m
 @pytest.mark.harness
 @pytest.mark.bwrap
 def test_distill_writes_claw_eval_trajectories_with_their_dispatches(installed_harnesses, mini, tmp_path):
-    """`orchard distill --suite claw-eval`: the teacher's episodes (Codex, the right calls) become
+    """`orchard distill claw-eval`: the teacher's episodes (Codex, the right calls) become
     trajectories carrying the task's tool calls as dispatches and Claw-Eval's verdict beside orchard's."""
     import json
 
@@ -154,7 +154,7 @@ def test_distill_writes_claw_eval_trajectories_with_their_dispatches(installed_h
     info = teacher.start()
     out = tmp_path / "t.jsonl"
     try:
-        code = main(["distill", "--suite", "claw-eval", "--dataset", str(mini), "--instances", "T01_find_code",
+        code = main(["distill", "claw-eval", "--dataset", str(mini), "--instances", "T01_find_code",
                      "--harness", "codex", "--teacher", "teacher", "--base-url", info.base_url, "--out", str(out),
                      "--max-calls", "8", "--timeout", "240"])
     finally:
