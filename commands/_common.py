@@ -84,12 +84,14 @@ def selection_fields(suite: str, *, family: str | None, dataset: str | None, ins
         raise UsageError(f"--repo-mirror {repo_mirror}: no such folder",
                          hint="a folder of git clones or bare mirrors named owner/name(.git)")
     path = Path(suite)
+    # absolute, never resolved: a data file that is a link stays the link, for the guarded loader to
+    # judge (resolving it here would hand the loader the file outside that the link points at)
     return {
-        "suite": str(path.resolve()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,
-        "family": family, "dataset": str(Path(dataset).resolve()) if dataset and Path(dataset).exists() else dataset,
+        "suite": str(path.absolute()) if path.suffix in (".json", ".jsonl", ".parquet") and path.exists() else suite,
+        "family": family, "dataset": str(Path(dataset).absolute()) if dataset and Path(dataset).exists() else dataset,
         "instances": [i.strip() for i in instances.split(",") if i.strip()] if instances else None,
         "repo": repo, "limit": limit, "slice": slice_,
-        "repo_mirror": str(Path(repo_mirror).resolve()) if repo_mirror else None,
+        "repo_mirror": str(Path(repo_mirror).absolute()) if repo_mirror else None,
         "network": network,
         "image_map": parse_image_map(image_map),
         "groups": parse_groups(groups), "sample": sample, "sample_seed": sample_seed or 0,
