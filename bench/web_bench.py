@@ -31,7 +31,7 @@ os.environ.setdefault("ORCHARD_HOME", tempfile.mkdtemp(prefix="orchard-bench-"))
 from orchard_cli.tasks.web.actions import tool_specs  # noqa: E402
 from orchard_cli.tasks.web.apps.control import WebApps  # noqa: E402
 from orchard_cli.tasks.web.browser import ARGS, WebBrowser, browser_binary  # noqa: E402
-from orchard_cli.tasks.web.browser_session import BrowserEpisode  # noqa: E402
+from orchard_cli.tasks.web.episode import BrowserEpisode  # noqa: E402
 from orchard_cli.tools import ToolSession  # noqa: E402
 
 _TEMP = tempfile.TemporaryDirectory(prefix="web-bench-")

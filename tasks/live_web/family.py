@@ -6,7 +6,7 @@
                    scorecard); else leases a jailed browser (one per worker, tasks/web/browser_pool.py)
     setup          a fresh context at the task's start page; pages may reach any public http(s)
                    address and the start page's own origin, never the host's loopback or private
-                   networks otherwise (tasks/web/browser_session.py `public_host`)
+                   networks otherwise (tasks/web/episode.py `public_host`)
     tools          the web action space (tasks/web/actions.py)
     collect        the final answer, the actions, blocked requests, the final URL, a screenshot
                    after each action (what `orchard judge` shows the judge)
@@ -133,7 +133,7 @@ class LiveWebFamily(BrowserFamily):
         that does not load is the live site's failure (env_error), never the agent's."""
         from urllib.parse import urlsplit
 
-        from orchard_cli.tasks.web.browser_session import BrowserEpisode
+        from orchard_cli.tasks.web.episode import BrowserEpisode
 
         parsed = self.parsed(task)
         live, owned = self.live(sandbox)

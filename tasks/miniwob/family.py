@@ -102,7 +102,7 @@ class MiniwobFamily(BrowserFamily):
 
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         from orchard_cli.tasks.miniwob.suite import html_root, start
-        from orchard_cli.tasks.web.browser_session import BrowserEpisode
+        from orchard_cli.tasks.web.episode import BrowserEpisode
 
         live, browser = self._browser(sandbox)
         with infra_failures():

@@ -132,7 +132,7 @@ class WebFamily(BrowserFamily):
     def setup(self, task: Task, sandbox: SandboxHandle) -> None:
         """The apps reset, a fresh context at the start page. A set that died (browser, apps) is
         infra_error; a fixture the apps refuse is the task's own error (env_error)."""
-        from orchard_cli.tasks.web.browser_session import BrowserEpisode
+        from orchard_cli.tasks.web.episode import BrowserEpisode
 
         parsed = self.parsed(task)
         live, web = self.live(sandbox)

@@ -13,7 +13,7 @@ import pytest
 from orchard_cli.tasks.web.actions import tool_specs
 from orchard_cli.tasks.web.apps.control import WebApps
 from orchard_cli.tasks.web.browser import WebBrowser, jail_argv
-from orchard_cli.tasks.web.browser_session import BrowserEpisode
+from orchard_cli.tasks.web.episode import BrowserEpisode
 from orchard_cli.tools import ToolSession
 
 pytestmark = [pytest.mark.chromium, pytest.mark.bwrap]
