@@ -1,4 +1,4 @@
-"""Families whose episodes lease a running set outside the sandbox (orchard_cli.leases): claw's
+"""Families whose episodes lease a running set outside the sandbox (orchard_cli.tasks.kit.leases): claw's
 services, Claw-Eval's mock services, the web apps with their browser, MiniWoB's browser. What
 they share, declared once:
 

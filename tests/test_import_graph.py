@@ -113,3 +113,27 @@ def test_the_core_imports_nothing_above_it():
     wrong = {name: sorted(t for t in targets if t.startswith(UPPER))
              for name, targets in graph().items() if name.startswith(LEAVES)}
     assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def _family(module: str) -> str | None:
+    """The family package a module of orchard_cli.tasks belongs to (claw, web, ...), or None for
+    the shared modules (the kit, base, registry, ...)."""
+    parts = module.split(".")
+    if len(parts) < 4 or parts[:2] != ["orchard_cli", "tasks"]:
+        return None
+    folder = ROOT / "tasks" / parts[2]
+    return parts[2] if folder.is_dir() and parts[2] != "kit" else None
+
+
+def test_the_leased_families_share_machinery_through_the_kit_only():
+    """STYLE.md: what two families need goes to tasks/kit, never from one family into the other.
+    Checked for claw and web (web read claw's guard, mail store, fixture and checks before)."""
+    wrong = {}
+    for name, targets in graph().items():
+        own = _family(name)
+        if own not in ("claw", "web"):
+            continue
+        other = sorted(t for t in targets if _family(t) not in (None, own) and _family(t) in ("claw", "web"))
+        if other:
+            wrong[name] = other
+    assert wrong == {}

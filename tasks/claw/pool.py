@@ -1,4 +1,4 @@
-"""Service sets for claw episodes (orchard_cli.leases): each a `ClawServices` in a folder of its
+"""Service sets for claw episodes (orchard_cli.tasks.kit.leases): each a `ClawServices` in a folder of its
 own under ORCHARD_HOME/claw, removed when the set stops. Every claw task uses the same kind of
 set, so any free one serves (the family resets it to the task's fixture)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from orchard_cli.leases import LeasePool, set_folder
+from orchard_cli.tasks.kit.leases import LeasePool, set_folder
 
 KEY = "claw"
 

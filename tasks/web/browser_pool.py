@@ -1,4 +1,4 @@
-"""Browsers alone for browser episodes (orchard_cli.leases): one jailed Chromium per worker, a fresh
+"""Browsers alone for browser episodes (orchard_cli.tasks.kit.leases): one jailed Chromium per worker, a fresh
 context per episode, with no local web apps beside it (MiniWoB++'s pages from the package's HTML,
 the live web). `kind` names the folder under ORCHARD_HOME and the lease key; `read_only` the host
 folders the browser may read (nothing else of the host's files)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, Callable
 
-from orchard_cli.leases import LeasePool, set_folder
+from orchard_cli.tasks.kit.leases import LeasePool, set_folder
 
 
 class BrowserSet:
