@@ -5,8 +5,6 @@ set, so any free one serves (the family resets it to the task's fixture)."""
 from __future__ import annotations
 
 import shutil
-from typing import Any
-
 from orchard_cli.tasks.kit.leases import LeasePool, set_folder
 
 KEY = "claw"
@@ -37,8 +35,3 @@ class OwnedServices:
 class ServicePool(LeasePool[OwnedServices]):
     def __init__(self) -> None:
         super().__init__(prefix="svc")
-
-    def lease_services(self) -> tuple[str, Any]:
-        """A running ClawServices (started now when none is free) and its lease id."""
-        lease, owned = self.lease(KEY, OwnedServices)
-        return lease, owned.services

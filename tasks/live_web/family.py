@@ -27,7 +27,7 @@ from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import CategoryInfo, Outcome
 from orchard_cli.rollout.failures import EpisodeFailure
 from orchard_cli.tasks.base import SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import infra_failures
+from orchard_cli.tasks.kit.leases import infra_failures
 from orchard_cli.tasks.web.browser_family import BrowserFamily
 from orchard_cli.webjudge.methods import SUITE_METHOD
 

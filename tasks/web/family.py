@@ -24,7 +24,7 @@ from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import infra_failures
+from orchard_cli.tasks.kit.leases import infra_failures
 from orchard_cli.tasks.web.browser_family import BrowserFamily
 
 LEASE_LABEL = "orchard.web.lease"

@@ -1,5 +1,6 @@
 """The family conformance suite (orchard_cli.tasks.conformance) for every family orchard ships:
-the reference family, SWE (on swe-mini, in the session's shared swe-mini home) and quiz."""
+the reference family, SWE (on swe-mini, in the session's shared swe-mini home), quiz and claw (the
+first leased family on the version-2 seam: services leased per episode, graded in place)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ FAMILIES = {
     "calc": TaskSelection(suite="calc"),
     "swe": TaskSelection(suite="swe-mini", limit=2),
     "quiz": TaskSelection(suite="capitals", limit=3),
+    "claw": TaskSelection(suite="claw-mini", sample=4),
 }
 
 
