@@ -1,13 +1,13 @@
 """Version-1 families whose episodes lease a running set outside the sandbox (tasks/kit/leases.py):
-Claw-Eval's mock services, the web apps with their browser, MiniWoB's browser. What they share,
-declared once. (Claw is on the version-2 seam: `tasks.kit.leases.LeasedFamily`/`LeasedEpisode`
-keep this state on the episode; this module goes when the others have moved.)
+Claw-Eval's mock services. What they share, declared once. (Claw, web, miniwob and live-web are on
+the version-2 seam: `tasks.kit.leases.LeasedFamily`/`LeasedEpisode` keep this state on the
+episode; this module goes when Claw-Eval has moved.)
 
     sandbox_spec   leases a set from `self.pool` and labels the spec with `lease_label`
-    live(sandbox)  the episode's `Live` (its lease, its tool session, its browser episode) and the
-                   set it leased, from any hook that has the sandbox
+    live(sandbox)  the episode's `Live` (its lease, its tool session) and the set it leased, from
+                   any hook that has the sandbox
     end_tools      collect's first step: the tool session closes (calls in flight waited for)
-    release        the episode's `Live` goes (its browser episode closed), the set goes back
+    release        the episode's `Live` goes, the set goes back
     close          the run is over: every set stops; the next run gets a new pool
     interrupt      the run is stopping: sets stop, episodes still starting are refused one
 """

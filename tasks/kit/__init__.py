@@ -8,4 +8,7 @@
     mailstore   the Maildir mailbox (claw's IMAP/SMTP services and web's webmail serve it)
     mailfixture a mailbox as a task's fixture gives it
     checks      the base of a check, its result, and the answer check (claw and web tasks)
+    browser, browser_pool, browser_session, browser_actions, browsing
+                the browser stack of web, miniwob and live-web: a jailed Chromium, its pool, one
+                episode's context in it, the action space as tools, the episode over them
 """

@@ -17,7 +17,7 @@ class WebSet:
 
     def __init__(self) -> None:
         from orchard_cli.tasks.web.apps.control import WebApps
-        from orchard_cli.tasks.web.browser import WebBrowser
+        from orchard_cli.tasks.kit.browser import WebBrowser
 
         self.root = set_folder("web", "set-")
         self.apps = WebApps(self.root / "apps")

@@ -4,7 +4,7 @@
 /tmp, /dev, /proc and pid namespace; of the host's files it sees /usr and the font and TLS
 configuration only, plus the folders a suite names, read-only) and the asyncio loop, on a thread
 of its own, that Playwright's async API runs on; every other thread reaches it through `call`.
-An episode gets a fresh browser context (`BrowserEpisode`, actions.py): its own cookies, storage
+An episode gets a fresh browser context (`BrowserSession`, actions.py): its own cookies, storage
 and tabs, closed when the episode ends, so one browser serves a worker's episodes one after the
 other (cold: the process starts; warm: a context opens).
 
