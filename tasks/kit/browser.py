@@ -88,15 +88,6 @@ def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
     return script
 
 
-def require_browser(what: str = "web tasks") -> None:
-    """What every web episode needs, checked once at load: Playwright, a Chromium, bubblewrap
-    (one line with the install command, not an error per attempt), from the host prerequisites
-    table every run reads."""
-    from orchard_cli.prereqs import prereq, require
-
-    require([prereq("playwright"), prereq("chromium"), prereq("bubblewrap")], what)
-
-
 class WebBrowser:
     """Thread-safe. `start()` launches; `call(coro)` runs a coroutine on the browser's loop."""
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from orchard_cli.tasks.kit.mailfixture import (  # noqa: F401 - the mail part is the kit's (web's webmail reads it too)
-    ID_PATTERN, STANDARD_MAILBOXES, FixtureModel, MailFixture, MessageFixture, instant)
+# the mail part of the fixture is the kit's (web's webmail site reads it too)
+from orchard_cli.tasks.kit.mailfixture import ID_PATTERN, FixtureModel, MailFixture, instant
+
 
 class EventFixture(FixtureModel):
     """One calendar event."""
