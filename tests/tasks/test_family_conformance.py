@@ -1,6 +1,9 @@
 """The family conformance suite (orchard_cli.tasks.conformance) for every family orchard ships:
-the reference family, SWE (on swe-mini, in the session's shared swe-mini home), quiz and claw (the
-first leased family on the version-2 seam: services leased per episode, graded in place)."""
+the reference family, SWE (on swe-mini, in the session's shared swe-mini home), quiz, and the
+leased families on the version-2 seam, graded in place: claw (services leased per episode) and web
+(the local apps and a browser). MiniWoB is not here yet: most of its tasks have no reference steps,
+and the resume check runs the selection's first task without --instances. Live-web has no gold
+and, offline, ends every episode needs_network: tests/tasks/web/test_live_web.py."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ FAMILIES = {
     "swe": TaskSelection(suite="swe-mini", limit=2),
     "quiz": TaskSelection(suite="capitals", limit=3),
     "claw": TaskSelection(suite="claw-mini", sample=4),
+    "web": TaskSelection(suite="web-mini", sample=2),
 }
 
 
