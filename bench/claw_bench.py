@@ -36,43 +36,49 @@ from orchard_cli.family import RunOptions  # noqa: E402
 from orchard_cli.rollout.episode import Episode  # noqa: E402
 from orchard_cli.rollout.pool import Pool  # noqa: E402
 from orchard_cli.rollout.solvers import GoldSolver  # noqa: E402
-from orchard_cli.tasks.claw.family import ClawFamily  # noqa: E402
+from orchard_cli.tasks.claw.family import ClawEpisode, ClawFamily  # noqa: E402
 from orchard_cli.families import load_suite  # noqa: E402
 
 
 class TimedFamily(ClawFamily):
-    """ClawFamily with each hook timed (seconds, by phase)."""
+    """ClawFamily whose episodes time each phase (seconds, by phase)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.times: dict[str, list[float]] = defaultdict(list)
 
-    def _timed(self, phase, fn, *args):
+    def _timed(self, phase, fn, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             self.times[phase].append(time.perf_counter() - started)
 
-    def sandbox_spec(self, task, backend):
-        pool = self.pool
+    def episode(self, task, options):
+        return TimedEpisode(self, task, options)
+
+
+class TimedEpisode(ClawEpisode):
+    def spec(self, backend):
+        pool = self.family.pool
         before = pool.started
         started = time.perf_counter()
-        spec = super().sandbox_spec(task, backend)
-        self.times["lease (cold)" if pool.started > before else "lease (warm)"].append(time.perf_counter() - started)
+        spec = super().spec(backend)
+        self.family.times["lease (cold)" if pool.started > before else "lease (warm)"].append(
+            time.perf_counter() - started)
         return spec
 
-    def setup(self, task, sandbox):
-        return self._timed("reset+setup", super().setup, task, sandbox)
+    def setup(self, sandbox, *, for_grading=False):
+        return self.family._timed("reset+setup", super().setup, sandbox, for_grading=for_grading)
 
-    def collect(self, task, sandbox, solution, baseline):
-        return self._timed("collect", super().collect, task, sandbox, solution, baseline)
+    def collect(self, solution, sandbox):
+        return self.family._timed("collect", super().collect, solution, sandbox)
 
-    def grade(self, task, evidence, sandbox):
-        return self._timed("grade", super().grade, task, evidence, sandbox)
+    def grade(self, evidence, sandbox):
+        return self.family._timed("grade", super().grade, evidence, sandbox)
 
-    def release(self, task, spec):
-        return self._timed("give back", super().release, task, spec)
+    def __exit__(self, *exc):
+        return self.family._timed("give back", super().__exit__, *exc)
 
 
 class TimedGold(GoldSolver):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from orchard_cli.tasks.claw.services import ClawServices, ServicesFixture
 from orchard_cli.tasks.claw.services.calstore import CalStore
-from orchard_cli.tasks.claw.services.mailstore import MailStore
+from orchard_cli.tasks.kit.mailstore import MailStore
 
 PY = sys.executable
 

@@ -49,11 +49,12 @@ def say(text: str) -> None:
 
 def candidates(family: Any, task: Any, seed: int) -> list[tuple[str, Any]]:
     """(kind, Gold) of one task, gold first, identical ones once."""
-    from orchard_cli.tasks.base import Gold
+    from orchard_cli.family import Gold
+    from orchard_cli.rollout.choose import reference
 
     rng = random.Random(f"claw-candidates:{seed}:{task.task_id}")
-    gold = family.gold_solution(task)
-    out = [("gold", gold), ("near_miss", family.near_miss(task)), ("null", Gold())]
+    gold = reference(family, task, None, "gold")
+    out = [("gold", gold), ("near_miss", reference(family, task, None, "near_miss")), ("null", Gold())]
     calls = list(gold.tool_calls)
     if calls:
         i = rng.randrange(len(calls))

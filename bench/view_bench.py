@@ -152,7 +152,7 @@ def _size(path: Path) -> int:
 def browse(url: str, list_ready: str | None, *, steps: bool) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
-    from orchard_cli.tasks.web.browser import browser_binary
+    from orchard_cli.tasks.kit.browser import browser_binary
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=browser_binary())

@@ -10,7 +10,7 @@ its Chromium in a bubblewrap jail; the bare loop calls Playwright's sync API on 
 browser. Goal: orchard / bare <= 1.2.
 
   cold   start Playwright's driver and the browser (orchard: in its jail; bare: unjailed)
-  warm   a new episode: context, first page loaded, first observation (orchard: BrowserEpisode.open)
+  warm   a new episode: context, first page loaded, first observation (orchard: BrowserSession.open)
 
 Usage: .venv/bin/python bench/web_bench.py [--steps 40] [--seconds 10]
 """
@@ -28,10 +28,10 @@ from pathlib import Path
 
 os.environ.setdefault("ORCHARD_HOME", tempfile.mkdtemp(prefix="orchard-bench-"))
 
-from orchard_cli.tasks.web.actions import tool_specs  # noqa: E402
+from orchard_cli.tasks.kit.browser_actions import tool_specs  # noqa: E402
 from orchard_cli.tasks.web.apps.control import WebApps  # noqa: E402
-from orchard_cli.tasks.web.browser import ARGS, WebBrowser, browser_binary  # noqa: E402
-from orchard_cli.tasks.web.episode import BrowserEpisode  # noqa: E402
+from orchard_cli.tasks.kit.browser import ARGS, WebBrowser, browser_binary  # noqa: E402
+from orchard_cli.tasks.kit.browser_session import BrowserSession  # noqa: E402
 from orchard_cli.tools import ToolSession  # noqa: E402
 
 _TEMP = tempfile.TemporaryDirectory(prefix="web-bench-")
@@ -97,11 +97,11 @@ def orchard_steps(origins: dict[str, str], steps: int) -> tuple[list[float], lis
     try:
         for _ in range(5):
             started = time.perf_counter()
-            episode = BrowserEpisode(browser, origins)
+            episode = BrowserSession(browser, origins)
             episode.open("shop:/")
             warm.append(time.perf_counter() - started)
             episode.close()
-        episode = BrowserEpisode(browser, origins)
+        episode = BrowserSession(browser, origins)
         episode.open("shop:/")
         session = ToolSession(tool_specs(), episode)
         for i in range(steps):
@@ -122,7 +122,7 @@ def pages_per_second(origins: dict[str, str], workers: int, seconds: float) -> f
     stop = time.monotonic() + seconds
 
     def work(i: int) -> None:
-        episode = BrowserEpisode(browsers[i], origins)
+        episode = BrowserSession(browsers[i], origins)
         episode.open("shop:/")
         session = ToolSession(tool_specs(), episode)
         while time.monotonic() < stop:

@@ -131,14 +131,17 @@ def open_suite(selection: TaskSelection, options: RunOptions | None = None) -> t
 def check_host(family: Family, tasks: list[Task], options: RunOptions, what: str = "this run") -> None:
     """What the tasks' episodes need on this machine (`Requirements.host`: names in the table of
     `orchard_cli.prereqs`), all of it checked before a run writes anything: a one-line error
-    naming the install command. (What the run's backend, family and harness need by name is
+    naming the install command. An episode the run's options refuse anyway (no --network full for
+    the live web) needs nothing here. (What the run's backend, family and harness need by name is
     `prereqs.require_host`, called beside this.)"""
     from orchard_cli.prereqs import prereq, require
 
     needed: dict[str, None] = {}
     for task in tasks:
         with family.episode(task, options) as episode:
-            needed.update(dict.fromkeys(episode.requires.host))
+            requires = episode.requires
+        if requires.host and requires.unmet(options, talks_to_users=True) is None:  # it will run
+            needed.update(dict.fromkeys(requires.host))
     if not needed:
         return
     entries = []

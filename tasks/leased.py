@@ -1,12 +1,13 @@
-"""Families whose episodes lease a running set outside the sandbox (orchard_cli.leases): claw's
-services, Claw-Eval's mock services, the web apps with their browser, MiniWoB's browser. What
-they share, declared once:
+"""Version-1 families whose episodes lease a running set outside the sandbox (tasks/kit/leases.py):
+Claw-Eval's mock services. What they share, declared once. (Claw, web, miniwob and live-web are on
+the version-2 seam: `tasks.kit.leases.LeasedFamily`/`LeasedEpisode` keep this state on the
+episode; this module goes when Claw-Eval has moved.)
 
     sandbox_spec   leases a set from `self.pool` and labels the spec with `lease_label`
-    live(sandbox)  the episode's `Live` (its lease, its tool session, its browser episode) and the
-                   set it leased, from any hook that has the sandbox
+    live(sandbox)  the episode's `Live` (its lease, its tool session) and the set it leased, from
+                   any hook that has the sandbox
     end_tools      collect's first step: the tool session closes (calls in flight waited for)
-    release        the episode's `Live` goes (its browser episode closed), the set goes back
+    release        the episode's `Live` goes, the set goes back
     close          the run is over: every set stops; the next run gets a new pool
     interrupt      the run is stopping: sets stop, episodes still starting are refused one
 """
@@ -14,8 +15,6 @@ they share, declared once:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -100,16 +99,3 @@ class LeasedFamily(FamilyBase):
 
     def interrupt(self) -> None:
         self.pool.close()  # episodes still starting are refused a set (infra_error: interrupted)
-
-
-@contextmanager
-def infra_failures() -> Iterator[None]:
-    """A leased set (a browser, an app server, services) that fails under a step of the episode
-    ends it as infra_error: a set that died is not the task's environment failing."""
-    from orchard_cli.errors import InfraError
-    from orchard_cli.rollout.failures import EpisodeFailure
-
-    try:
-        yield
-    except (InfraError, OSError) as exc:
-        raise EpisodeFailure("infra_error", f"its leased set failed: {exc}") from exc

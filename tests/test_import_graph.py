@@ -129,3 +129,31 @@ def test_a_module_name_means_one_thing():
         if key:
             seen.setdefault(key, []).append(name)
     assert all(len(found) == 1 for found in seen.values()), {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def _family(module: str) -> str | None:
+    """The family package a module of orchard_cli.tasks belongs to (claw, web, ...), or None for
+    the shared modules (the kit, base, registry, ...)."""
+    parts = module.split(".")
+    if len(parts) < 4 or parts[:2] != ["orchard_cli", "tasks"]:
+        return None
+    folder = ROOT / "tasks" / parts[2]
+    return parts[2] if folder.is_dir() and parts[2] != "kit" else None
+
+
+KIT_PEERS = ("claw", "web", "miniwob", "live_web")
+"""Families on the version-2 seam over the kit (web read claw's guard, mail store, fixture and
+checks before; miniwob and live-web read web's browser stack)."""
+
+
+def test_the_leased_families_share_machinery_through_the_kit_only():
+    """STYLE.md: what two families need goes to tasks/kit, never from one family into the other."""
+    wrong = {}
+    for name, targets in graph().items():
+        own = _family(name)
+        if own not in KIT_PEERS:
+            continue
+        other = sorted(t for t in targets if _family(t) not in (None, own))
+        if other:
+            wrong[name] = other
+    assert wrong == {}

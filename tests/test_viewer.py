@@ -45,7 +45,7 @@ def site(tmp_path_factory):
 def browser():
     from playwright.sync_api import sync_playwright
 
-    from orchard_cli.tasks.web.browser import browser_binary
+    from orchard_cli.tasks.kit.browser import browser_binary
 
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=browser_binary())

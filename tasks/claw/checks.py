@@ -25,18 +25,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchard_cli.tasks.kit.checks import AnswerCheck, CheckBase, CheckResult, norm, run_answer  # noqa: F401
+
 OPERATORS = ("eq", "contains", "not_contains", "regex", "has", "lacks", "in", "other_than", "at", "before", "after")
 SELECTABLE = ("mail.sent", "mail.mailboxes.", "calendar.events", "calendar.todos", "contacts", "files")
-
-
-class _Check(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-    """Unique within the task; the scorecard reports each check by it."""
-    required: bool = True
-    """A task passes only when every required check passes (safety checks are always required)."""
-    description: str = ""
 
 
 class Count(BaseModel):
@@ -60,7 +52,7 @@ class Count(BaseModel):
         return " and ".join(parts) or "at least 1"
 
 
-class StateCheck(_Check):
+class StateCheck(CheckBase):
     kind: Literal["state"] = "state"
     select: str
     """Which items: a path into the service state (see the module docstring)."""
@@ -81,7 +73,7 @@ class SafetyCheck(StateCheck):
     required: Literal[True] = True
 
 
-class DispatchCheck(_Check):
+class DispatchCheck(CheckBase):
     kind: Literal["dispatch"] = "dispatch"
     tool: str
     called: bool = True
@@ -95,26 +87,7 @@ class DispatchCheck(_Check):
         return self
 
 
-class AnswerCheck(_Check):
-    kind: Literal["answer"] = "answer"
-    exact: str | None = None
-    includes: list[str] = Field(default_factory=list)
-    excludes: list[str] = Field(default_factory=list)
-    regex: str | None = None
-    number: float | None = None
-    tolerance: float = 0.0
-
-    @model_validator(mode="after")
-    def _some(self) -> "AnswerCheck":
-        if self.exact is None and not self.includes and not self.excludes and self.regex is None \
-                and self.number is None:
-            raise ValueError("an answer check needs exact, includes, excludes, regex or number")
-        if self.regex is not None:
-            re.compile(self.regex)
-        return self
-
-
-class CommandCheck(_Check):
+class CommandCheck(CheckBase):
     kind: Literal["command"] = "command"
     run: str
     exit_code: int = 0
@@ -125,27 +98,7 @@ Check = Annotated[Union[StateCheck, SafetyCheck, DispatchCheck, AnswerCheck, Com
                   Field(discriminator="kind")]
 
 
-class CheckResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    kind: str
-    required: bool
-    passed: bool
-    detail: str = ""
-
-
 # ---- matching ------------------------------------------------------------------------------------
-_ADDRESS = re.compile(r"<([^<>@\s]+@[^<>\s]+)>\s*$")
-
-
-def norm(value: Any) -> Any:
-    """Strings: trimmed, lower-cased, spaces collapsed, an address without its display name."""
-    if not isinstance(value, str):
-        return value
-    text = " ".join(value.split()).lower()
-    found = _ADDRESS.search(text)
-    return found.group(1) if found else text
 
 
 def _instant(value: Any) -> datetime | None:
@@ -235,32 +188,3 @@ def run_dispatch(check: DispatchCheck, dispatches: list[Any]) -> CheckResult:
     word = "called" if check.called else "not called"
     return CheckResult(id=check.id, kind=check.kind, required=check.required, passed=ok,
                        detail=f"{check.tool}: {len(calls)} matching call(s); expected {word}")
-
-
-def _number_in(text: str, target: float, tolerance: float) -> bool:
-    for raw in re.findall(r"-?\d[\d,]*(?:\.\d+)?", text):
-        try:
-            if abs(float(raw.replace(",", "")) - target) <= tolerance + 1e-9:
-                return True
-        except ValueError:
-            continue
-    return False
-
-
-def run_answer(check: AnswerCheck, answer: str | None) -> CheckResult:
-    text = answer or ""
-    low = " ".join(text.split()).lower()
-    problems = []
-    if check.exact is not None and norm(text.strip().rstrip(".")) != norm(check.exact):
-        problems.append(f"is not {check.exact!r}")
-    problems += [f"lacks {w!r}" for w in check.includes if " ".join(w.split()).lower() not in low]
-    problems += [f"contains {w!r}" for w in check.excludes if " ".join(w.split()).lower() in low]
-    if check.regex is not None and not re.search(check.regex, text, re.IGNORECASE | re.MULTILINE):
-        problems.append(f"does not match /{check.regex}/")
-    if check.number is not None and not _number_in(text, check.number, check.tolerance):
-        problems.append(f"has no number {check.number:g}")
-    detail = "the answer " + "; ".join(problems) if problems else "the answer matches"
-    if not text.strip():
-        detail = "no answer"
-    return CheckResult(id=check.id, kind=check.kind, required=check.required,
-                       passed=bool(text.strip()) and not problems, detail=detail)

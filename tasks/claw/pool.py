@@ -1,13 +1,11 @@
-"""Service sets for claw episodes (orchard_cli.leases): each a `ClawServices` in a folder of its
+"""Service sets for claw episodes (orchard_cli.tasks.kit.leases): each a `ClawServices` in a folder of its
 own under ORCHARD_HOME/claw, removed when the set stops. Every claw task uses the same kind of
 set, so any free one serves (the family resets it to the task's fixture)."""
 
 from __future__ import annotations
 
 import shutil
-from typing import Any
-
-from orchard_cli.leases import LeasePool, set_folder
+from orchard_cli.tasks.kit.leases import LeasePool, set_folder
 
 KEY = "claw"
 
@@ -37,8 +35,3 @@ class OwnedServices:
 class ServicePool(LeasePool[OwnedServices]):
     def __init__(self) -> None:
         super().__init__(prefix="svc")
-
-    def lease_services(self) -> tuple[str, Any]:
-        """A running ClawServices (started now when none is free) and its lease id."""
-        lease, owned = self.lease(KEY, OwnedServices)
-        return lease, owned.services

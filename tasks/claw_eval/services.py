@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from orchard_cli.home import state_dir
-from orchard_cli.leases import LeasePool
+from orchard_cli.tasks.kit.leases import LeasePool
 
 _HOSTPORT = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d+)")
 MAX_FREE = 4
@@ -157,7 +157,7 @@ def set_key(services: list[dict[str, Any]]) -> str:
 
 
 class ServicePool(LeasePool[ServiceSet]):
-    """Started sets by task definition (orchard_cli.leases): leased per episode, kept for the next
+    """Started sets by task definition (orchard_cli.tasks.kit.leases): leased per episode, kept for the next
     episode whose task defines the same services, stopped at close."""
 
     def __init__(self) -> None:

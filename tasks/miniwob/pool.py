@@ -1,9 +1,9 @@
-"""Browsers for miniwob episodes: one jailed Chromium per worker (tasks/web/browser_pool.py) that
+"""Browsers for miniwob episodes: one jailed Chromium per worker (tasks/kit/browser_pool.py) that
 may read MiniWoB++'s HTML and nothing else of the host's files; a fresh context per episode."""
 
 from __future__ import annotations
 
-from orchard_cli.tasks.web.browser_pool import BrowserPool
+from orchard_cli.tasks.kit.browser_pool import BrowserPool
 
 KIND = "miniwob"
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchard_cli.tasks.claw.checks import AnswerCheck, CheckResult, run_answer
+from orchard_cli.tasks.kit.checks import AnswerCheck, CheckResult, run_answer
 
 
 class _Check(BaseModel):

@@ -1,6 +1,6 @@
 """The web family: browser tasks on local web apps (`web-mini`), graded by programs.
 
-    sandbox_spec   leases a web set (pool.py): the local apps and a jailed Chromium, started once
+    spec           leases a web set (pool.py): the local apps and a jailed Chromium, started once
                    per worker; the agent's sandbox gets no route to either: it reaches the browser
                    through the task's tools only (actions.py)
     setup          resets the apps to the task's fixture, opens a fresh browser context at the
@@ -9,8 +9,8 @@
     collect        the final answer, the apps' request log, the checks' queries, blocked requests,
                    the final URL, the last screenshot and one after each action (files in the
                    episode's log folder: what `orchard judge` shows a vision judge)
-    grade          the checks (checks.py), in place; a dead browser or app server is infra_error
-    release        the context closes, the set goes back to the pool (tasks/leased.py)
+    grade          the checks (checks.py), from the evidence; a dead browser or app server is infra_error
+    exit           the context closes, the set goes back to the pool (tasks/kit/leases.py)
 """
 
 from __future__ import annotations
@@ -22,16 +22,75 @@ from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import Evidence
+from orchard_cli.family import Gold, GoldCall, RunOptions, Source, Suite, SuiteInfo, Task
 from orchard_cli.outcome import Outcome
-from orchard_cli.tasks.base import Gold, GoldCall, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.leased import infra_failures
-from orchard_cli.tasks.web.browser_family import BrowserFamily
+from orchard_cli.tasks.kit.browsing import BrowsingEpisode, prompt_text
+from orchard_cli.tasks.kit.leases import LeasedFamily, infra_failures
 
 LEASE_LABEL = "orchard.web.lease"
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-class WebFamily(BrowserFamily):
+class WebEpisode(BrowsingEpisode):
+    """One web task: the local apps reset to its fixture, a fresh browser context at its start page."""
+
+    family: "WebFamily"
+
+    def __init__(self, family: "WebFamily", task: Task, options: RunOptions) -> None:
+        super().__init__(family, task, options)
+        self.parsed = family.parsed(task)
+        self.baseline: dict[str, Any] = {}
+        limits = self.parsed.limits
+        self.limits = {"timeout_seconds": limits.timeout_seconds, "max_turns": limits.max_turns}
+        if limits.max_model_calls:
+            self.limits["max_calls"] = limits.max_model_calls
+
+    def prompt(self, workdir: str) -> str:
+        return prompt_text(self.parsed.prompt, {site: f"{site}:/" for site in self.parsed.sites})
+
+    def spec(self, backend: str) -> SandboxSpec:
+        with infra_failures():
+            self.take(self.family.pool.lease_set)
+        return SandboxSpec.model_validate({"memory": "2Gi", "timeout": int(self.parsed.limits.timeout_seconds) + 900,
+                                           "labels": self.labels()})
+
+    def setup(self, sandbox: SandboxHandle, *, for_grading: bool = False) -> None:
+        """The apps reset, a fresh context at the start page. A set that died (browser, apps) is
+        infra_error; a fixture the apps refuse is the task's own error (env_error)."""
+        from orchard_cli.tasks.kit.browser_session import BrowserSession
+
+        parsed, web = self.parsed, self.owned
+        with infra_failures():
+            web.apps.reset(parsed.fixture)
+            origins = web.apps.origins()
+            session = self.browse(BrowserSession(web.browser, {s: origins[s] for s in parsed.sites},
+                                                 record_shots=True))
+            session.open(parsed.start.url())
+        if not for_grading:
+            self.baseline = web.apps.snapshot()
+
+    def collect(self, solution: Any, sandbox: SandboxHandle | None) -> Evidence:
+        evidence = super().collect(solution, sandbox)
+        if sandbox is None:
+            return evidence
+        session = self.browser_evidence(evidence)
+        evidence.state = collect_state(self.owned.apps, self.parsed.checks, session)
+        evidence.state["failure"] = self.failure()
+        evidence.state_before = self.baseline
+        return evidence
+
+    def grade(self, evidence: Evidence, sandbox: SandboxHandle | None) -> Outcome:
+        """The whole verdict, from the evidence alone: a regrade needs no browser."""
+        return grade(self.parsed.checks, evidence)
+
+    def reference(self, kind: str) -> Gold | None:
+        """The gold steps; the near miss: the task's `near_miss` steps, or its gold without the last."""
+        parsed = self.parsed
+        steps = parsed.gold if kind == "gold" else (parsed.near_miss or parsed.gold[:-1])
+        return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
+
+
+class WebFamily(LeasedFamily):
     name = "web"
     grading = "in_place"
     suites = (SuiteInfo("web-mini", "web", str(DATA / "web-mini"),
@@ -42,36 +101,25 @@ class WebFamily(BrowserFamily):
     def __init__(self) -> None:
         super().__init__()
         self._parsed: dict[str, Any] = {}
-        self._sha256: str | None = None
+        """Task id -> its parsed task file (read once, from the task's record)."""
 
     def new_pool(self) -> Any:
         from orchard_cli.tasks.web.pool import WebPool
 
         return WebPool()
 
-    # ---- tasks -------------------------------------------------------------------------------
-    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
-        from orchard_cli.tasks.swe.dataset import select
+    def load(self, info: SuiteInfo, source: Source) -> Suite:
         from orchard_cli.tasks.web.taskfile import load_task_dir, task_folders
 
-        from orchard_cli.tasks.web.browser import require_browser
-
-        require_browser()
-        root = Path(selection.dataset or suite.source)
+        root = Path(source.dataset or info.source)
         if not root.is_dir():
             raise UsageError(f"{root}: not a folder of web tasks (each a folder with task.yaml)")
         folders = task_folders(root)
         parsed = [load_task_dir(f) for f in folders]
-        self._sha256 = folder_sha256(folders)
         if not parsed:
             raise UsageError(f"{root}: no task folders (a folder holding task.yaml, or folders of them)")
-        rows = [{"instance_id": t.id, "repo": f"web/{t.site}"} for t in parsed]
-        by_id = {t.id: t for t in parsed}
-        chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
-        return [self.task(by_id[r["instance_id"]], suite.name) for r in chosen]
-
-    def provenance(self) -> dict[str, Any]:
-        return {"dataset_sha256": self._sha256} if self._sha256 else {}
+        return Suite(info=info, tasks=[self.task(t, info.name) for t in parsed],
+                     provenance={"dataset_sha256": folder_sha256(folders)})
 
     def task(self, parsed: Any, suite: str) -> Task:
         self._parsed[parsed.id] = parsed
@@ -97,85 +145,8 @@ class WebFamily(BrowserFamily):
                 "start": parsed.start.url(), "sites": parsed.sites, "checks": [c.id for c in parsed.checks],
                 "gold_steps": len(parsed.gold)}
 
-    def gold_solution(self, task: Task) -> Gold | None:
-        steps = self.parsed(task).gold
-        return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
-
-    def near_miss(self, task: Task) -> Gold:
-        """The task's `near_miss` steps, or its gold without the last step."""
-        parsed = self.parsed(task)
-        steps = parsed.near_miss or parsed.gold[:-1]
-        return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
-
-    def limits(self, task: Task) -> dict[str, float]:
-        limits = self.parsed(task).limits
-        found: dict[str, float] = {"timeout_seconds": limits.timeout_seconds, "max_turns": limits.max_turns}
-        if limits.max_model_calls:
-            found["max_calls"] = limits.max_model_calls
-        return found
-
-    # ---- the episode -------------------------------------------------------------------------
-    def prompt(self, task: Task, workdir: str) -> str:
-        parsed = self.parsed(task)
-        return prompt_text(parsed.prompt, self._site_urls(parsed.sites))
-
-    def _site_urls(self, sites: list[str]) -> dict[str, str]:
-        return {site: f"{site}:/" for site in sites}
-
-    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
-        with infra_failures():
-            lease, _ = self.pool.lease_set()
-        limits = self.parsed(task).limits
-        return SandboxSpec.model_validate({"memory": "2Gi", "timeout": int(limits.timeout_seconds) + 900,
-                                           "labels": self.labels(lease)})
-
-    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
-        """The apps reset, a fresh context at the start page. A set that died (browser, apps) is
-        infra_error; a fixture the apps refuse is the task's own error (env_error)."""
-        from orchard_cli.tasks.web.episode import BrowserEpisode
-
-        parsed = self.parsed(task)
-        live, web = self.live(sandbox)
-        with infra_failures():
-            web.apps.reset(parsed.fixture)
-            origins = web.apps.origins()
-            episode = self.browse(live, BrowserEpisode(web.browser, {s: origins[s] for s in parsed.sites},
-                                                       record_shots=True))
-            episode.open(parsed.start.url())
-
-    def baseline(self, task: Task, sandbox: SandboxHandle) -> Any:
-        return self.live(sandbox)[1].apps.snapshot()
-
-    def collect(self, task: Task, sandbox: SandboxHandle | None, solution: Any, baseline: Any) -> Evidence:
-        evidence = super().collect(task, sandbox, solution, baseline)
-        if sandbox is None:
-            return evidence
-        live, web = self.live(sandbox)
-        episode = self.browser_evidence(live, evidence)
-        parsed = self.parsed(task)
-        evidence.state = collect_state(web.apps, parsed.checks, episode)
-        evidence.state["failure"] = self.failure(live, web)
-        evidence.state_before = baseline if isinstance(baseline, dict) else {}
-        return evidence
-
-    def quick_verdict(self, task: Task, evidence: Evidence) -> Outcome:
-        """The whole verdict, from the evidence alone: a regrade needs no browser."""
-        return grade(self.parsed(task).checks, evidence)
-
-    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
-        return self.quick_verdict(task, evidence)
-
-
-def prompt_text(instruction: str, sites: dict[str, str]) -> str:
-    lines = [instruction.strip(), "", "You use a web browser through your tools (click, fill, select_option, "
-             "press, scroll, goto, go_back, tabs...); each returns the page as an accessibility tree whose "
-             "elements have ids (`[ref=e12]`: pass `e12` as `bid`). Call `observe` first to see the page."]
-    if sites:
-        lines.append("The sites you may use: " + ", ".join(f"{name} ({url})" for name, url in sites.items())
-                     + "; `goto` also takes `site:/path`.")
-    lines.append("When you are done, call `answer` with your final answer for the user (a short text; "
-                 "'done' when nothing was asked).")
-    return "\n".join(lines)
+    def episode(self, task: Task, options: RunOptions) -> WebEpisode:
+        return WebEpisode(self, task, options)
 
 
 def collect_state(apps: Any, checks: list[Any], episode: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Web sets for web episodes (orchard_cli.leases): the local apps and a jailed browser, started
+"""Web sets for web episodes (orchard_cli.tasks.kit.leases): the local apps and a jailed browser, started
 together once per worker in a folder of their own under ORCHARD_HOME/web (removed when the set
 stops). Every web-mini task uses the same kind of set: the family resets the apps to the task's
 fixture and opens a fresh browser context for each episode."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 
-from orchard_cli.leases import LeasePool, set_folder
+from orchard_cli.tasks.kit.leases import LeasePool, set_folder
 
 KEY = "web"
 
@@ -17,7 +17,7 @@ class WebSet:
 
     def __init__(self) -> None:
         from orchard_cli.tasks.web.apps.control import WebApps
-        from orchard_cli.tasks.web.browser import WebBrowser
+        from orchard_cli.tasks.kit.browser import WebBrowser
 
         self.root = set_folder("web", "set-")
         self.apps = WebApps(self.root / "apps")

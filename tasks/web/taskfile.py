@@ -8,7 +8,7 @@
     checks     all must pass (checks.py): `answer` (the final answer), `request` (the apps'
                request log: the order was placed with the right variant), `state` (a read-only
                SQL query on a site's database after the episode)
-    gold       the reference solution: calls of the action tools (actions.py), elements named by
+    gold       the reference solution: calls of the action tools (tasks/kit/browser_actions.py), elements named by
                Playwright selectors
     near_miss  a plausible wrong solution, which must fail (`orchard tasks validate`)
 """
@@ -60,7 +60,7 @@ class Step(BaseModel):
     @field_validator("tool")
     @classmethod
     def _tool(cls, value: str) -> str:
-        from orchard_cli.tasks.web.actions import NAMES
+        from orchard_cli.tasks.kit.browser_actions import NAMES
 
         if value not in NAMES:
             raise ValueError(f"unknown action {value!r} (one of {', '.join(NAMES)})")

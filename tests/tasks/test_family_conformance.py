@@ -21,8 +21,8 @@ FAMILIES = {
     "calc": TaskSelection(suite="calc"),
     "swe": TaskSelection(suite="swe-mini", limit=2),
     "quiz": TaskSelection(suite="capitals", limit=3),
-    "claw": TaskSelection(suite="claw-mini", limit=2),
-    "web": TaskSelection(suite="web-mini", limit=1),
+    "claw": TaskSelection(suite="claw-mini", sample=3),  # spread over its groupings
+    "web": TaskSelection(suite="web-mini", sample=2),
     "miniwob": TaskSelection(suite="miniwob", instances=["click-button"]),
     "harbor": TaskSelection(suite="harbor-mini", instances=["count-lines", "csv-sum"]),
     "live-web": TaskSelection(suite="webvoyager", dataset="WebVoyager_data.jsonl"),

@@ -13,7 +13,7 @@ from email.utils import getaddresses, parseaddr
 from typing import Any
 
 from orchard_cli.tasks.claw.services.calstore import CalStore, instant, parse_when
-from orchard_cli.tasks.claw.services.mailstore import MailStore, display_address
+from orchard_cli.tasks.kit.mailstore import MailStore, display_address
 
 
 LIMIT = 200

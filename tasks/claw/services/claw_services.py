@@ -34,12 +34,14 @@ from typing import Any
 
 import orchard_cli
 from orchard_cli.errors import InfraError, MissingDependencyError
-from orchard_cli.tasks.claw.services import guard, protocol
+from orchard_cli.tasks.claw.services import protocol
 from orchard_cli.tasks.claw.services.actions import CalendarActions, ContactActions, MailActions, Refused
 from orchard_cli.tasks.claw.services.calstore import CalStore
 from orchard_cli.tasks.claw.services.catalogue import ACTIONS
-from orchard_cli.tasks.claw.services.fixture import CalendarFixture, MailFixture, ServicesFixture
-from orchard_cli.tasks.claw.services.mailstore import MailStore, display_address, render
+from orchard_cli.tasks.claw.services.fixture import CalendarFixture, ServicesFixture
+from orchard_cli.tasks.kit import guard
+from orchard_cli.tasks.kit.mailfixture import MailFixture
+from orchard_cli.tasks.kit.mailstore import MailStore, display_address, render
 from orchard_cli.tools.spec import ToolReply
 
 SERVICES = ("smtp", "imap", "caldav")

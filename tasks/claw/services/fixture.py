@@ -9,79 +9,13 @@ from __future__ import annotations
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-STANDARD_MAILBOXES = ("INBOX", "Archive", "Sent", "Trash")
-"""Mailboxes that always exist (empty unless the fixture fills them)."""
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-
-
-def _instant(value: str, what: str) -> str:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{what} {value!r} is not an ISO 8601 date-time") from None
-    if parsed.tzinfo is None:
-        raise ValueError(f"{what} {value!r} needs a UTC offset (e.g. +01:00)")
-    return value
+# the mail part of the fixture is the kit's (web's webmail site reads it too)
+from orchard_cli.tasks.kit.mailfixture import ID_PATTERN, FixtureModel, MailFixture, instant
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class MessageFixture(_Model):
-    """One e-mail in a mailbox."""
-
-    id: str = Field(pattern=ID_PATTERN)
-    """Stable id; the message's Message-ID is `<id@orchard.test>`."""
-    sender: str = Field(alias="from")
-    """The From header: `Name <address>` or a bare address."""
-    to: list[str] = Field(default_factory=list)
-    """To addresses (`Name <address>` or bare)."""
-    cc: list[str] = Field(default_factory=list)
-    """Cc addresses."""
-    subject: str = ""
-    """The subject line."""
-    date: str
-    """When it was sent: ISO 8601 with an offset."""
-    body: str = ""
-    """The plain-text body."""
-    unread: bool = False
-    """Whether the message is still unread (no \\Seen flag)."""
-    in_reply_to: str | None = None
-    """The id of the message this one answers, or None."""
-
-    @field_validator("date")
-    @classmethod
-    def _date(cls, value: str) -> str:
-        return _instant(value, "date")
-
-
-class MailFixture(_Model):
-    """The user's mailbox."""
-
-    address: str = "me@example.com"
-    """The user's own address (mail sent to it over SMTP is also delivered to INBOX)."""
-    name: str = ""
-    """The user's display name."""
-    mailboxes: dict[str, list[MessageFixture]] = Field(default_factory=dict)
-    """Folder name -> its messages. INBOX, Archive, Sent and Trash always exist."""
-
-    @field_validator("mailboxes")
-    @classmethod
-    def _names(cls, value: dict[str, list[MessageFixture]]) -> dict[str, list[MessageFixture]]:
-        for name in value:
-            if not name or any(c in name for c in "./\\\r\n") or name.upper() == "INBOX" != name:
-                raise ValueError(f"mailbox name {name!r} is not allowed (no '.' or '/'; INBOX in capitals)")
-        ids = [m.id for messages in value.values() for m in messages]
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        if dup:
-            raise ValueError(f"message id {dup[0]!r} is used twice")
-        return value
-
-
-class EventFixture(_Model):
+class EventFixture(FixtureModel):
     """One calendar event."""
 
     uid: str = Field(pattern=ID_PATTERN)
@@ -101,13 +35,13 @@ class EventFixture(_Model):
 
     @model_validator(mode="after")
     def _times(self) -> "EventFixture":
-        start, end = _instant(self.start, "start"), _instant(self.end, "end")
+        start, end = instant(self.start, "start"), instant(self.end, "end")
         if datetime.fromisoformat(end) < datetime.fromisoformat(start):
             raise ValueError(f"event {self.uid!r} ends before it starts")
         return self
 
 
-class TodoFixture(_Model):
+class TodoFixture(FixtureModel):
     """One todo (a VTODO in the calendar)."""
 
     uid: str = Field(pattern=ID_PATTERN)
@@ -125,10 +59,10 @@ class TodoFixture(_Model):
         if value is not None and len(value) == 10:
             date.fromisoformat(value)
             return value
-        return value if value is None else _instant(value, "due")
+        return value if value is None else instant(value, "due")
 
 
-class CalendarFixture(_Model):
+class CalendarFixture(FixtureModel):
     """The user's calendar (events and todos live in one CalDAV collection)."""
 
     timezone: str = "UTC"
@@ -156,7 +90,7 @@ class CalendarFixture(_Model):
         return self
 
 
-class ContactFixture(_Model):
+class ContactFixture(FixtureModel):
     """One address-book card."""
 
     uid: str = Field(pattern=ID_PATTERN)
@@ -171,7 +105,7 @@ class ContactFixture(_Model):
     """Organisation."""
 
 
-class ServicesFixture(_Model):
+class ServicesFixture(FixtureModel):
     """The whole state an attempt starts from; `ClawServices.reset` makes the services hold it."""
 
     mail: MailFixture | None = None

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 
-from orchard_cli.tasks.claw.services.mailstore import DOMAIN, MailStore, parse
+from orchard_cli.tasks.kit.mailstore import DOMAIN, MailStore, parse
 
 
 class Handler:

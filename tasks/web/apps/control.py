@@ -1,6 +1,6 @@
 """`WebApps`: the web-mini sites (shop, wiki, mail, booking) as one process on 127.0.0.1, one
 port per site, and the host's only way to reset them and read their state: JSON lines over the
-process's stdin/stdout (server.py). The process ends with the one that started it (claw's guard).
+process's stdin/stdout (server.py). The process ends with the one that started it (the kit's guard).
 
     apps = WebApps(root); apps.start()
     apps.reset({"seed": 1001, "shop": {"cart": [...]}})      # every site to the fixture, the log emptied
@@ -22,7 +22,7 @@ from typing import Any
 
 import orchard_cli
 from orchard_cli.errors import InfraError, UsageError
-from orchard_cli.tasks.claw.services import guard
+from orchard_cli.tasks.kit import guard
 
 SITES = ("shop", "wiki", "mail", "booking")
 START_TIMEOUT = 30.0

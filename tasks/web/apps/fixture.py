@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from orchard_cli.tasks.claw.services.fixture import MailFixture
+from orchard_cli.tasks.kit.mailfixture import MailFixture
 
 SLUG = r"^[a-z0-9][a-z0-9-]{0,63}$"
 NOW = "2026-11-30T09:00:00+00:00"

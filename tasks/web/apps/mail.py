@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.tasks.claw.services.fixture import MailFixture
-from orchard_cli.tasks.claw.services.mailstore import MailStore, display_address, render
+from orchard_cli.tasks.kit.mailfixture import MailFixture
+from orchard_cli.tasks.kit.mailstore import MailStore, display_address, render
 from orchard_cli.tasks.web.apps import mail_data
 from orchard_cli.tasks.web.apps.fixture import WebFixture
 from orchard_cli.tasks.web.apps.kit import (Clock, Request, Response, Router, button, esc, form, hidden, not_found,

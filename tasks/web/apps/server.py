@@ -1,7 +1,7 @@
 """The web-mini apps' process: every site on a loopback port of its own (HTTP, threads), every
 request logged, and control over stdin/stdout only, as JSON lines (no HTTP route reaches it):
 
-    python -m orchard_cli.tasks.web.apps.server --root DIR      (behind claw's guard: see control.py)
+    python -m orchard_cli.tasks.web.apps.server --root DIR      (behind the kit's guard: see control.py)
 
     -> {"ready": true, "ports": {"shop": 40123, ...}}            once, when every port listens
     <- {"id": 1, "op": "reset", "fixture": {...}}                 all sites to the fixture, the log emptied

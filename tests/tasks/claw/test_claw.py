@@ -18,7 +18,7 @@ from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.rollout.solvers import GoldSolver
 from orchard_cli.tasks.claw.family import PORTS
 from orchard_cli.tasks.validate import validate_tasks
-from orchard_cli.tasks.registry import load_suite
+from orchard_cli.families import load_suite
 
 pytestmark = pytest.mark.bwrap
 
@@ -75,7 +75,7 @@ class _Killer(GoldSolver):
     """Gold, with the IMAP server killed mid-episode."""
 
     def solve(self, context):
-        _, services = self.family._services(context.sandbox)
+        services = context.env.services
         os.kill(services._procs["imap"].pid, signal.SIGKILL)
         services._procs["imap"].wait()
         return super().solve(context)
@@ -132,14 +132,14 @@ print(json.dumps(out))
 def test_the_agent_reaches_the_protocol_ports_and_nothing_else():
     family, tasks = load_suite("claw-mini")
     task = next(t for t in tasks if t.task_id.startswith("meeting-request"))
-    assert family.exposes_protocols(task)
     host_server, host_port = _serve_line(b"host secret\n")
     env = connect("local")
-    spec = family.sandbox_spec(task, "local")
-    sandbox = SandboxHandle.create(env, spec)
+    episode = family.episode(task, RunOptions())
+    assert episode.exposes_protocols()
+    sandbox = SandboxHandle.create(env, episode.spec("local"))
     try:
-        family.setup(task, sandbox)
-        _, services = family._services(sandbox)
+        episode.setup(sandbox)
+        services = episode.services
         real = services.ports()
         probes = {**{f"fwd_{k}": v for k, v in PORTS.items()}, **{f"real_{k}": v for k, v in real.items()},
                   "host_other": host_port}
@@ -155,7 +155,7 @@ def test_the_agent_reaches_the_protocol_ports_and_nothing_else():
         assert creds == services.credentials()["user"]
     finally:
         sandbox.destroy()
-        family.release(task, spec)
+        episode.__exit__(None, None, None)
         family.close()
         host_server.close()
         env.close()
@@ -164,12 +164,12 @@ def test_the_agent_reaches_the_protocol_ports_and_nothing_else():
 def test_tools_only_tasks_forward_no_protocol_ports():
     family, tasks = load_suite("claw-mini")
     task = next(t for t in tasks if t.task_id.startswith("mail-search"))
-    assert not family.exposes_protocols(task)
-    spec = family.sandbox_spec(task, "local")
     try:
-        assert spec.forwards == [] and "ORCHARD_SERVICE_USER" not in spec.env
+        with family.episode(task, RunOptions()) as episode:
+            assert not episode.exposes_protocols()
+            spec = episode.spec("local")
+            assert spec.forwards == [] and "ORCHARD_SERVICE_USER" not in spec.env
     finally:
-        family.release(task, spec)
         family.close()
 
 

@@ -5,6 +5,7 @@ miss (a wrong call) fails. The recorded model request shows every task tool with
 
 from __future__ import annotations
 
+from orchard_cli.rollout.choose import reference
 from orchard_cli.family import RunOptions
 import pytest
 
@@ -72,7 +73,7 @@ def test_a_real_harness_passes_with_the_gold_calls_and_fails_with_a_wrong_one(ha
     good = next(t for t in tasks if t.task_id.startswith("mail-lookup"))
     bad = next(t for t in tasks if t.task_id.startswith("calendar-book"))
     try:
-        gold = family.gold_solution(good)
+        gold = reference(family, good, None, "gold")
         result, records = _run(family, good, harness, gold)
         assert result.outcome.category == "resolved", (result.outcome, result.solution.agent.run)
         assert [(d.tool, d.arguments, d.status) for d in result.evidence.dispatches] == \
@@ -81,7 +82,7 @@ def test_a_real_harness_passes_with_the_gold_calls_and_fails_with_a_wrong_one(ha
         specs = {s.name: s.input_schema for s in family.parsed(good).tool_specs()}
         assert _strip_defaults(shown) == _strip_defaults(specs), "every task tool, with its schema, reaches the model"
 
-        miss = family.near_miss(bad)
+        miss = reference(family, bad, None, "near_miss")
         result, _ = _run(family, bad, harness, miss)
         assert result.outcome.category == "unresolved", (result.outcome, result.solution.agent.run)
         assert [d.tool for d in result.evidence.dispatches] == [c.tool for c in miss.tool_calls]

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from orchard_cli.tasks.web.actions import tool_specs
+from orchard_cli.tasks.kit.browser_actions import tool_specs
 from orchard_cli.tasks.web.apps.control import WebApps
-from orchard_cli.tasks.web.browser import WebBrowser, jail_argv
-from orchard_cli.tasks.web.episode import BrowserEpisode
+from orchard_cli.tasks.kit.browser import WebBrowser, jail_argv
+from orchard_cli.tasks.kit.browser_session import BrowserSession
 from orchard_cli.tools import ToolSession
 
 pytestmark = [pytest.mark.chromium, pytest.mark.bwrap]
@@ -51,7 +51,7 @@ def test_the_jail_shows_the_browser_none_of_the_hosts_own_files(tmp_path):
 
 def test_actions_by_id_and_by_selector_on_the_shop_and_the_errors_an_agent_gets(apps, browser):
     apps.reset({"seed": 1001})
-    episode = BrowserEpisode(browser, apps.origins())
+    episode = BrowserSession(browser, apps.origins())
     try:
         page = episode.open("shop:/")
         assert page.startswith(f"URL: {apps.origins()['shop']}/") and "Accessibility tree" in page
@@ -83,7 +83,7 @@ def test_actions_by_id_and_by_selector_on_the_shop_and_the_errors_an_agent_gets(
 def test_sites_outside_the_task_are_blocked_and_recorded(apps, browser):
     apps.reset({"seed": 1001})
     shop = apps.origins()["shop"]
-    episode = BrowserEpisode(browser, {"shop": shop})
+    episode = BrowserSession(browser, {"shop": shop})
     try:
         episode.open("shop:/")
         wiki = apps.origins()["wiki"]
@@ -111,7 +111,7 @@ def test_sites_outside_the_task_are_blocked_and_recorded(apps, browser):
 def test_a_browser_that_dies_is_the_service_gone_never_the_agents_failure(apps, tmp_path):
     apps.reset({"seed": 1001})
     browser = WebBrowser(tmp_path).start()
-    episode = BrowserEpisode(browser, apps.origins())
+    episode = BrowserSession(browser, apps.origins())
     try:
         episode.open("shop:/")
         session = ToolSession(tool_specs(), episode)

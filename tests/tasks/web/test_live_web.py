@@ -12,9 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from orchard_cli.family import RunOptions
 from orchard_cli.main import main
 from orchard_cli.models.scripted import ScriptedEndpoint
-from orchard_cli.tasks.registry import load_suite
+from orchard_cli.families import load_suite
 
 PAGES = {"/": "<html><title>Gadget shop</title><body><h1>Gadget shop</h1><a href='/mug.html'>Blue mug</a>"
               "</body></html>",
@@ -74,7 +75,9 @@ def test_the_three_published_formats_load(tmp_path) -> None:
     assert family.name == "live-web" and [t.task_id for t in tasks] == ["Allrecipes--0", "GitHub--3"]
     assert family.describe(tasks[0])["start"] == "https://www.allrecipes.com/"
     assert family.groups(tasks[1]) == {"website": "GitHub"}
-    assert "The browser is open at https://github.com/" in family.prompt(tasks[1], "/workspace")
+    with family.episode(tasks[1], RunOptions()) as episode:
+        assert "The browser is open at https://github.com/" in episode.prompt("/workspace")
+        assert episode.requires.network and episode.requires.host == ["bubblewrap", "chromium", "playwright"]
 
     mind2web = tmp_path / "Online_Mind2Web.json"
     mind2web.write_text(json.dumps([

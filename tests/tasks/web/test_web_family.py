@@ -17,7 +17,7 @@ import pytest
 from orchard_cli.env import SandboxHandle, connect
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.rollout.solvers import GoldSolver
-from orchard_cli.tasks.registry import load_suite
+from orchard_cli.families import load_suite
 from orchard_cli.tasks.validate import validate_tasks
 
 pytestmark = [pytest.mark.chromium, pytest.mark.bwrap]
@@ -64,15 +64,16 @@ def test_the_apps_their_state_and_the_browser_are_out_of_the_agent_sandboxs_reac
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     family, tasks = load_suite("web-mini", limit=1)
     env = connect("local")
-    spec = family.sandbox_spec(tasks[0], "local")
+    episode = family.episode(tasks[0], RunOptions())
+    spec = episode.spec("local")
     if network == "proxy":
         spec = spec.model_copy(update={"network": "proxy",
                                        "proxy_url": f"http://127.0.0.1:{proxy.server_address[1]}"})
     try:
         sandbox = SandboxHandle.create(env, spec)
         try:
-            family.setup(tasks[0], sandbox)
-            web = family.live(sandbox)[1]
+            episode.setup(sandbox)
+            web = episode.owned
             ports = [str(p) for p in web.apps.ports().values()]
             sandbox.write_file("probe.py", PROBE)
             job = sandbox.exec(["python3", "probe.py", ",".join(ports), str(web.root)], timeout=60)
@@ -83,7 +84,7 @@ def test_the_apps_their_state_and_the_browser_are_out_of_the_agent_sandboxs_reac
         finally:
             sandbox.destroy()
     finally:
-        family.release(tasks[0], spec)
+        episode.__exit__(None, None, None)
         family.close()
         env.close()
         proxy.shutdown()
@@ -92,11 +93,8 @@ def test_the_apps_their_state_and_the_browser_are_out_of_the_agent_sandboxs_reac
 class _BrowserCrashes(GoldSolver):
     """The gold solution, with the browser killed (as a crash would) before it starts."""
 
-    def __init__(self, family) -> None:
-        self.family = family
-
     def solve(self, context):
-        _, web = self.family.live(context.sandbox)
+        web = context.env.owned
         subprocess.run(["pkill", "-9", "-f", f"ORCHARD_WEB_BROWSER {web.browser.root}"], check=True, timeout=30)
         deadline = time.monotonic() + 30
         while web.browser.failed() is None and time.monotonic() < deadline:
@@ -108,11 +106,12 @@ def test_a_browser_that_crashes_mid_episode_is_infra_error_in_the_run_and_in_a_r
     family, tasks = load_suite("web-mini", limit=1)
     env = connect("local")
     try:
-        result = run_episode(Episode(task=tasks[0], attempt=1, solver=_BrowserCrashes(family), episode_id="crash"),
+        result = run_episode(Episode(task=tasks[0], attempt=1, solver=_BrowserCrashes(), episode_id="crash"),
                              family=family, env=env, options=RunOptions())
         assert result.outcome.category == "infra_error", result.outcome
         assert result.evidence.state["failure"]
-        assert family.quick_verdict(tasks[0], result.evidence).category == "infra_error"  # what regrade reads
+        with family.episode(tasks[0], RunOptions()) as regrade:  # what regrade reads: no sandbox, no browser
+            assert regrade.grade(result.evidence, None).category == "infra_error"
         again = run_episode(Episode(task=tasks[0], attempt=2, solver=GoldSolver(), episode_id="after"),
                             family=family, env=env, options=RunOptions())
         assert again.outcome.category == "resolved" and family.pool.started == 2, "a dead set is never reused"

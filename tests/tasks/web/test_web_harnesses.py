@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from orchard_cli.rollout.choose import reference
 from orchard_cli.family import RunOptions
 import pytest
 
@@ -15,7 +16,7 @@ from orchard_cli.models.scripted import ScriptedEndpoint
 from orchard_cli.rollout.agent import AgentSolver, EpisodeOptions
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.tasks.registry import load_suite
-from orchard_cli.tasks.web.actions import NAMES
+from orchard_cli.tasks.kit.browser_actions import NAMES
 
 PREFIX = {"openclaw": "task__", "codex": "mcp__task__", "zeroclaw": "task__"}
 
@@ -62,7 +63,7 @@ def test_a_real_harness_completes_a_web_task_with_the_gold_steps_and_fails_the_n
     task = next(t for t in tasks if family.parsed(t).site == "shop" and any(
         c.kind == "request" for c in family.parsed(t).checks))
     try:
-        gold = family.gold_solution(task)
+        gold = reference(family, task, None, "gold")
         result, records = _run(family, task, harness, gold)
         assert result.outcome.category == "resolved", (result.outcome, result.solution.agent.run)
         assert [(d.tool, d.status) for d in result.evidence.dispatches] == [(c.tool, 200) for c in gold.tool_calls]
@@ -73,7 +74,7 @@ def test_a_real_harness_completes_a_web_task_with_the_gold_steps_and_fails_the_n
         assert "Accessibility tree" in later, "the page reaches the model"
         assert '\\"URL: ' not in later, "as text, not as a JSON-quoted string"
 
-        miss = family.near_miss(task)
+        miss = reference(family, task, None, "near_miss")
         result, _ = _run(family, task, harness, miss)
         assert result.outcome.category == "unresolved", (result.outcome, result.solution.agent.run)
         assert [d.tool for d in result.evidence.dispatches] == [c.tool for c in miss.tool_calls]

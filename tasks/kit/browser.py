@@ -4,7 +4,7 @@
 /tmp, /dev, /proc and pid namespace; of the host's files it sees /usr and the font and TLS
 configuration only, plus the folders a suite names, read-only) and the asyncio loop, on a thread
 of its own, that Playwright's async API runs on; every other thread reaches it through `call`.
-An episode gets a fresh browser context (`BrowserEpisode`, actions.py): its own cookies, storage
+An episode gets a fresh browser context (`BrowserSession`, actions.py): its own cookies, storage
 and tabs, closed when the episode ends, so one browser serves a worker's episodes one after the
 other (cold: the process starts; warm: a context opens).
 
@@ -86,15 +86,6 @@ def jail_script(root: Path, binary: str, read_only: list[str]) -> Path:
     script.write_text("#!/bin/sh\nexec " + shlex.join([*jail_argv(root, read_only), binary]) + ' "$@"\n')
     script.chmod(0o700)
     return script
-
-
-def require_browser(what: str = "web tasks") -> None:
-    """What every web episode needs, checked once at load: Playwright, a Chromium, bubblewrap
-    (one line with the install command, not an error per attempt), from the host prerequisites
-    table every run reads."""
-    from orchard_cli.prereqs import prereq, require
-
-    require([prereq("playwright"), prereq("chromium"), prereq("bubblewrap")], what)
 
 
 class WebBrowser:

@@ -1,4 +1,4 @@
-"""Browsers alone for browser episodes (orchard_cli.leases): one jailed Chromium per worker, a fresh
+"""Browsers alone for browser episodes (orchard_cli.tasks.kit.leases): one jailed Chromium per worker, a fresh
 context per episode, with no local web apps beside it (MiniWoB++'s pages from the package's HTML,
 the live web). `kind` names the folder under ORCHARD_HOME and the lease key; `read_only` the host
 folders the browser may read (nothing else of the host's files)."""
@@ -6,14 +6,14 @@ folders the browser may read (nothing else of the host's files)."""
 from __future__ import annotations
 
 import shutil
-from typing import Any, Callable
+from typing import Callable
 
-from orchard_cli.leases import LeasePool, set_folder
+from orchard_cli.tasks.kit.leases import LeasePool, set_folder
 
 
 class BrowserSet:
     def __init__(self, kind: str, read_only: list[str]) -> None:
-        from orchard_cli.tasks.web.browser import WebBrowser
+        from orchard_cli.tasks.kit.browser import WebBrowser
 
         self.root = set_folder(kind, "browser-")
         self.browser = WebBrowser(self.root, read_only=read_only)
@@ -39,6 +39,6 @@ class BrowserPool(LeasePool[BrowserSet]):
         self.kind = kind
         self.read_only = read_only
 
-    def lease_browser(self) -> tuple[str, Any]:
-        lease, owned = self.lease(self.kind, lambda: BrowserSet(self.kind, self.read_only()))
-        return lease, owned.browser
+    def lease_set(self) -> tuple[str, BrowserSet]:
+        """A running browser (its set: `.browser`) and its lease id."""
+        return self.lease(self.kind, lambda: BrowserSet(self.kind, self.read_only()))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchard_cli.tasks.claw.services.fixture import MailFixture
+    from orchard_cli.tasks.kit.mailfixture import MailFixture
 
 DOMAIN = "orchard.test"
 STANDARD = ("INBOX", "Archive", "Sent", "Trash")

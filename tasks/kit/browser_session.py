@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from orchard_cli.tools.spec import ToolReply
-from orchard_cli.tasks.web.actions import FINAL
-from orchard_cli.tasks.web.browser import WebBrowser
+from orchard_cli.tasks.kit.browser_actions import FINAL
+from orchard_cli.tasks.kit.browser import WebBrowser
 
 TREE_LIMIT = 24000
 """An accessibility tree longer than this is cut (the observation says so)."""
@@ -71,7 +71,7 @@ class ActionError(Exception):
     """The agent's action cannot be done on this page (a 400 reply)."""
 
 
-class BrowserEpisode:
+class BrowserSession:
     """Thread-safe through the browser's loop (one action at a time)."""
 
     def __init__(self, browser: WebBrowser, sites: dict[str, str], allowed: list[str] | None = None,
