@@ -77,6 +77,45 @@ class Synthesizer(Protocol):
         """Make the tasks, validate them, write the kept ones."""
 
 
+class TemplateSynthesizer:
+    """A synthesizer of seeded templates that writes a folder of task folders, each kept only when
+    valid three ways (claw's and web's). A subclass names its family and gives `templates`,
+    `describe`, `plan(n, seed, chosen)` (refusing what it cannot make), `make(out_dir, n, seed,
+    chosen=, backend=, workers=, say=, on_task=) -> report` and `summary(report, request)`;
+    `kept_key` is the report's count of kept tasks."""
+
+    family: str = ""
+    writes: Literal["folder", "file"] = "folder"
+    unit = "task"
+    kept_key = "kept"
+
+    def templates(self) -> Optional[list[str]]:
+        raise NotImplementedError
+
+    def describe(self) -> list[dict[str, str]]:
+        raise NotImplementedError
+
+    def plan(self, n: int, seed: int, chosen: Optional[list[str]]) -> Any:
+        raise NotImplementedError
+
+    def make(self, out_dir: Path, n: int, seed: int, **how: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def summary(self, report: dict[str, Any], request: SynthRequest) -> str:
+        raise NotImplementedError
+
+    def check(self, request: SynthRequest) -> None:
+        self.plan(request.n, request.seed, request.templates)
+
+    def run(self, request: SynthRequest, say: Callable[[str], None],
+            on_task: Optional[Callable[[Any], None]] = None) -> SynthResult:
+        assert request.out_dir is not None
+        report = self.make(request.out_dir, request.n, request.seed, chosen=request.templates,
+                           backend=request.backend, workers=request.workers or 1, say=say, on_task=on_task)
+        return SynthResult(report=report, kept=report[self.kept_key], dropped=report["dropped"],
+                           summary=[self.summary(report, request)])
+
+
 def load_synthesizer(family: str) -> Synthesizer:
     """The synthesizer of `family` (an unknown one lists those there are)."""
     return synthesizers.load(family)()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchard_cli.errors import UsageError
+from orchard_cli.synthesis import TemplateSynthesizer
 
 MAX_PER_SEED = 1000
 
@@ -98,27 +99,14 @@ def synth_validated(out: Path, n: int, seed: int, *, chosen: list[str] | None = 
             "templates": sorted({k for k, _ in pairs}), "dropped": dropped}
 
 
-class ClawSynthesizer:
+class ClawSynthesizer(TemplateSynthesizer):
     """`tasks synth --family claw`: seeded personal-assistant tasks, each valid three ways."""
 
     family = "claw"
-    writes = "folder"
-    unit = "task"
+    templates = staticmethod(templates)  # type: ignore[assignment]
+    describe = staticmethod(describe)  # type: ignore[assignment]
+    plan = staticmethod(plan)  # type: ignore[assignment]
+    make = staticmethod(synth_validated)  # type: ignore[assignment]
 
-    def templates(self) -> list[str]:
-        return templates()
-
-    def describe(self) -> list[dict[str, str]]:
-        return describe()
-
-    def check(self, request: Any) -> None:
-        plan(request.n, request.seed, request.templates)
-
-    def run(self, request: Any, say: Callable[[str], None],
-            on_task: Callable[[Any], None] | None = None) -> Any:
-        from orchard_cli.synthesis import SynthResult
-
-        report = synth_validated(request.out_dir, request.n, request.seed, chosen=request.templates,
-                                 backend=request.backend, workers=request.workers or 1, say=say, on_task=on_task)
-        return SynthResult(report=report, kept=report["kept"], dropped=report["dropped"],
-                           summary=[f"kept {report['kept']}/{request.n} tasks in {request.out_dir}"])
+    def summary(self, report: dict[str, Any], request: Any) -> str:
+        return f"kept {report['kept']}/{request.n} tasks in {request.out_dir}"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchard_cli.tasks.web import synth_booking, synth_mail, synth_shop, synth_wiki  # noqa: F401 - they register
+from orchard_cli.synthesis import TemplateSynthesizer
 from orchard_cli.tasks.web.synth_kit import TEMPLATES, Draw, Unfit
 
 SITES = ("shop", "wiki", "mail", "booking")
@@ -171,29 +172,16 @@ def synth_validated(out_dir: Path, n: int, seed: int, *, backend: str = "local",
             "sites": {site: sum(i.startswith(site + "-") for i in kept) for site in SITES}}
 
 
-class WebSynthesizer:
+class WebSynthesizer(TemplateSynthesizer):
     """`tasks synth --family web`: seeded browser tasks on the local sites, each valid three ways."""
 
     family = "web"
-    writes = "folder"
-    unit = "task"
+    kept_key = "tasks"
+    templates = staticmethod(templates)  # type: ignore[assignment]
+    describe = staticmethod(describe)  # type: ignore[assignment]
+    plan = staticmethod(plan)  # type: ignore[assignment]
+    make = staticmethod(synth_validated)  # type: ignore[assignment]
 
-    def templates(self) -> list[str]:
-        return templates()
-
-    def describe(self) -> list[dict[str, str]]:
-        return describe()
-
-    def check(self, request: Any) -> None:
-        plan(request.n, request.seed, request.templates)
-
-    def run(self, request: Any, say: Callable[[str], None],
-            on_task: Callable[[Any], None] | None = None) -> Any:
-        from orchard_cli.synthesis import SynthResult
-
-        report = synth_validated(request.out_dir, request.n, request.seed, backend=request.backend,
-                                 workers=request.workers or 1, say=say, chosen=request.templates,
-                                 on_task=on_task)
+    def summary(self, report: dict[str, Any], request: Any) -> str:
         sites = ", ".join(f"{site} {count}" for site, count in report["sites"].items())
-        return SynthResult(report=report, kept=report["tasks"], dropped=report["dropped"],
-                           summary=[f"kept {report['tasks']}/{request.n} web tasks in {request.out_dir} ({sites})"])
+        return f"kept {report['tasks']}/{request.n} web tasks in {request.out_dir} ({sites})"
