@@ -171,3 +171,16 @@ def test_the_model_of_export_and_rerank_train_is_model(command, capsys, tmp_path
     assert "no-such-model" in errors["--model"] and "no-such-model" in errors["--base-model"]
     assert _notes(errors["--model"]) == []
     assert [n.split(";")[0] for n in _notes(errors["--base-model"])] == ["note: --base-model is now --model"]
+
+
+def test_resume_takes_another_key_variable(capsys, tmp_path, monkeypatch):
+    """Where the key is read from decides no result: --resume may name another variable."""
+    monkeypatch.setenv("KEY_A", "a")
+    monkeypatch.setenv("KEY_B", "b")
+    base = ["eval", "calc", "--model", "gold", "--base-url", "gold", "--limit", "2", "--format", "json",
+            "--out", str(tmp_path / "run")]
+    code, _, err = _cli(capsys, *base, "--api-key-env", "KEY_A")
+    assert code == 0, err[-2000:]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["api_key_env"] == "KEY_A"
+    code, out, err = _cli(capsys, *base, "--api-key-env", "KEY_B", "--resume")
+    assert code == 0 and json.loads(out)["total"] == 2, err[-2000:]

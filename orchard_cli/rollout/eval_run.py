@@ -52,7 +52,8 @@ TASKS_FILE = "tasks.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 # Fields that may differ between a run and its --resume: they do not change any result.
 NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out",
-                                    "judge_model", "judge_base_url", "judge_key_env", "retry_errors"})
+                                    "judge_model", "judge_base_url", "judge_key_env", "retry_errors",
+                                    "api_key_env"})  # where a key is read from decides no result
 
 
 class EvalConfig(BaseModel):
