@@ -45,8 +45,8 @@ def server(smollm2_home, tmp_path_factory) -> Iterator[dict[str, Any]]:
     assert code == 0, log.read_text()
 
 
-def run(server: dict[str, Any], out: Path, sync: str, steps: int) -> list[dict[str, Any]]:
-    args = ["rl", "capitals", "--harness", "chat", "--limit", "4", "--steps", str(steps), "--tasks-per-step", "2", "-G", "2",
+def run(server: dict[str, Any], out: Path, sync: str, steps: int, group: int = 2) -> list[dict[str, Any]]:
+    args = ["rl", "capitals", "--harness", "chat", "--limit", "4", "--steps", str(steps), "--tasks-per-step", "2", "-G", str(group),
             "--max-new-tokens", "6", "--lr", "1e-4", "--save-every", "10", "--base-url", server["base_url"],
             "--sync", sync, "--out", str(out), "--format", "json"]
     assert main(args) == 0, server["log"].read_text()[-2000:]
@@ -57,7 +57,9 @@ def test_lora_sync_advances_the_served_adapter_every_step(server, smollm2_home, 
     import httpx
 
     monkeypatch.setenv("ORCHARD_HOME", str(smollm2_home))
-    steps = run(server, tmp_path / "run", "lora", 3)
+    # G=4: a group learns only when its rewards differ; with G=2 all six groups were sometimes
+    # equal (each 0,0 or 1,1: every gradient 0; CI saw it once); G=4 makes that far rarer
+    steps = run(server, tmp_path / "run", "lora", 3, group=4)
     assert [s["step"] for s in steps] == [1, 2, 3]
     for s in steps:
         # step N sampled the adapter pushed after update N-1 (version 0: the untrained adapter)
@@ -73,6 +75,7 @@ def test_lora_sync_advances_the_served_adapter_every_step(server, smollm2_home, 
     # the adapter moved the weights: the served adapter's answer now differs from the base model's
     from safetensors.torch import load_file
 
+    assert any(s["grad_norm"] > 0 for s in steps), f"no group had a learning signal: {steps}"
     adapter = load_file(str(tmp_path / "run" / "adapter" / "adapter_model.safetensors"))
     assert any(float(t.abs().max()) > 0 for k, t in adapter.items() if "lora_B" in k)
 
