@@ -88,12 +88,14 @@ def load() -> str:
 
 
 def config_for(args: argparse.Namespace) -> Any:
-    from orchard_cli.recipe.config import (ControlPart, EvalPart, RecipeConfig, RLPart, SynthPart, TrainPart,
-                                           DEFAULT_HARNESS)
+    from orchard_cli.families import family_harness
+    from orchard_cli.recipe.config import (BUNDLED_SUITE, ControlPart, EvalPart, RecipeConfig, RLPart, SynthPart,
+                                           TrainPart)
+    from orchard_cli.selection import TaskSelection
 
     device = "cuda" if args.device == "cuda" else "cpu"
     preset = PRESETS[(args.family, device)]
-    return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=DEFAULT_HARNESS[args.family],
+    return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=family_harness(TaskSelection(suite=BUNDLED_SUITE[args.family])),
                         device=args.device, synth=SynthPart(**preset["synth"]), train=TrainPart(**preset["train"]),
                         eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=True, near_miss=True),
                         rl=RLPart(enabled=args.rl, **preset["rl"]))

@@ -165,11 +165,22 @@ def default_workers(workers: int | None, endpoint: str | None) -> int:
 # (eval, distill, rollout, rl). The numbers are EpisodeOptions' own defaults (rollout/agent.py):
 # the limits are ceilings, so the one default is the generous one the agent commands had.
 
-DEFAULT_HARNESS = "bash"
-"""The harness an agent run uses unless --harness says: orchard's own tool-using agent, which works on
-every family (chat, one call and no tools, suits only the quiz suites; name it there)."""
+HarnessOpt = Annotated[Optional[str], typer.Option("--harness", help="The agent harness that drives --model: {harnesses} (default: the one the suite's family is made for: chat for quiz suites like capitals, web for browser tasks, else bash).")]
 
-HarnessOpt = Annotated[str, typer.Option("--harness", help="The agent harness that drives --model: {harnesses} (chat: one call, no tools, for quiz suites like capitals).")]
+
+def pick_harness(harness: str | None, suite: str | None, family: str | None) -> str:
+    """--harness, else the one the suite's family declares (`Family.harness`). A suite that does
+    not resolve gets bash here: the run's own checks then refuse it with their message."""
+    if harness:
+        return harness
+    from orchard_cli.errors import OrchardError
+    from orchard_cli.families import family_harness
+    from orchard_cli.selection import TaskSelection
+
+    try:
+        return family_harness(TaskSelection(suite=suite, family=family)) if suite else "bash"
+    except (OrchardError, ValueError):
+        return "bash"
 ModelBaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="The OpenAI-compatible endpoint of --model (…/v1), or an in-package endpoint (smollm2, scripted); default: the embedded smollm2.")]
 ApiKeyEnvOpt = Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the --base-url endpoint's key (default OPENAI_API_KEY when set).")]
 TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds one episode's harness run may take (default 1800).")]

@@ -15,6 +15,7 @@ import typer
 from orchard_cli.commands._common import (
     ApiKeyEnvOpt,
     HarnessOpt,
+    pick_harness,
     old_option,
     MaxCallsOpt,
     MaxTokensOpt,
@@ -23,7 +24,6 @@ from orchard_cli.commands._common import (
     OldSuiteOpt,
     PriceOpt,
     TimeoutOpt,
-    DEFAULT_HARNESS,
     check_priced,
     config_of,
     episode_options,
@@ -77,7 +77,7 @@ def run(
     model: Annotated[Optional[list[str]], typer.Option("--model", "--teacher", help="The teacher: the model name sent upstream (repeat for several; --teacher is the same flag).")] = None,
     base_url: ModelBaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
-    harness: HarnessOpt = DEFAULT_HARNESS,
+    harness: HarnessOpt = None,
     attempts: Annotated[int, typer.Option("--attempts", min=1, help="Episodes per task and teacher.")] = 1,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Episodes run in parallel (default: 3 with a teacher served in this process, whose batching decodes them together; else 1).")] = None,
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="Trajectories file (JSONL, appended); its run folder X.run/ goes beside it.")] = Path("trajectories.jsonl"),
@@ -121,6 +121,7 @@ def run(
     if keep not in ("all", "resolved"):
         raise UsageError(f"--keep {keep!r}: use all or resolved")
     workers = default_workers(workers, base_url or "smollm2")
+    harness = pick_harness(harness, suite, family)
     config = config_of(
         DistillConfig,
         **selection_fields(suite, family=family, dataset=dataset, instances=instances, repo=repo,

@@ -17,8 +17,8 @@ from typing import Annotated, Optional
 import typer
 from orchard_cli.commands._common import (
     ApiKeyEnvOpt,
-    DEFAULT_HARNESS,
     HarnessOpt,
+    pick_harness,
     MaxCallsOpt,
     MaxTokensOpt,
     MaxTurnsOpt,
@@ -105,7 +105,7 @@ def run(
     model: Annotated[Optional[str], typer.Option("--model", help="The model an agent run drives: the name its endpoint serves (smollm2: the embedded model, no --base-url needed).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="The OpenAI-compatible endpoint of --model (…/v1; its key from OPENAI_API_KEY), asked once before the run; default: the embedded smollm2.")] = None,
     api_key_env: ApiKeyEnvOpt = None,
-    harness: Annotated[Optional[str], typer.Option("--harness", help=f"The agent harness that drives --model: {{harnesses}} (default with --model: {DEFAULT_HARNESS}; chat: one call, no tools, for quiz suites like capitals).")] = None,
+    harness: Annotated[Optional[str], typer.Option("--harness", help=f"The agent harness that drives --model: {{harnesses}} (default with --model: the one the suite's family is made for: chat for quiz suites like capitals, web for browser tasks, else bash).")] = None,
     dataset: DatasetOpt = None,
     family: FamilyOpt = None,
     instances: InstancesOpt = None,
@@ -150,7 +150,7 @@ def run(
 
     timeout = old_spelling("--agent-timeout", "--timeout", agent_timeout, timeout)
     if model and not predictions and harness is None:
-        harness = DEFAULT_HARNESS
+        harness = pick_harness(None, suite, family)
     prices = parse_prices(price)
     check_priced(prices, [model] if model else [])
     if resume and not out:

@@ -17,7 +17,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import BackendOpt, FormatOpt, OutputFormat, config_of, emit_json, stderr_console
+from orchard_cli.commands._common import (BackendOpt, FormatOpt, OutputFormat, config_of, emit_json, pick_harness,
+                                          stderr_console)
 
 
 class FamilyArg(str, Enum):
@@ -39,7 +40,7 @@ def recipe(
     teacher_base_url: Annotated[Optional[str], typer.Option("--teacher-base-url", help="The teacher's OpenAI-compatible endpoint (not with gold).")] = None,
     teacher_key_env: Annotated[Optional[str], typer.Option("--teacher-key-env", help="Environment variable holding the teacher endpoint's key.")] = None,
     student: Annotated[str, typer.Option("--student", help="The base model the student starts from: smollm2 or a checkpoint folder.")] = "smollm2",
-    harness: Annotated[Optional[str], typer.Option("--harness", help="The harness demonstrations are recorded in and the student is evaluated in (default: bash for claw, web for web).")] = None,
+    harness: Annotated[Optional[str], typer.Option("--harness", help="The harness demonstrations are recorded in and the student is evaluated in (default: the family's own: bash for claw, web for web).")] = None,
     n: Annotated[int, typer.Option("--n", min=1, max=1000, help="Training tasks to synthesize.")] = 40,
     seed: Annotated[int, typer.Option("--seed", help="Synthesis seed of the training tasks (task seeds seed*1000+i).")] = 11,
     templates: Annotated[Optional[list[str]], typer.Option("--templates", help="Templates to train on (comma-separated; `orchard tasks synth --family F --list`). Default: all.")] = None,
@@ -86,7 +87,7 @@ def recipe(
       orchard recipe claw --templates mail-search --n 12 --out runs/recipe-claw   # docs/recipes.md
       orchard recipe claw --resume --out runs/recipe-claw                        # after a stop
     """
-    from orchard_cli.recipe.config import (ControlPart, DEFAULT_HARNESS, DistillPart, EvalPart, RecipeConfig,
+    from orchard_cli.recipe.config import (BUNDLED_SUITE, ControlPart, DistillPart, EvalPart, RecipeConfig,
                                            RLPart, SynthPart, TrainPart)
     from orchard_cli.recipe.run import run_recipe
     from orchard_cli.synthesis import split_names
@@ -95,7 +96,7 @@ def recipe(
     folder = out or Path("runs") / f"recipe-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     config = config_of(
         RecipeConfig, family=name, out=str(folder.resolve()), student=student,
-        harness=harness or DEFAULT_HARNESS[name], device=device.value, backend=backend,
+        harness=pick_harness(harness, BUNDLED_SUITE[name], None), device=device.value, backend=backend,
         synth=config_of(SynthPart, n=n, seed=seed, templates=split_names(templates),
                         exclude_templates=split_names(exclude_templates) or [], heldout_n=heldout_n,
                         heldout_seed=heldout_seed, unseen_n=unseen_n, unseen_seed=unseen_seed),

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import (DEFAULT_HARNESS, ApiKeyEnvOpt, HarnessOpt, MaxCallsOpt, MaxTokensOpt,
+from orchard_cli.commands._common import (ApiKeyEnvOpt, HarnessOpt, MaxCallsOpt, MaxTokensOpt,
                                           MaxTurnsOpt, PriceOpt, TimeoutOpt, check_priced, episode_options,
-                                          old_option, old_spelling, parse_prices, BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, GroupsOpt, InstancesOpt,
+                                          old_option, old_spelling, parse_prices, pick_harness, BackendOpt, DatasetOpt, FamilyOpt, FormatOpt, GroupsOpt, InstancesOpt,
                                           LimitOpt, NoPreflightOpt, OutputFormat, QuietOpt, SampleOpt, SampleSeedOpt,
                                           SliceOpt, config_of, emit_json, stderr_console, task_selection)
 
@@ -25,7 +25,7 @@ def rollout(
     model: Annotated[Optional[str], typer.Option("--model", help="The policy: the model name --base-url serves (needed with a URL).")] = None,
     base_url: Annotated[Optional[list[str]], typer.Option("--base-url", help="OpenAI-compatible endpoint of --model that returns token ids and log-probabilities (orchard serve; vLLM). Repeat to spread attempts over several. Default: the embedded smollm2.")] = None,
     api_key_env: ApiKeyEnvOpt = None,
-    harness: HarnessOpt = DEFAULT_HARNESS,
+    harness: HarnessOpt = None,
     group_size: GroupOpt = 4,
     temperature: TemperatureOpt = 1.0,
     max_new_tokens: NewTokensOpt = None,
@@ -72,6 +72,7 @@ def rollout(
 
     selection = task_selection(suite, family=family, dataset=dataset, instances=instances, repo=None, limit=limit,
                                slice_=slice_, repo_mirror=None, groups=group, sample=sample, sample_seed=sample_seed)
+    harness = pick_harness(harness, suite, family)
     config = config_of(RolloutConfig, selection=selection, policy_urls=list(base_url or []), model=model,
                        api_key_env=api_key_env, harness=harness, group_size=group_size,
                        sampling=Sampling(temperature=temperature, max_new_tokens=max_new_tokens),
@@ -100,7 +101,7 @@ def rollout(
     if fmt == OutputFormat.json:
         emit_json(summary.model_dump(mode="json"))
         return
-    typer.echo(f"rollout: {summary.episodes} episodes of {summary.tasks} task(s) (G={group_size}); "
+    typer.echo(f"rollout: {summary.episodes} episodes of {summary.tasks} task(s) (G={group_size}, harness {harness}); "
                f"trainable {summary.trainable}; mean reward {summary.mean_reward} ({', '.join(summary.reward_kind)}); "
                f"{summary.groups_with_signal} group(s) with signal; {summary.policy_tokens} policy tokens; "
                f"{summary.episodes_per_s} episodes/s; wall {summary.wall_seconds:.1f} s")
@@ -136,7 +137,7 @@ def rl(
     steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps (each on fresh rollouts).")] = 20,
     tasks_per_step: Annotated[int, typer.Option("--tasks-per-step", min=1, help="Tasks sampled per step.")] = 4,
     group_size: GroupOpt = 4,
-    harness: HarnessOpt = DEFAULT_HARNESS,
+    harness: HarnessOpt = None,
     temperature: TemperatureOpt = 1.0,
     max_new_tokens: NewTokensOpt = None,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate (AdamW, constant).")] = 1e-5,
@@ -209,6 +210,7 @@ def rl(
     selection = task_selection(suite, family=family, dataset=None, instances=instances, repo=None, limit=limit,
                                slice_=slice_, repo_mirror=None, groups=group, sample=sample,
                                sample_seed=sample_seed) if suite else None
+    harness = pick_harness(harness, suite, family)
     eval_selection = TaskSelection(suite=eval_suite, family=family, limit=eval_limit) if eval_suite else None
     learner = config_of(LearnerConfig, lr=lr, beta=beta, epsilon_low=epsilon, epsilon_high=epsilon,
                         loss_type=loss_type, updates=updates, threads=threads, shard=shard, lora=sync == "lora",

@@ -114,6 +114,13 @@ def resolve(selection: TaskSelection) -> tuple[Family, SuiteInfo]:
     return load_family(info.family), info
 
 
+def family_harness(selection: TaskSelection) -> str:
+    """The harness a run of `selection` uses when it names none: its family's `harness` (bash for
+    a family that declares none)."""
+    family, _ = resolve(selection)
+    return getattr(family, "harness", None) or "bash"
+
+
 def open_suite(selection: TaskSelection, options: RunOptions | None = None) -> tuple[Family, Suite]:
     """The family and its suite as selected: every task the family loads, filtered once by
     `selection` (the suite's `tasks` are the selected ones; its provenance is the whole suite's)."""

@@ -300,6 +300,10 @@ class BaseFamily:
     suites: ClassVar[tuple[SuiteInfo, ...]] = ()
     categories: ClassVar[dict[str, CategoryInfo]] = {}
     grading: ClassVar[Grading] = "fresh"
+    harness: ClassVar[str] = "bash"
+    """The harness a run uses when it names none (`--harness`): the one the family's tasks are
+    made for (quiz: chat, one call and no tools; the browser families: web; else bash, orchard's
+    tool-using agent). Optional: a family without it gets bash."""
 
     def groups(self, task: Task) -> dict[str, str]:
         return {"repo": task.repo} if task.repo else {}

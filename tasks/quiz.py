@@ -107,6 +107,7 @@ class QuizEpisode(BaseEpisode):
 class QuizFamily(BaseFamily):
     name = "quiz"
     grading = "in_place"
+    harness = "chat"  # one call, no tools: the reply is the answer
     suites = (
         SuiteInfo("capitals", "quiz", "builtin:train", "48 capital-city questions, one short answer each (RL)"),
         SuiteInfo("capitals-heldout", "quiz", "builtin:heldout", "16 other capital-city questions, held out"),

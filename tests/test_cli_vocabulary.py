@@ -97,6 +97,19 @@ def test_eval_timeout_old_spelling_and_an_old_run_folder_resumes(capsys, tmp_pat
     assert code == 2 and "timeout" in err  # a different limit is a different run
 
 
+@pytest.mark.bwrap
+def test_without_harness_a_run_takes_the_one_its_family_is_made_for(capsys, tmp_path):
+    """--harness left out: the suite's family decides (quiz: chat, one call; web: orchard's web
+    agent; else bash), and the config and the run's header say which."""
+    for suite, want in (("capitals", "chat"), ("web-mini", "web"), ("calc", "bash")):
+        run = tmp_path / suite
+        code, _, err = _cli(capsys, "eval", suite, "--model", "gold", "--base-url", "gold", "--limit", "1",
+                            "--out", str(run), "--format", "json")
+        assert code == 0, err[-2000:]
+        assert json.loads((run / "config.json").read_text())["harness"] == want
+        assert _last_row(run)["resolved"], (suite, err[-2000:])
+
+
 def _last_row(run) -> dict:
     return json.loads((run / "results.jsonl").read_text().splitlines()[-1])
 

@@ -14,7 +14,6 @@ from orchard_cli import __version__
 
 Family = Literal["claw", "web"]
 Device = Literal["auto", "cpu", "cuda"]
-DEFAULT_HARNESS = {"claw": "bash", "web": "web"}
 MAX_SEQ_LEN = {"claw": 2048, "web": 5120}
 """Training length by family: a claw episode with the bash agent is ~0.5-2k tokens; one call of
 orchard's web agent carries a page of up to 12,000 characters (web-mini's gold calls: median 1,427

@@ -100,6 +100,7 @@ class LiveWebEpisode(BrowsingEpisode):
 class LiveWebFamily(LeasedFamily):
     name = "live-web"
     grading = "in_place"
+    harness = "web"  # orchard's web agent: accessibility-tree pages, browser actions
     suites = tuple(SuiteInfo(name, "live-web", "", f"{label} on the live web, from your data file "
                              "(--dataset FILE --network full; judged by `orchard judge`)")
                    for name, label in (("webvoyager", "WebVoyager"), ("online-mind2web", "Online-Mind2Web"),

@@ -110,6 +110,7 @@ class MiniwobEpisode(BrowsingEpisode):
 class MiniwobFamily(LeasedFamily):
     name = "miniwob"
     grading = "in_place"
+    harness = "web"  # orchard's web agent: accessibility-tree pages, browser actions
     suites = (SuiteInfo("miniwob", "miniwob", "miniwob", "MiniWoB++'s ~125 single-page web tasks "
                         "(pip install --no-deps miniwob==1.1.0)"),)
 

@@ -93,6 +93,7 @@ class WebEpisode(BrowsingEpisode):
 class WebFamily(LeasedFamily):
     name = "web"
     grading = "in_place"
+    harness = "web"  # orchard's web agent: accessibility-tree pages, browser actions
     suites = (SuiteInfo("web-mini", "web", str(DATA / "web-mini"),
                         "browser tasks on local web apps: a shop, a wiki, webmail, bookings"),)
 
