@@ -38,18 +38,28 @@ def test_the_docs_new_family_is_under_40_lines():
     assert len(FAMILY.splitlines()) < 40, len(FAMILY.splitlines())
 
 
+LEASED = docs_example("tally")
+
+
+def test_the_docs_leased_family_is_under_80_lines():
+    assert len(LEASED.splitlines()) < 80, len(LEASED.splitlines())
+
+
+def install(root: Path, name: str, code: str, family: str) -> dict[str, str]:
+    """The package `orchard_NAME` and its dist-info (an entry point in group orchard.tasks), on
+    PYTHONPATH: the environment to run orchard in."""
+    (root / f"orchard_{name}").mkdir(parents=True)
+    (root / f"orchard_{name}" / "__init__.py").write_text(code)
+    info = root / f"orchard_{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: orchard-{name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[orchard.tasks]\n{name} = orchard_{name}:{family}\n")
+    return {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 @pytest.fixture
 def plugin(tmp_path):
-    """The package and its dist-info (an entry point in group orchard.tasks), on PYTHONPATH."""
-    root = tmp_path / "site"
-    (root / "orchard_echo").mkdir(parents=True)
-    (root / "orchard_echo" / "__init__.py").write_text(FAMILY)
-    info = root / "orchard_echo-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: orchard-echo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[orchard.tasks]\necho = orchard_echo:EchoFamily\n")
-    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return env
+    return install(tmp_path / "site", "echo", FAMILY, "EchoFamily")
 
 
 def orchard(env, *args, expect=0):
@@ -99,3 +109,31 @@ def test_a_family_from_an_entry_point_runs_through_every_command(plugin, tmp_pat
     html = "".join(p.read_text() for p in sorted(page.parent.rglob("*.js")))
     assert "wrong_word" in html and "#e2a03f" in html  # the family's own colour for its category
     assert "answer.txt" in html and "pear" in html
+
+
+def test_the_docs_leased_family_runs_its_service_through_every_path(tmp_path):
+    """The leased example: its host-side server answers the tools a gold solution calls and the
+    bash agent calls through the recording proxy's gateway (`task-tool`); the near miss, one call
+    short, is unresolved; the evidence carries the server's counters and the calls, so a regrade
+    needs no server."""
+    env = install(tmp_path / "site", "tally", LEASED, "TallyFamily")
+    gold = tmp_path / "gold"
+    card = json.loads(orchard(env, "eval", "tally", "--predictions", "gold", "--out", str(gold),
+                              "--format", "json").stdout)
+    assert (card["resolved"], card["total"], card["errors"]) == (2, 2, 0)
+    evidence = json.loads((gold / "logs/tally-2/attempt-1/evidence.json").read_text())
+    assert evidence["state"] == {"pears": 3, "other": 5}
+    assert [d["tool"] for d in evidence["dispatches"]] == ["add_one"] * 3
+    assert evidence["dispatches"][-1]["result"] == {"pears": 3, "other": 5}
+    empty = json.loads(orchard(env, "eval", "tally", "--predictions", "empty", "--out", str(tmp_path / "empty"),
+                               "--format", "json").stdout)
+    assert (empty["resolved"], empty["errors"]) == (0, 0)
+    regraded = json.loads(orchard(env, "eval", "regrade", str(gold), "--format", "json").stdout)
+    assert regraded["resolved"] == 2 and regraded["changed"] == []
+    for played, want in (("gold", 2), ("near-miss", 0)):
+        out = tmp_path / f"agent-{played}"
+        card = json.loads(orchard(env, "eval", "tally", "--model", played, "--base-url", played, "--harness", "bash",
+                                  "--out", str(out), "--timeout", "120", "--format", "json").stdout)
+        assert (card["resolved"], card["errors"]) == (want, 0), (played, card)
+    evidence = json.loads((tmp_path / "agent-near-miss/logs/tally-2/attempt-1/evidence.json").read_text())
+    assert evidence["state"] == {"pears": 2, "other": 5} and len(evidence["dispatches"]) == 2

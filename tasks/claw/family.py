@@ -110,7 +110,6 @@ class ClawEpisode(LeasedEpisode):
         evidence = super().collect(solution, sandbox)
         if sandbox is None:
             return evidence
-        self.end_tools()
         evidence.state = self.services.snapshot()
         evidence.state_before = self.baseline
         evidence.logs = self.services.protocol_log()
@@ -118,8 +117,6 @@ class ClawEpisode(LeasedEpisode):
         named = [c.where["path"] for c in parsed.checks
                  if c.kind in ("state", "safety") and c.select == "files" and isinstance(c.where.get("path"), str)]
         evidence.files = read_workspace(sandbox, first=named)
-        if self.session is not None:
-            evidence.dispatches = self.session.dispatches
         evidence.commands = [run_command(check.run, check.timeout_seconds, sandbox)
                              for check in parsed.checks if check.kind == "command"]
         return evidence

@@ -20,6 +20,7 @@ class BrowsingEpisode(LeasedEpisode):
     """An episode browsing in a leased browser (its set: `owned.browser`)."""
 
     requires = Requirements(host=list(BROWSER))
+    tool_label = "a browser action"
     browser: Any = None
     """The episode's BrowserSession, once setup opened it."""
 
@@ -45,14 +46,12 @@ class BrowsingEpisode(LeasedEpisode):
 
     def browser_evidence(self, evidence: Evidence, before_shots: Any = None) -> Any:
         """No action lands after this; the answer tool's answer (over the harness's last message),
-        the dispatches, the last page and the page after each step (where kept) go in `evidence`.
+        the last page and the page after each step (where kept) go in `evidence`.
         `before_shots(session)` runs first, before the screenshot's time passes (MiniWoB reads its
         reward while its episode timer still runs). Returns the browser session (None if setup
         never made one)."""
-        self.end_tools("a browser action")
+        self.end_tools()  # collect ended them already (LeasedEpisode.collect, with the dispatches)
         session = self.browser
-        if self.session is not None:
-            evidence.dispatches = self.session.dispatches
         if session is None:
             return None
         if session.answer is not None:

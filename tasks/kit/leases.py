@@ -158,14 +158,14 @@ class LeasedFamily(BaseFamily):
     next run of the family gets a new pool."""
 
     lease_label: ClassVar[str] = ""
-    """The sandbox label holding the lease id (`orchard.<family>.lease`)."""
+    """The sandbox label holding the lease id (default `orchard.<family>.lease`)."""
 
     def __init__(self) -> None:
         self.pool = self.new_pool()
 
     def new_pool(self) -> Any:
-        """A new LeasePool of the family's sets."""
-        raise NotImplementedError
+        """A new LeasePool of the family's sets (default: a `LeasePool` named after the family)."""
+        return LeasePool(prefix=self.name or "lease")
 
     def close(self, *, interrupted: bool = False) -> None:
         if interrupted:  # episodes still starting are refused a set (infra_error: interrupted)
@@ -177,7 +177,11 @@ class LeasedFamily(BaseFamily):
 
 class LeasedEpisode(BaseEpisode):
     """An episode holding a leased set: taken in `spec` (`take`), its tool session made once
-    (`session_for`), closed before the evidence is read (`end_tools`), the set given back on exit."""
+    (`session_for`), closed before the evidence is read (`collect` ends it and keeps its
+    dispatches), the set given back on exit."""
+
+    tool_label: ClassVar[str] = "a tool call"
+    """What one of the episode's tool calls is, in the failure of one still running at the end."""
 
     def __init__(self, family: LeasedFamily, task: Task, options: RunOptions) -> None:
         super().__init__(task, options)
@@ -200,7 +204,8 @@ class LeasedEpisode(BaseEpisode):
 
     def labels(self) -> dict[str, str]:
         """The spec labels of this episode's sandbox (its family, its lease)."""
-        return {"orchard.family": self.family.name, self.family.lease_label: self.lease or ""}
+        label = self.family.lease_label or f"orchard.{self.family.name}.lease"
+        return {"orchard.family": self.family.name, label: self.lease or ""}
 
     def session_for(self, make: Callable[[], Any]) -> Any:
         """The episode's tool session: made by `make()` on the first call, the same one after."""
@@ -209,11 +214,21 @@ class LeasedEpisode(BaseEpisode):
                 self.session = make()
             return self.session
 
-    def end_tools(self, what: str = "a tool call") -> None:
+    def end_tools(self) -> None:
         """No call may land after this: the session closes, waiting for calls in flight; one
-        still running is the episode's infrastructure failing, not the agent."""
+        still running is the episode's infrastructure failing, not the agent. Idempotent."""
         if self.session is not None and not self.session.close():
-            self.session.failure = self.session.failure or f"{what} was still running when the episode ended"
+            self.session.failure = self.session.failure or f"{self.tool_label} was still running when the episode ended"
+
+    def collect(self, solution: Any, sandbox: Any) -> Any:
+        """The harness's evidence; in the episode itself (a sandbox), the tools end first and
+        their calls, in order, are its dispatches. A family reads its set's state after this."""
+        evidence = super().collect(solution, sandbox)
+        if sandbox is not None:
+            self.end_tools()
+            if self.session is not None:
+                evidence.dispatches = self.session.dispatches
+        return evidence
 
     def failure(self) -> str | None:
         """Why the episode's leased set failed (it died, a tool call found a service gone), or None."""
