@@ -83,7 +83,7 @@ def cross_fit_scores(runs: list[Path], work: Path, max_tokens: int, folds: int =
         model_dir = work / f"model{tag}-{objective}-{k}of{folds}"
         if not (model_dir / "value_model.json").is_file():
             cli("rerank", "train", *[a for r in runs for a in ("--runs", str(r))], "--fold", f"{k}/{folds}",
-                "--max-tokens", str(max_tokens), "--objective", objective, "--out", str(model_dir))
+                "--max-input-tokens", str(max_tokens), "--objective", objective, "--out", str(model_dir))
         held = set(json.loads((model_dir / "split.json").read_text())["heldout"])
         mine = [ep for ep in episodes if ep.task_key in held and ep.label is not None]
         scores = ValueModel.load(model_dir).score(mine)

@@ -17,8 +17,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import (BackendOpt, FormatOpt, OutputFormat, config_of, emit_json, pick_harness,
-                                          stderr_console)
+from orchard_cli.commands._common import (BackendOpt, FormatOpt, OutputFormat, config_of, emit_json, old_option,
+                                          old_spelling, pick_harness, stderr_console)
 
 
 class FamilyArg(str, Enum):
@@ -65,7 +65,7 @@ def recipe(
     workers: Annotated[int, typer.Option("--workers", min=1, help="Episodes at once (synthesis checks, distill, eval).")] = 1,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Harness turn limit per eval episode.")] = 8,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds one harness run may take.")] = 300.0,
-    max_reply_tokens: Annotated[int, typer.Option("--max-reply-tokens", min=1, help="Cap on one reply of a served local model.")] = 192,
+    max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on one reply of a served local model (default 192).")] = None,
     control: Annotated[bool, typer.Option("--control", help="Also train and evaluate a control student on demonstrations shuffled between tasks of a template.")] = False,
     near_miss_control: Annotated[bool, typer.Option("--near-miss-control", help="Also train and evaluate a control student on near-miss demonstrations (each task's near miss played through the same harness).")] = False,
     rl: Annotated[bool, typer.Option("--rl", help="Also run RL (GRPO) from the student on the training tasks, then evaluate it.")] = False,
@@ -79,6 +79,7 @@ def recipe(
     device: Annotated[DeviceOpt, typer.Option("--device", help="auto (a GPU when torch sees one), cpu or cuda.")] = DeviceOpt.auto,
     backend: BackendOpt = "local",
     fmt: FormatOpt = OutputFormat.text,
+    max_reply_tokens: old_option("--max-reply-tokens", "--max-new-tokens", Optional[int], min=1) = None,
 ) -> None:
     """Synthesize -> distill -> train -> eval (-> rl) in one resumable run folder, with one report.
 
@@ -104,7 +105,9 @@ def recipe(
         train=config_of(TrainPart, steps=steps, epochs=epochs, lr=lr, max_seq_len=max_seq_len, batch_size=batch_size,
                         grad_accum=grad_accum, packing=packing, lora=lora, seed=train_seed, precision=precision, threads=threads),
         eval=config_of(EvalPart, attempts=attempts, temperature=temperature, workers=workers, max_turns=max_turns,
-                       timeout=timeout, max_reply_tokens=max_reply_tokens),
+                       timeout=timeout,
+                       max_reply_tokens=old_spelling("--max-reply-tokens", "--max-new-tokens", max_reply_tokens,
+                                                     max_new_tokens) or 192),
         control=config_of(ControlPart, shuffled=control, near_miss=near_miss_control),
         rl=config_of(RLPart, enabled=rl, steps=rl_steps, tasks_per_step=rl_tasks_per_step, group_size=rl_group_size,
                      temperature=rl_temperature, lr=rl_lr, eval_every=rl_eval_every, shuffled_control=rl_control))

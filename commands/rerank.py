@@ -49,7 +49,7 @@ def train(
     holdout: Annotated[float, typer.Option("--holdout", min=0.0, max=0.9, help="Fraction of tasks held out for the metrics (by task).")] = 0.3,
     fold: Annotated[Optional[str], typer.Option("--fold", help="K/N: hold out the K-th of N folds of the tasks instead of --holdout (cross-validation).")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="L-BFGS iterations of the head.")] = 200,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=64, help="Token budget of the text the LM reads per episode.")] = 512,
+    max_input_tokens: Annotated[Optional[int], typer.Option("--max-input-tokens", min=64, help="Token budget of the text the LM reads per episode (default 512).")] = None,
     precision: Annotated[str, typer.Option("--precision", help="How the base LM reads: bf16 (2-3x faster on CPUs with AMX or AVX512-BF16, several times slower without), fp32, or auto (bf16 where the CPU has it).")] = "auto",
     pca: Annotated[int, typer.Option("--pca", min=0, help="Principal components of the hidden states the head reads (0: only the LM's log-probability features).")] = 0,
     l2: Annotated[float, typer.Option("--l2", min=0.0, help="L2 penalty of the head.")] = 0.1,
@@ -63,6 +63,7 @@ def train(
     feature_cache: CacheOpt = True,
     fmt: FormatOpt = OutputFormat.text,
     base_model: old_option("--base-model", "--model") = None,
+    max_tokens: old_option("--max-tokens", "--max-input-tokens", Optional[int], min=64) = None,
 ) -> None:
     """Train a value model on graded episodes; its metrics are measured on held-out tasks.
 
@@ -75,6 +76,7 @@ def train(
     from orchard_cli.value.train import TrainConfig, train_value_model
 
     model = old_spelling("--base-model", "--model", base_model, model) or "smollm2"
+    max_input_tokens = old_spelling("--max-tokens", "--max-input-tokens", max_tokens, max_input_tokens) or 512
     if precision not in ("bf16", "fp32", "auto"):
         raise UsageError(f"--precision {precision!r} is not bf16, fp32 or auto")
     if objective not in ("pairwise", "pointwise"):
@@ -91,7 +93,7 @@ def train(
     config = TrainConfig(
         trajectories=[str(p) for p in trajectories or []], runs=[str(p) for p in runs or []],
         base_model=model, out=str(out), init_from=str(init_from) if init_from else None, seed=seed,
-        holdout=holdout, fold=fold_kn, max_tokens=max_tokens, precision=precision, shuffle_labels=shuffle_labels,
+        holdout=holdout, fold=fold_kn, max_tokens=max_input_tokens, precision=precision, shuffle_labels=shuffle_labels,
         reading=_reading(device, workers, threads, feature_cache),
         head=HeadConfig(pca=pca, l2=l2, neg_ratio=neg_ratio, max_steps=max_steps, objective=objective,
                         features=features))

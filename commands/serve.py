@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchard_cli.commands._common import FormatOpt, OutputFormat
+from orchard_cli.commands._common import FormatOpt, OutputFormat, old_option, old_spelling
 
 def say(line: str) -> None:
     """Talk goes to stderr, one unwrapped line each (data goes to stdout)."""
@@ -44,8 +44,9 @@ def serve(
     = None,
     temperature: Annotated[float, typer.Option(
         help="Temperature for requests that do not set one (0 = greedy).", min=0.0, max=2.0)] = 0.0,
-    max_tokens: Annotated[int, typer.Option(
-        help="Token cap for requests that do not set max_tokens.", min=1)] = 512,
+    max_new_tokens: Annotated[Optional[int], typer.Option(
+        "--max-new-tokens", help="Cap on a reply for requests that do not set max_tokens (default 512).",
+        min=1)] = None,
     prefix_cache: Annotated[bool, typer.Option(
         "--prefix-cache/--no-prefix-cache", help="Keep finished conversations' KV caches (least recently used "
                                                  "dropped first) so a conversation's next turn only processes "
@@ -67,6 +68,7 @@ def serve(
         "--enable-weight-updates", help="Reload weights from a checkpoint folder: POST /update_weights_from_disk "
                                         "(SGLang's API; what orchard rl --sync checkpoint calls).")] = False,
     fmt: FormatOpt = OutputFormat.text,
+    max_tokens: old_option("--max-tokens", "--max-new-tokens", Optional[int], min=1) = None,
 ) -> None:
     """Serve a local model (CPU) behind an OpenAI-compatible API. On GPU machines prefer vLLM or SGLang.
 
@@ -79,10 +81,11 @@ def serve(
     from orchard_cli.models.local_server import LocalEndpoint
     from orchard_cli.models.serving import run_foreground
 
+    max_new_tokens = old_spelling("--max-tokens", "--max-new-tokens", max_tokens, max_new_tokens) or 512
     resolve_checkpoint(model)  # fail before the slow load on a bad folder or a missing package
     read_key(api_key_env)  # ... or when the named key variable is unset
     endpoint = LocalEndpoint(model, host=host, port=port, threads=threads, key_env=api_key_env,
-                             default_temperature=temperature, default_max_tokens=max_tokens,
+                             default_temperature=temperature, default_max_tokens=max_new_tokens,
                              prefix_cache=prefix_cache, max_batch=max_batch, max_queue=max_queue, device=device,
                              enable_lora=enable_lora, max_loras=max_loras, enable_weight_updates=enable_weight_updates)
     where = "the CPU" if device == "cpu" else device

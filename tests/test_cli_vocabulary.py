@@ -197,3 +197,34 @@ def test_resume_takes_another_key_variable(capsys, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["api_key_env"] == "KEY_A"
     code, out, err = _cli(capsys, *base, "--api-key-env", "KEY_B", "--resume")
     assert code == 0 and json.loads(out)["total"] == 2, err[-2000:]
+
+
+@pytest.mark.parametrize("command,old,new", [
+    (["serve", "--model", "{missing}"], "--max-tokens", "--max-new-tokens"),
+    (["rerank", "train", "--trajectories", "{data}", "--out", "{out}", "--model", "{missing}"], "--max-tokens",
+     "--max-input-tokens"),
+])
+def test_a_token_cap_has_one_name_per_meaning(command, old, new, capsys, tmp_path):
+    """`--max-tokens` is an episode's whole budget; serve's reply cap is `--max-new-tokens`, as in
+    rollout and rl, and what rerank's LM reads is `--max-input-tokens`; the old spellings note it."""
+    data = _graded(tmp_path / "t.jsonl")
+    errors = {}
+    for flag in (new, old):
+        argv = [a.replace("{data}", str(data)).replace("{out}", str(tmp_path / flag.strip("-")))
+                .replace("{missing}", str(tmp_path / "no-such-model")) for a in command]
+        code, _, err = _cli(capsys, *argv, flag, "100")
+        assert code == 2 and "no-such-model" in err, err  # the run itself refuses the missing model
+        errors[flag] = err
+    assert _notes(errors[new]) == []
+    assert [n.split(";")[0] for n in _notes(errors[old])] == [f"note: {old} is now {new}"]
+    argv = [a.replace("{data}", str(data)).replace("{out}", str(tmp_path / "both"))
+            .replace("{missing}", str(tmp_path / "no-such-model")) for a in command]
+    code, _, err = _cli(capsys, *argv, old, "100", new, "100")
+    assert code == 2 and f"{old} is the old spelling of {new}: give {new} alone" in err
+
+
+def test_recipe_max_reply_tokens_is_max_new_tokens(capsys, tmp_path):
+    code, _, err = _cli(capsys, "recipe", "claw", "--max-reply-tokens", "64", "--max-new-tokens", "64",
+                        "--out", str(tmp_path / "r"))
+    assert code == 2 and "--max-reply-tokens is the old spelling of --max-new-tokens" in err
+    assert not (tmp_path / "r").exists()

@@ -100,7 +100,7 @@ def served(student, tmp_path_factory) -> Iterator[dict[str, Any]]:
     log = tmp_path_factory.mktemp("serve") / "stderr.log"
     with log.open("w") as err_file:
         proc = subprocess.Popen([sys.executable, "-m", "orchard_cli.main", "serve", "--model", str(student["out"]),
-                                 "--port", "0", "--max-tokens", MAX_TOKENS, "--format", "json"],
+                                 "--port", "0", "--max-new-tokens", MAX_TOKENS, "--format", "json"],
                                 stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
     code = None
     try:

@@ -89,7 +89,7 @@ def train(config: Any) -> str:
 def serve(model: str, port: int, max_tokens: int, temperature: float, threads: int, device: str = "cpu") -> str:
     argv: list[Any] = ["serve", "--model", model, "--port", port]
     _opt(argv, "--device", device, "cpu")
-    _opt(argv, "--max-tokens", max_tokens, 512)
+    _opt(argv, "--max-new-tokens", max_tokens, 512)
     _opt(argv, "--temperature", f"{temperature:g}", "0")
     _opt(argv, "--threads", threads, 1)
     return _join(argv) + " &"

@@ -164,8 +164,8 @@ def train_value_model(config: TrainConfig, say: Say = lambda _: None) -> TrainRe
                              f"not --precision {config.precision}", hint=f"pass --precision {earlier.meta.precision}")
         if earlier.meta.max_tokens != config.max_tokens:
             raise UsageError(f"--init-from {config.init_from} reads {earlier.meta.max_tokens} tokens, "
-                             f"not --max-tokens {config.max_tokens}",
-                             hint=f"pass --max-tokens {earlier.meta.max_tokens}")
+                             f"not --max-input-tokens {config.max_tokens}",
+                             hint=f"pass --max-input-tokens {earlier.meta.max_tokens}")
     from orchard_cli.value.features import Featurizer
 
     featurizer = Featurizer(base, max_tokens=config.max_tokens, fingerprint=identity.fingerprint,

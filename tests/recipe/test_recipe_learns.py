@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.model, pytest.mark.bwrap, pytest.mark.slow]
 STAGES = ["synth", "distill", "student", "eval-teacher", "eval-base", "eval-student"]
 ARGS = ["recipe", "claw", "--harness", "bash", "--teacher", "gold", "--student", "smollm2",
         "--templates", "mail-search", "--n", "12", "--seed", "11", "--heldout-n", "4", "--heldout-seed", "12",
-        "--steps", "12", "--lr", "5e-5", "--train-seed", "0", "--max-turns", "3", "--max-reply-tokens", "64",
+        "--steps", "12", "--lr", "5e-5", "--train-seed", "0", "--max-turns", "3", "--max-new-tokens", "64",
         "--timeout", "180", "--device", "cpu"]
 LIMIT = 1800.0
 """Seconds any one run of the recipe may take (quiet: ~5 minutes for all three)."""

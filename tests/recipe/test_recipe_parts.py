@@ -120,7 +120,7 @@ def test_printed_command_lines_are_real_commands(tmp_path, capsys):
     for line in printed:
         _parses(line, capsys)
     assert "--no-packing" in printed[2] and "--max-steps 48" in printed[2]
-    assert printed[3].endswith(" &") and "--max-tokens 128" in printed[3]
+    assert printed[3].endswith(" &") and "--max-new-tokens 128" in printed[3]
 
 
 def test_held_out_sets_are_disjoint_from_training_by_content(tmp_path):

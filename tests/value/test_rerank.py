@@ -50,7 +50,7 @@ def _cross_fit(graded, tmp: Path, capsys, *extra: str, seed: int = 0) -> dict[st
     for k in range(1, FOLDS + 1):
         model = tmp / f"model-{k}"
         code, report = _cli(capsys, "rerank", "train", *runs, "--fold", f"{k}/{FOLDS}", "--seed", str(seed),
-                            "--max-tokens", TOKENS, "--out", str(model), "--format", "json", *extra)
+                            "--max-input-tokens", TOKENS, "--out", str(model), "--format", "json", *extra)
         assert code == 0, report
         held = [key.split("::", 1)[1] for key in report["heldout_tasks"]]
         code, picks = _cli(capsys, "rerank", "apply", "--value-model", str(model), *runs, "--instances",
@@ -125,11 +125,11 @@ def test_shuffled_labels_do_not_beat_the_baselines(graded, value_base, tmp_path,
 def test_init_from_adds_experience(graded, value_base, tmp_path, capsys) -> None:
     first_runs = [a for r in graded["runs"][:3] for a in ("--runs", str(r))]
     more_runs = [a for r in graded["runs"][3:] for a in ("--runs", str(r))]
-    code, first = _cli(capsys, "rerank", "train", *first_runs, "--holdout", "0", "--max-tokens", TOKENS,
+    code, first = _cli(capsys, "rerank", "train", *first_runs, "--holdout", "0", "--max-input-tokens", TOKENS,
                        "--out", str(tmp_path / "m1"), "--format", "json")
     assert code == 0, first
     code, second = _cli(capsys, "rerank", "train", *more_runs, "--init-from", str(tmp_path / "m1"),
-                        "--holdout", "0", "--max-tokens", TOKENS, "--out", str(tmp_path / "m2"), "--format", "json")
+                        "--holdout", "0", "--max-input-tokens", TOKENS, "--out", str(tmp_path / "m2"), "--format", "json")
     assert code == 0, second
     m1 = json.loads((tmp_path / "m1" / "value_model.json").read_text())
     m2 = json.loads((tmp_path / "m2" / "value_model.json").read_text())
@@ -139,13 +139,13 @@ def test_init_from_adds_experience(graded, value_base, tmp_path, capsys) -> None
     # a different token budget is another feature space: refused in one line
     code = main(["rerank", "train", *more_runs, "--init-from", str(tmp_path / "m1"), "--holdout", "0",
                  "--out", str(tmp_path / "m3")])
-    assert code == 2 and "--max-tokens" in capsys.readouterr().err
+    assert code == 2 and "--max-input-tokens" in capsys.readouterr().err
 
 
 def test_bad_inputs_are_one_line_errors(graded, value_base, tmp_path, capsys) -> None:
     runs = [a for r in graded["runs"][:2] for a in ("--runs", str(r))]
     model = tmp_path / "model"
-    code, _ = _cli(capsys, "rerank", "train", *runs, "--holdout", "0", "--max-tokens", TOKENS,
+    code, _ = _cli(capsys, "rerank", "train", *runs, "--holdout", "0", "--max-input-tokens", TOKENS,
                    "--out", str(model), "--format", "json")
     assert code == 0
 
@@ -180,7 +180,7 @@ def test_eval_attempts_rerank_in_one_go(graded, value_base, tmp_path, capsys) ->
     """`orchard eval ... --attempts 2 --rerank DIR`: the run, then its picks in RUN/rerank/."""
     runs = [a for r in graded["runs"] for a in ("--runs", str(r))]
     model = tmp_path / "model"
-    assert _cli(capsys, "rerank", "train", *runs, "--holdout", "0", "--max-tokens", TOKENS,
+    assert _cli(capsys, "rerank", "train", *runs, "--holdout", "0", "--max-input-tokens", TOKENS,
                 "--out", str(model), "--format", "json")[0] == 0
     ids = graded["ids"][:2]
     preds = tmp_path / "two.jsonl"
