@@ -43,6 +43,13 @@ start() {
 }
 
 pidfile="${DOCKERD_PIDFILE:-/var/run/docker.pid}"
+# A containerd pid file left by an engine that died names a pid the system may have given to
+# another process since: dockerd then waits for "containerd still running" and gives up.
+stale=/var/run/docker/containerd/containerd.pid
+if [ -s "$stale" ] && ! grep -qa containerd "/proc/$(cat "$stale")/cmdline" 2>/dev/null; then
+  say "removing $stale (its process $(cat "$stale") is not containerd)"
+  $sudo rm -f "$stale"
+fi
 if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   say "dockerd $(cat "$pidfile") is already starting; waiting for it"
   wait_for "$(cat "$pidfile")" && ready=1 || ready=0
