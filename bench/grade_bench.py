@@ -129,12 +129,12 @@ def overhead(ids: list[str], reps: int) -> tuple[dict[str, list[float]], float]:
             one: dict[str, list[float]] = {}
             for _ in range(reps):
                 t0 = time.perf_counter()
-                spec = family.sandbox_spec(task, "local")
+                spec = family.task_spec(task, "local")
                 sandbox = SandboxHandle.create(env, spec)
                 t1 = time.perf_counter()
-                family.setup(task, sandbox)
+                family.prepare(task, sandbox)
                 t2 = time.perf_counter()
-                outcome = family.grade(task, Evidence(patch=family.gold_patch(task)), sandbox)
+                outcome = family.run_tests(task, Evidence(patch=family.gold_patch(task)), sandbox)
                 t3 = time.perf_counter()
                 if not outcome.resolved:
                     say(f"  ! {task.task_id}: {outcome.category} {outcome.error}")

@@ -203,8 +203,8 @@ def test_a_version_one_family_gives_back_the_attempts_lease_before_the_grading_s
 
 def test_version_one_families_keep_their_patch_base_and_their_category_labels(monkeypatch):
     """A third-party family written as the version-1 docs taught (`class F(PatchFamily)` with load,
-    sandbox_spec, setup, grade) still loads; and a version-1 family's own labels for requirement
-    categories (SWE's needs_network) stay on its scorecards."""
+    sandbox_spec, setup, grade) still loads; and a family's own labels for requirement
+    categories (SWE's needs_network, `requirement_labels`) stay on its scorecards."""
     from orchard_cli import seam_v1
     from orchard_cli.families import load_family
     from orchard_cli.tasks.patch import PatchFamily
@@ -237,11 +237,29 @@ def test_version_one_families_keep_their_patch_base_and_their_category_labels(mo
 def test_a_setting_put_on_an_adapted_family_reaches_its_hooks():
     """Code written against a version-1 family sets its settings on the object `load_suite` returns
     (`family.repo_mirror = ...`, `family.test_timeout = 6`): the hooks must see them."""
-    from orchard_cli.families import load_family
+    from orchard_cli import seam_v1
+    from orchard_cli.tasks.patch import PatchFamily
 
-    swe = load_family("swe")
-    swe.test_timeout = 6
-    swe.repo_mirror = "/nowhere"
-    assert swe.legacy.test_timeout == 6 and swe.legacy.repo_mirror == "/nowhere"
-    swe.categories = dict(swe.categories)  # the adapter's own members stay its own
-    assert "categories" in vars(swe)
+    class Old(PatchFamily):
+        name = "old"
+        suites = (SuiteInfo("old", "old", "builtin", "a version-1 family with settings"),)
+        test_timeout, repo_mirror = 30.0, None
+
+        def load(self, selection, suite):
+            return []
+
+        def sandbox_spec(self, task, backend):
+            return SandboxSpec()
+
+        def setup(self, task, sandbox):
+            return None
+
+        def grade(self, task, evidence, sandbox):
+            return Outcome(resolved=False, category="unresolved")
+
+    old = seam_v1.adapt(Old())
+    old.test_timeout = 6
+    old.repo_mirror = "/nowhere"
+    assert old.legacy.test_timeout == 6 and old.legacy.repo_mirror == "/nowhere"
+    old.categories = dict(old.categories)  # the adapter's own members stay its own
+    assert "categories" in vars(old)

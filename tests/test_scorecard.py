@@ -32,10 +32,10 @@ def test_categories_have_one_owner():
     from orchard_cli.tasks.swe.family import SWEFamily
 
     ordered = list(task_base.family_categories(SWEFamily()))
-    assert ordered == ["resolved", "unresolved", "empty_patch", "patch_apply_failed", "needs_network",
-                       "missing_dependency", "timeout", "needs_image", "env_error", "infra_error"]
+    assert ordered == ["resolved", "unresolved", "empty_patch", "patch_apply_failed", "missing_dependency",
+                       "needs_network", "timeout", "needs_image", "env_error", "infra_error"]
     card = compute_scorecard([_r("a", category="empty_patch")], suite="s", source="gold", reproducibility=REPRO,
-                             categories=SWEFamily.categories)
+                             categories=task_base.family_categories(SWEFamily()))
     assert list(card.by_category) == ordered and card.by_category["empty_patch"] == 1
     odd = compute_scorecard([_r("a", category="wrong_recipient")], suite="s", source="x", reproducibility=REPRO)
     assert odd.by_category["wrong_recipient"] == 1 and odd.categories["wrong_recipient"].label == "wrong recipient"

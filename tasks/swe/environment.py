@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import Mount, SandboxSpec
-from orchard_cli.errors import InfraError
+from orchard_cli.errors import EnvironmentUnavailable as CoreEnvironmentUnavailable
 from orchard_cli.home import state_dir
 from orchard_cli.tasks.swe.instance import ENV_PREFIX, TESTBED, EnvironmentRecipe
 
@@ -71,8 +71,9 @@ conda() {
 """
 
 
-class EnvironmentUnavailable(InfraError):
-    """The instance's environment (repository, interpreter, packages) cannot be had."""
+class EnvironmentUnavailable(CoreEnvironmentUnavailable):
+    """The instance's environment (repository, interpreter, packages) cannot be had: env_error
+    in any phase of an episode (the core's EnvironmentUnavailable)."""
 
 
 def private_name(name: str) -> str:

@@ -1,5 +1,15 @@
-"""SWEFamily: SWE-bench instances as orchard tasks (load, sandbox, setup, grade), graded on the
-patch in a fresh sandbox as SWE-bench grades (the patch hooks come from `PatchFamily`)."""
+"""SWEFamily: SWE-bench instances as orchard tasks, graded on the patch in a fresh sandbox as
+SWE-bench grades.
+
+    SWEFamily      the catalogue (suites, `load`, groups, describe, env_key) and the task-level
+                   steps its episodes take: `task_spec` (the sandbox), `prepare` (the environment
+                   built or reused, the repository at its base commit), `run_tests` (the verdict
+                   on a patch), with the recipe and repository caches; the synthesizer and the
+                   benches call these directly
+    SWEEpisode     one attempt (tasks/patch.py's `PatchEpisode`: the baseline after setup, the
+                   diff as evidence, empty_patch without a sandbox): its network from the run's
+                   options, and whether its sandbox runs the official image
+"""
 
 from __future__ import annotations
 
@@ -13,9 +23,10 @@ from pathlib import Path
 from orchard_cli.env import SandboxHandle
 from orchard_cli.env.models import SandboxSpec
 from orchard_cli.evidence import Evidence
+from orchard_cli.family import RunOptions, Source, Suite
 from orchard_cli.outcome import CategoryInfo
-from orchard_cli.tasks.base import Outcome, SuiteInfo, Task, TaskSelection
-from orchard_cli.tasks.patch import PatchFamily
+from orchard_cli.tasks.base import Outcome, SuiteInfo, Task
+from orchard_cli.tasks.patch import PatchCatalogue, PatchEpisode
 from orchard_cli.tasks.swe import dataset as ds
 from orchard_cli.tasks.swe import envcheck, patchdeps
 from orchard_cli.tasks.swe import environment as envs
@@ -27,15 +38,42 @@ SETUP_TIMEOUT = 900.0
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-class SWEFamily(PatchFamily):
+class SWEEpisode(PatchEpisode):
+    """One attempt at an instance: the family's sandbox, environment and tests for its task."""
+
+    def __init__(self, family: "SWEFamily", task: Task, options: RunOptions) -> None:
+        super().__init__(task, options)
+        self.family = family
+        self.official: bool | None = None
+        """Whether its sandbox runs the instance's official image (known once `spec` chose)."""
+
+    def spec(self, backend: str) -> SandboxSpec:
+        spec = self.family.task_spec(self.task, backend, network=self.options.network)
+        self.official = backend != "local" and bool(spec.image) and spec.image == self.task.record.get("image")
+        return spec
+
+    def prepare(self, sandbox: SandboxHandle) -> None:
+        self.family.prepare(self.task, sandbox)
+
+    def run_tests(self, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+        return self.family.run_tests(self.task, evidence, sandbox)
+
+    def gold_patch(self) -> str:
+        return self.family.gold_patch(self.task)
+
+    def eval_script(self) -> str | None:
+        return self.family.eval_script(self.task, self.options.backend, official=self.official)
+
+
+class SWEFamily(PatchCatalogue):
     """Tasks from SWE-bench-format data; environments built per repo/version and cached."""
 
     name = "swe"
-    environment_error = (EnvironmentUnavailable,)
-    categories = {**PatchFamily.categories,
-                  "needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0"),
+    categories = {**PatchCatalogue.categories,
                   "missing_dependency": CategoryInfo(label="a dependency the package index lacks",
                                                      color="#9b7fd0")}
+    requirement_labels = {"needs_network": CategoryInfo(label="tests need the internet", color="#5b8bd0")}
+    """Its own label for the core's needs_network: an instance whose tests reach the internet."""
     suites = (
         SuiteInfo("swe-verified", "swe", "princeton-nlp/SWE-bench_Verified",
                   "SWE-bench Verified: 500 human-validated Python issues (test split)",
@@ -53,12 +91,12 @@ class SWEFamily(PatchFamily):
         self.repo_mirror = repo_mirror or os.environ.get("ORCHARD_SWE_REPOS")
         self.test_timeout = test_timeout
         self.network = "none"
-        """The run's --network: 'full' gives the instances' sandboxes (grading too) the network,
-        as the official harness's containers have it; else none reaches anything (drop)."""
+        """The --network of code that calls `task_spec` itself (an episode passes its run's):
+        'full' gives the instances' sandboxes (grading too) the network, as the official
+        harness's containers have it; else none reaches anything (drop)."""
         self.dataset_sha256: str | None = None
         self.dataset_source: str | None = None
         self._recipes: dict[str, EnvironmentRecipe] = {}
-        self._official: dict[str, bool] = {}  # task id -> its sandbox runs the official image
         self._keys: dict[str, str] = {}  # task id -> its environment key (env_key)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -66,20 +104,24 @@ class SWEFamily(PatchFamily):
 
     # ---- loading ---------------------------------------------------------------------------
 
-    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
-        """Tasks of the suite's file or hub dataset (or `selection.dataset`), filtered."""
-        if selection.repo_mirror:
-            self.repo_mirror = selection.repo_mirror
-        self.network = selection.network
-        source = selection.dataset or suite.source
-        data = ds.read_source(source, split=suite.split, data_file=None if selection.dataset else suite.data_file)
+    def load(self, info: SuiteInfo, source: Source) -> Suite:
+        """Every instance of the suite's file or hub dataset (or `source.dataset`); the core selects."""
+        if source.repo_mirror:
+            self.repo_mirror = source.repo_mirror
+        data = ds.read_source(source.dataset or info.source, split=info.split,
+                              data_file=None if source.dataset else info.data_file)
         self.dataset_sha256, self.dataset_source = data.sha256, data.source
-        records = ds.select(data.records, instances=selection.instances, repo=selection.repo,
-                            limit=selection.limit, slice_=selection.slice)
-        return [self.task(record, suite.name) for record in records]
+        return Suite(info=info, tasks=[self.task(record, info.name) for record in data.records],
+                     provenance={"dataset_sha256": data.sha256})
 
-    def provenance(self) -> dict[str, Any]:
-        return {"dataset_sha256": self.dataset_sha256}
+    def episode(self, task: Task, options: RunOptions) -> SWEEpisode:
+        if options.repo_mirror and not self.repo_mirror:
+            self.repo_mirror = options.repo_mirror
+        return SWEEpisode(self, task, options)
+
+    def close(self, *, interrupted: bool = False) -> None:
+        if interrupted:
+            self.interrupt()
 
     def task(self, record: dict[str, Any], suite: str) -> Task:
         return Task(task_id=record["instance_id"], suite=suite, family=self.name,
@@ -136,23 +178,21 @@ class SWEFamily(PatchFamily):
             return rebuild_repository(task.record)
         return envs.repository(task.record["repo"], self.repo_mirror)
 
-    def sandbox_network(self, backend: str) -> str:
+    def sandbox_network(self, backend: str, network: str | None = None) -> str:
         """'full' under --network full; else 'drop' where the backend has it (envs.grading_network)."""
-        return "full" if self.network == "full" else envs.grading_network(backend)
+        return "full" if (network or self.network) == "full" else envs.grading_network(backend)
 
-    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+    def task_spec(self, task: Task, backend: str, *, network: str | None = None) -> SandboxSpec:
+        """The sandbox of `task` on `backend` (`network`: the run's --network, else `self.network`)."""
         labels = {"orchard.task": task.task_id[:63], "orchard.family": self.name}
-        network = self.sandbox_network(backend)
+        network = self.sandbox_network(backend, network)
         if backend == "local":
             repo_path = self.repository(task)
             return envs.local_spec(self.env_key(task), repo_path, labels=labels, network=network,
                                    python=envs.interpreter(self.recipe(task).python))
         if backend in ("docker", "kubernetes"):
             image = task.record.get("image")
-            official = backend == "docker" and bool(image) and docker_has_image(image)
-            with self._lock:
-                self._official[task.task_id] = official
-            if official:
+            if backend == "docker" and image and docker_has_image(image):
                 return SandboxSpec(image=image, workdir=TESTBED, network=network, memory="8Gi",
                                    cpu=2.0, pids=4096, timeout=4 * 3600, labels=labels)
             if backend == "docker":  # built locally, from the recipe the local backend uses
@@ -167,7 +207,7 @@ class SWEFamily(PatchFamily):
                 hint="grade on the docker or local backend (--backend docker|local)")
         raise EnvironmentUnavailable(f"the SWE family has no environment recipe for backend {backend!r}")
 
-    def setup(self, task: Task, sandbox: SandboxHandle) -> None:
+    def prepare(self, task: Task, sandbox: SandboxHandle) -> None:
         """Build (or reuse) the environment, then put the repository at its base commit."""
         if official_image(sandbox):
             return  # an official image already holds /testbed at its base commit
@@ -198,7 +238,7 @@ class SWEFamily(PatchFamily):
 
         return state_dir("swe", "checks", self.env_key(task))
 
-    def grade(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
+    def run_tests(self, task: Task, evidence: Evidence, sandbox: SandboxHandle) -> Outcome:
         """Check the environment for this instance (once; envcheck.py), install what a patch
         changing the project's dependencies declares (patchdeps.py), apply the patch, run the
         tests, grade; an unresolved verdict where the environment cannot run the tests is
@@ -222,12 +262,10 @@ class SWEFamily(PatchFamily):
         marker = self.environment_info(task) if not official_image(sandbox) else None
         return envcheck.judge(outcome, check, ((marker or {}).get("era") or {}).get("left_out"))
 
-    def eval_script(self, task: Task, backend: str | None = None) -> str | None:
-        """The script grade() runs (or would run on `backend`): the instance's own, whole, on its
-        official image; without its install lines where orchard built the environment (the build
-        ran them)."""
-        with self._lock:
-            official = self._official.get(task.task_id)
+    def eval_script(self, task: Task, backend: str | None = None, *, official: bool | None = None) -> str | None:
+        """The script `run_tests` runs (or would run on `backend`): the instance's own, whole, on
+        its official image (`official`, when an episode knows it); without its install lines where
+        orchard built the environment (the build ran them)."""
         if official is None:
             official = backend in ("docker", "kubernetes") and bool(task.record.get("image"))
         return eval_script(task.record, self.recipe(task), keep_install=official)

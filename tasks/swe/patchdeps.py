@@ -54,7 +54,7 @@ def install(family: Any, task: Any, sandbox: Any, patch: str) -> str | None:
     spec.env.update({**index_settings(), "PYTHONUSERBASE": USER_BASE})
     spec.labels = {**spec.labels, "orchard.swe": "patch-dependencies"}
     with SandboxHandle.create(sandbox.env, spec) as helper:
-        family.setup(task, helper)
+        family.prepare(task, helper)
         applied = helper.apply_patch(patch, cwd=TESTBED)
         if not applied.applied:
             return None  # the grading sandbox says so (patch_apply_failed)

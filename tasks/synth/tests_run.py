@@ -102,10 +102,10 @@ class Workbench:
         self.workdir = "/testbed"
 
     def __enter__(self) -> "Workbench":
-        spec = self.family.sandbox_spec(self.task, self.backend)
+        spec = self.family.task_spec(self.task, self.backend)
         self.sandbox = SandboxHandle.create(self.env, spec)
         try:
-            self.family.setup(self.task, self.sandbox)
+            self.family.prepare(self.task, self.sandbox)
         except BaseException:
             self.sandbox.destroy()
             raise

@@ -19,9 +19,9 @@ UNPATCHED_SCRIPT = "/tmp/orchard-synth-unpatched.sh"
 
 
 def _sandbox(family: Any, env: Any, task: Any, backend: str) -> SandboxHandle:
-    sandbox = SandboxHandle.create(env, family.sandbox_spec(task, backend))
+    sandbox = SandboxHandle.create(env, family.task_spec(task, backend))
     try:
-        family.setup(task, sandbox)
+        family.prepare(task, sandbox)
     except BaseException:
         sandbox.destroy()
         raise
@@ -46,7 +46,7 @@ def grade_unpatched(family: Any, task: Any, sandbox: SandboxHandle) -> tuple[boo
 
 def _gold(family: Any, env: Any, task: Any, backend: str) -> Any:
     with _sandbox(family, env, task, backend) as sandbox:
-        return family.grade(task, Evidence(patch=task.record["patch"]), sandbox)
+        return family.run_tests(task, Evidence(patch=task.record["patch"]), sandbox)
 
 
 def _unpatched(family: Any, env: Any, task: Any, backend: str) -> tuple[bool, dict[str, Any]]:

@@ -91,11 +91,11 @@ def _check_with_the_family(out, records) -> None:
     env = connect("local")
     try:
         for task in tasks:
-            with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
-                family.setup(task, sandbox)
-                assert family.grade(task, Evidence(patch=task.record["patch"]), sandbox).resolved
-            with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
-                family.setup(task, sandbox)
+            with SandboxHandle.create(env, family.task_spec(task, "local")) as sandbox:
+                family.prepare(task, sandbox)
+                assert family.run_tests(task, Evidence(patch=task.record["patch"]), sandbox).resolved
+            with SandboxHandle.create(env, family.task_spec(task, "local")) as sandbox:
+                family.prepare(task, sandbox)
                 resolved, report = grade_unpatched(family, task, sandbox)
             assert not resolved
             assert sorted(report["FAIL_TO_PASS"]["failure"]) == task.record["FAIL_TO_PASS"]

@@ -179,7 +179,7 @@ def test_interrupt_stops_an_image_build_in_progress(tmp_path, monkeypatch):
 
     def build() -> None:
         try:
-            family.sandbox_spec(task, "docker")
+            family.task_spec(task, "docker")
         except BaseException as exc:  # the build's own error is what this test reads
             outcome.append(exc)
 

@@ -64,8 +64,8 @@ def _record(repo: str, base: str, environment: dict, test_patch: str = "", f2p=(
 
 def _setup(world, family, record, command: str):
     task = family.task(record, "era")
-    with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
-        family.setup(task, sandbox)
+    with SandboxHandle.create(world["env"], family.task_spec(task, "local")) as sandbox:
+        family.prepare(task, sandbox)
         return sandbox.exec(command, timeout=300), family.environment_info(task)
 
 
@@ -162,8 +162,8 @@ def test_what_the_index_lacks_is_left_out_and_named_and_a_pin_without_a_wheel_mo
     assert marker["era"]["moved"] == {"orchard-binary==1.0": "orchard-binary==1.1"}
     task = family.task(record, "era")
     noop = swe_repo.diff_of(work, "setup.py", "from setuptools import setup\nsetup(name='conda-user', version='1.0')\n")
-    with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
-        family.setup(task, sandbox)
-        outcome = family.grade(task, Evidence(patch=noop), sandbox)
+    with SandboxHandle.create(world["env"], family.task_spec(task, "local")) as sandbox:
+        family.prepare(task, sandbox)
+        outcome = family.run_tests(task, Evidence(patch=noop), sandbox)
     assert outcome.category == "missing_dependency", (outcome.category, outcome.error, outcome.log[-2000:])
     assert "orchard-conda-only" in outcome.error

@@ -49,9 +49,9 @@ def load(world, **options):
 
 
 def grade(world, family, task, patch):
-    with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
-        family.setup(task, sandbox)
-        return family.grade(task, Evidence(patch=patch), sandbox)
+    with SandboxHandle.create(world["env"], family.task_spec(task, "local")) as sandbox:
+        family.prepare(task, sandbox)
+        return family.run_tests(task, Evidence(patch=patch), sandbox)
 
 
 def test_environment_is_built_once_and_reused(world, home):
@@ -60,8 +60,8 @@ def test_environment_is_built_once_and_reused(world, home):
     key = family.env_key(first)
     assert key == family.env_key(second)  # same repo/version/recipe
     started = time.monotonic()
-    with SandboxHandle.create(world["env"], family.sandbox_spec(first, "local")) as sandbox:
-        family.setup(first, sandbox)
+    with SandboxHandle.create(world["env"], family.task_spec(first, "local")) as sandbox:
+        family.prepare(first, sandbox)
         cold = time.monotonic() - started
         head = sandbox.exec("git log --format=%s -n 2 && git status --porcelain && "
                             "python -c 'import calc, calc_extras, sys; print(calc.__file__, sys.prefix)'")
@@ -73,8 +73,8 @@ def test_environment_is_built_once_and_reused(world, home):
     assert Path(marker["python"]).name.startswith("3.10.")
     log_mtime = (envs.envs_root() / key / "build.log").stat().st_mtime
     started = time.monotonic()
-    with SandboxHandle.create(world["env"], family.sandbox_spec(second, "local")) as sandbox:
-        family.setup(second, sandbox)
+    with SandboxHandle.create(world["env"], family.task_spec(second, "local")) as sandbox:
+        family.prepare(second, sandbox)
         warm = time.monotonic() - started
     assert family.environment_info(second)["built_at"] == marker["built_at"]
     assert (envs.envs_root() / key / "build.log").stat().st_mtime == log_mtime
@@ -146,13 +146,13 @@ def test_missing_repository_and_commit_are_environment_errors(world, home, tmp_p
     family, tasks = load(world)
     family.repo_mirror = str(tmp_path)
     with pytest.raises(EnvironmentUnavailable, match="has no acme/calc"):
-        family.sandbox_spec(tasks["acme__calc-1"], "local")
+        family.task_spec(tasks["acme__calc-1"], "local")
     family, tasks = load(world)
     task = tasks["acme__calc-2"]
     task.record["base_commit"] = "1" * 40
-    with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
-        with pytest.raises(family.environment_error, match="could not check out 111111111111"):
-            family.setup(task, sandbox)
+    with SandboxHandle.create(world["env"], family.task_spec(task, "local")) as sandbox:
+        with pytest.raises(EnvironmentUnavailable, match="could not check out 111111111111"):
+            family.prepare(task, sandbox)
 
 
 def test_kubernetes_without_the_image_is_an_environment_error(world, home):
@@ -160,7 +160,7 @@ def test_kubernetes_without_the_image_is_an_environment_error(world, home):
     task = tasks["acme__calc-1"]
     task.record["image"] = "swebench/sweb.eval.x86_64.acme_1776_calc-1:latest"
     with pytest.raises(EnvironmentUnavailable, match="orchard/base"):
-        family.sandbox_spec(task, "kubernetes")
+        family.task_spec(task, "kubernetes")
 
 
 def test_a_bare_mirror_without_a_refs_folder_is_usable(world, home, tmp_path):
@@ -221,7 +221,7 @@ def test_grading_network_waits_like_a_networked_machine(world, home):
     family, tasks = load(world)
     task = _with_network_tests(world, tasks["acme__calc-2"],
                                ["test_connect_times_out (tests.test_calc.NetworkTests)"])
-    assert family.sandbox_spec(task, "local").network == "drop"
+    assert family.task_spec(task, "local").network == "drop"
     outcome = grade(world, family, task, world["instances"]["gold"])
     assert outcome.category == "resolved", outcome.log[-3000:]
     lookup = "test_lookup (tests.test_calc.NetworkTests)"
@@ -259,9 +259,9 @@ family.repo_mirror, family.network = args["mirror"], args["network"]
 task = family.task(args["record"], "t")
 env = connect("local")
 try:
-    with SandboxHandle.create(env, family.sandbox_spec(task, "local")) as sandbox:
-        family.setup(task, sandbox)
-        out = family.grade(task, Evidence(patch=args["patch"]), sandbox)
+    with SandboxHandle.create(env, family.task_spec(task, "local")) as sandbox:
+        family.prepare(task, sandbox)
+        out = family.run_tests(task, Evidence(patch=args["patch"]), sandbox)
 finally:
     env.close()
 print(json.dumps({"category": out.category, "seconds": out.tests.get("seconds"), "error": out.error,
@@ -352,8 +352,8 @@ def test_the_environment_check_leaves_the_tree_as_it_found_it(world, home):
 
     family, tasks = load(world)
     for task in tasks.values():
-        with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
-            family.setup(task, sandbox)
+        with SandboxHandle.create(world["env"], family.task_spec(task, "local")) as sandbox:
+            family.prepare(task, sandbox)
             check = envcheck.check_instance(sandbox, task.record, eval_script(task.record, family.recipe(task)),
                                             family.checks_dir(task))
             assert check["ok"] and check["checked"], check
@@ -466,8 +466,8 @@ def test_an_exact_pin_brings_its_dependencies_as_of_the_build(world, home, monke
                                                              "orchard-pin==1.0"]}
         task = task.model_copy(update={"task_id": "acme__calc-pinned", "record": {**task.record, "environment": recipe,
                                                   "instance_id": "acme__calc-pinned"}})
-        with SandboxHandle.create(world["env"], family.sandbox_spec(task, "local")) as sandbox:
-            family.setup(task, sandbox)
+        with SandboxHandle.create(world["env"], family.task_spec(task, "local")) as sandbox:
+            family.prepare(task, sandbox)
             out = sandbox.exec("python -c 'import orchard_pin, orchard_dep; print(orchard_dep.VERSION)'")
         assert out.stdout.strip() == "2.0", out.stderr
     finally:
