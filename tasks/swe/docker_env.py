@@ -12,7 +12,7 @@ local build cannot run, run as RUN lines of the image (apt needs Debian's mirror
 
 The engine is the cache: the image `orchard/swe-env:<key>` carries the recipe key and a hash of
 this recipe as labels, so it is built once per machine per key. Its sandboxes mount the repository
-mirror read-only at /orchard/repo; `SWEFamily.setup` runs the local backend's per-instance setup
+mirror read-only at /orchard/repo; `SWEFamily.prepare` runs the local backend's per-instance setup
 script (clone at base_commit into the workspace, unpack artifacts.tar, commit).
 """
 
