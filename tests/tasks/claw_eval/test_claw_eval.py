@@ -185,6 +185,12 @@ def test_cli_eval_counts_each_reason(mini, tmp_path):
     text = json.dumps(card)
     for reason in ("needs_user", "needs_network", "needs_judge"):
         assert reason in text, reason
+    labels = {k: v["label"] for k, v in card["categories"].items() if k in ("needs_judge", "needs_network", "needs_user", "needs_data")}
+    assert labels == {"needs_judge": "needs a judge (--judge-model)", "needs_network": "needs the live web",
+                      "needs_user": "needs a simulated user", "needs_data": "fixtures missing"}, \
+        "Claw-Eval's own labels for the core's requirement categories, as before version 2"
+    rows = {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert rows["T04_live_search"]["error"] == "service web_real searches the live web: run with --network full"
 
 
 def test_train_refuses_trajectories_of_claw_eval_tasks(mini, tmp_path, capsys):
@@ -220,3 +226,26 @@ def test_a_user_model_needs_its_endpoint_and_a_multi_turn_agent(mini, tmp_path, 
     assert code == 2
     assert says in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_service_that_will_not_start_is_the_environments_error(mini, tmp_path):
+    """A task's service that exits before it is ready ends the episode as env_error (Claw-Eval's
+    runner retries it), not infra_error, and the episode holds no set after it."""
+    import yaml
+
+    checkout = tmp_path / "claw-eval"
+    shutil.copytree(mini, checkout)
+    path = checkout / "tasks" / "T01_find_code" / "task.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["services"][0]["command"] = "python -c 'import sys; sys.exit(3)'"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T01_find_code"])
+    env = connect("local")
+    try:
+        result = _run(family, tasks[0], EmptySolver(), env)
+        assert result.outcome.category == "env_error", result.outcome
+        assert "ServiceStartError: service 'notebook' exited (rc=3)" in result.outcome.error
+        assert family.pool._leased == {} and family.pool.started == 0
+    finally:
+        family.close()
+        env.close()
