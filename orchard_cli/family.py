@@ -157,20 +157,28 @@ class Requirements(BaseModel):
     host: list[str] = Field(default_factory=list)
     """Programs this machine must have (names in `orchard_cli.prereqs.PREREQS`): checked once
     per run, before anything is written; a missing one is a one-line error with its install."""
+    reasons: dict[str, str] = Field(default_factory=dict)
+    """The family's own words for an unmet requirement, by category (Claw-Eval names the service
+    that searches the web); the core's otherwise. The core still decides whether it is met."""
 
     def unmet(self, options: RunOptions, *, talks_to_users: bool) -> EpisodeFailure | None:
         """Why an episode cannot run with these options (a requirement category), or None."""
+        # the user first (the solver holds the user model, --user-model): the version-1 core checked it
+        # before the family's own requirements, and a multi-turn task's verdict stays what it was
+        if self.user and not talks_to_users:
+            return self._failure("needs_user", "a multi-turn task: it needs a simulated user (--user-model) "
+                                               "and a harness that continues a conversation")
         if self.network and options.network != "full":
-            return EpisodeFailure("needs_network", "it reaches the live web: run with --network full")
+            return self._failure("needs_network", "it reaches the live web: run with --network full")
         if self.missing_data:
-            return EpisodeFailure("needs_data", f"missing: {', '.join(self.missing_data[:5])}")
+            return self._failure("needs_data", f"missing: {', '.join(self.missing_data[:5])}")
         if self.judge and options.judge is None:
-            return EpisodeFailure("needs_judge", "its grader calls an LLM judge: give --judge-model and "
-                                                 "--judge-base-url")
-        if self.user and not talks_to_users:  # the solver holds the user model (--user-model), as before v2
-            return EpisodeFailure("needs_user", "a multi-turn task: it needs a simulated user (--user-model) "
-                                                "and a harness that continues a conversation")
+            return self._failure("needs_judge", "its grader calls an LLM judge: give --judge-model and "
+                                                "--judge-base-url")
         return None
+
+    def _failure(self, category: str, reason: str) -> EpisodeFailure:
+        return EpisodeFailure(category, self.reasons.get(category) or reason)
 
 
 @runtime_checkable

@@ -76,6 +76,16 @@ def test_requirements_are_refused_before_any_sandbox_with_the_core_categories():
     assert _run({"network": True, "judge": True}, RunOptions(network="full", judge=judge)).category == "unresolved"
 
 
+def test_a_family_words_the_reason_and_the_user_is_checked_first():
+    """The core decides; the family may say why in its own words (Claw-Eval names the service that
+    searches the web). A multi-turn task without a user is needs_user whatever else it lacks, as
+    the version-1 core checked the user before the family's own requirements."""
+    worded = _run({"network": True, "reasons": {"needs_network": "service web_real searches the live web"}}, RunOptions())
+    assert (worded.category, worded.error) == ("needs_network", "service web_real searches the live web")
+    assert _run({"network": True, "reasons": {"needs_judge": "unused"}}, RunOptions()).error.startswith("it reaches")
+    assert _run({"user": True, "network": True, "judge": True}, RunOptions()).category == "needs_user"
+
+
 def test_check_family_refuses_missing_members_and_categories_the_core_owns():
     check_family(NetFamily())
 

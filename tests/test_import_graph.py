@@ -141,9 +141,9 @@ def _family(module: str) -> str | None:
     return parts[2] if folder.is_dir() and parts[2] != "kit" else None
 
 
-KIT_PEERS = ("claw", "web", "miniwob", "live_web")
+KIT_PEERS = ("claw", "web", "miniwob", "live_web", "claw_eval")
 """Families on the version-2 seam over the kit (web read claw's guard, mail store, fixture and
-checks before; miniwob and live-web read web's browser stack)."""
+checks before; miniwob and live-web read web's browser stack; Claw-Eval leases its services)."""
 
 
 def test_the_leased_families_share_machinery_through_the_kit_only():

@@ -136,8 +136,7 @@ class LeasePool(Generic[T]):
 
 
 # ---- families over leased sets (seam version 2) -------------------------------------------------
-# The episode owns what it leased (no family-wide state keyed by sandbox id, as tasks/leased.py
-# keeps for the version-1 families that have not moved yet).
+# The episode owns what it leased: no family-wide state keyed by sandbox id.
 
 @contextmanager
 def infra_failures() -> Iterator[None]:

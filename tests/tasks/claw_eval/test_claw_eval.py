@@ -20,6 +20,8 @@ from orchard_cli.errors import UsageError
 from orchard_cli.rollout.episode import Episode, run_episode
 from orchard_cli.rollout.solvers import EmptySolver, GoldSolver
 from orchard_cli.tasks.base import Gold, GoldCall
+from orchard_cli.families import open_suite
+from orchard_cli.selection import TaskSelection
 from orchard_cli.tasks.registry import load_suite
 
 RIGHT = Gold(tool_calls=[GoldCall(tool="notes_list"), GoldCall(tool="notes_get", arguments={"note_id": "n2"})],
@@ -46,29 +48,42 @@ class Scripted(GoldSolver):
         return self.gold
 
 
-def _run(family, task, solver, env, attempt=1):
+def _run(family, task, solver, env, attempt=1, options=RunOptions()):
     return run_episode(Episode(task=task, attempt=attempt, solver=solver, episode_id=f"{task.task_id}-{attempt}"),
-                       family=family, env=env, options=RunOptions())
+                       family=family, env=env, options=options)
+
+
+def blocker(family, task, options=RunOptions()):
+    """(category, reason) when the core refuses the task's episode under `options` (with a
+    harness that talks to a user), else None."""
+    unmet = family.episode(task, options).requires.unmet(options, talks_to_users=True)
+    return (unmet.category, str(unmet)) if unmet else None
 
 
 def test_load_reads_every_task_through_the_checkouts_model(mini):
-    family, tasks = load_suite("claw-eval", dataset=str(mini))
-    by_id = {t.task_id: t for t in tasks}
+    family, suite = open_suite(TaskSelection(suite="claw-eval", dataset=str(mini)))
+    by_id = {t.task_id: t for t in suite.tasks}
     assert sorted(by_id) == ["C01_needs_user", "T01_find_code", "T02_add_note", "T03_judged_summary", "T04_live_search",
                              "T05_shell_effort"]
-    blocked = {k: (family.blocker(t) or ("runs",))[0] for k, t in by_id.items()}
+    blocked = {k: (blocker(family, t) or ("runs",))[0] for k, t in by_id.items()}
     assert blocked == {"C01_needs_user": "runs", "T01_find_code": "runs", "T02_add_note": "runs",
                        "T03_judged_summary": "needs_judge", "T04_live_search": "needs_network", "T05_shell_effort": "runs"}
-    user = family.simulated_user(by_id["C01_needs_user"])
+    episode = family.episode(by_id["C01_needs_user"], RunOptions())
+    user = episode.user
     assert user.max_rounds == 2 and user.mark == "[user_agent]\n" and "Lisbon" in user.persona
-    assert family.simulated_user(by_id["T01_find_code"]) is None
+    assert episode.requires.unmet(RunOptions(), talks_to_users=False).category == "needs_user"
+    assert family.episode(by_id["T01_find_code"], RunOptions()).user is None
     assert family.groups(by_id["C01_needs_user"])["kind"] == "multi_turn"
-    assert family.limits(by_id["T02_add_note"]) == {"timeout_seconds": 240.0, "max_turns": 6, "max_calls": 6}
-    assert family.limits(by_id["T01_find_code"]) == {"timeout_seconds": 300.0, "max_turns": 20, "max_calls": 20}
-    online, tasks = load_suite("claw-eval", dataset=str(mini), network="full")  # web_real may search the web:
-    blocker = {t.task_id: online.blocker(t) for t in tasks}["T04_live_search"]  # now only its missing server stops it
-    assert blocker == ("needs_data", "missing from the checkout: mock_services/web_real/server.py")
-    lock = family.provenance()["environment_lock"]
+    assert family.episode(by_id["T02_add_note"], RunOptions()).limits == {"timeout_seconds": 240.0, "max_turns": 6,
+                                                                            "max_calls": 6}
+    assert family.episode(by_id["T01_find_code"], RunOptions()).limits == {"timeout_seconds": 300.0, "max_turns": 20,
+                                                                             "max_calls": 20}
+    assert family.describe(by_id["T04_live_search"])["blocked"] == \
+        "needs_network: service web_real searches the live web: run with --network full"
+    online = RunOptions(network="full")  # web_real may search the web: now only its missing server stops it
+    assert blocker(family, by_id["T04_live_search"], online) == \
+        ("needs_data", "missing from the checkout: mock_services/web_real/server.py")
+    lock = suite.provenance["environment_lock"]
     assert "fastapi==" in open(lock).read()
 
 
@@ -121,11 +136,14 @@ def test_a_judge_task_runs_with_a_judge(mini):
 
     family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T03_judged_summary"])
     endpoint = ScriptedEndpoint(["0.9"], dialects=("chat",))
-    family.use_judge(JudgeConfig(model="judge", base_url=endpoint.start().base_url))
+    options = RunOptions(judge=JudgeConfig(model="judge", base_url=endpoint.start().base_url))
     env = connect("local")
     try:
+        assert blocker(family, tasks[0]) == ("needs_judge", "its grader calls an LLM judge: give --judge-model and "
+                                                            "--judge-base-url")
         result = _run(family, tasks[0], Scripted(family, Gold(tool_calls=[GoldCall(tool="notes_list")],
-                                                              answer="Groceries, a locker code, an old code.")), env)
+                                                              answer="Groceries, a locker code, an old code.")), env,
+                      options=options)
         tests = result.outcome.tests
         assert tests["judge_calls"] == 1 and tests["completion"] == 0.9
         assert tests["benchmark_passed"] is True and result.outcome.category == "unresolved", \
@@ -140,19 +158,18 @@ def test_a_judge_task_runs_with_a_judge(mini):
 def test_the_agent_reaches_no_service_port(mini):
     family, tasks = load_suite("claw-eval", dataset=str(mini), instances=["T01_find_code"])
     env = connect("local")
-    spec = family.sandbox_spec(tasks[0], "local")
-    sandbox = SandboxHandle.create(env, spec)
+    episode = family.episode(tasks[0], RunOptions()).__enter__()
+    sandbox = SandboxHandle.create(env, episode.spec("local"))
     try:
-        family.setup(tasks[0], sandbox)
-        _, services = family.live(sandbox)
-        url = services.url("http://localhost:9310/notes/audit")
+        episode.setup(sandbox)
+        url = episode.owned.url("http://localhost:9310/notes/audit")
         probe = ("import urllib.request,sys\ntry:\n urllib.request.urlopen(sys.argv[1], timeout=3); print('reached')\n"
                  "except Exception as e: print('refused', e)")
         job = sandbox.exec(["python3", "-c", probe, url], timeout=30)
         assert job.stdout.startswith("refused"), job.stdout + job.stderr
     finally:
         sandbox.destroy()
-        family.release(tasks[0], spec)
+        episode.__exit__(None, None, None)
         family.close()
         env.close()
 
@@ -168,6 +185,12 @@ def test_cli_eval_counts_each_reason(mini, tmp_path):
     text = json.dumps(card)
     for reason in ("needs_user", "needs_network", "needs_judge"):
         assert reason in text, reason
+    labels = {k: v["label"] for k, v in card["categories"].items() if k in ("needs_judge", "needs_network", "needs_user", "needs_data")}
+    assert labels == {"needs_judge": "needs a judge (--judge-model)", "needs_network": "needs the live web",
+                      "needs_user": "needs a simulated user", "needs_data": "fixtures missing"}, \
+        "Claw-Eval's own labels for the core's requirement categories, as before version 2"
+    rows = {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert rows["T04_live_search"]["error"] == "service web_real searches the live web: run with --network full"
 
 
 def test_train_refuses_trajectories_of_claw_eval_tasks(mini, tmp_path, capsys):
@@ -203,3 +226,26 @@ def test_a_user_model_needs_its_endpoint_and_a_multi_turn_agent(mini, tmp_path, 
     assert code == 2
     assert says in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_service_that_will_not_start_is_the_environments_error(mini, tmp_path):
+    """A task's service that exits before it is ready ends the episode as env_error (Claw-Eval's
+    runner retries it), not infra_error, and the episode holds no set after it."""
+    import yaml
+
+    checkout = tmp_path / "claw-eval"
+    shutil.copytree(mini, checkout)
+    path = checkout / "tasks" / "T01_find_code" / "task.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["services"][0]["command"] = "python -c 'import sys; sys.exit(3)'"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T01_find_code"])
+    env = connect("local")
+    try:
+        result = _run(family, tasks[0], EmptySolver(), env)
+        assert result.outcome.category == "env_error", result.outcome
+        assert "ServiceStartError: service 'notebook' exited (rc=3)" in result.outcome.error
+        assert family.pool._leased == {} and family.pool.started == 0
+    finally:
+        family.close()
+        env.close()

@@ -189,15 +189,15 @@ def test_a_file_named_from_the_checkout_root_is_placed_where_the_runner_places_i
     family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T06_shared_fixture"])
     env = connect("local")
     try:
-        assert family.blocker(tasks[0]) is None
+        assert family.describe(tasks[0])["blocked"] is None
         result = run_episode(Episode(task=tasks[0], attempt=1, solver=Scripted(family, Gold(answer="Read.")),
                                      episode_id="shared-fixture"), family=family, env=env, options=RunOptions(backend="local"))
         assert result.outcome.category == "resolved", result.outcome
-        assert "Files for this task are in /workspace: " + SHARED in family.prompt(tasks[0], "/workspace")
+        assert "Files for this task are in /workspace: " + SHARED in family.episode(tasks[0], RunOptions()).prompt("/workspace")
     finally:
         family.close()
         env.close()
     _edit(checkout, "T06_shared_fixture", local_grader_files=["tasks/T01_find_code/fixtures/notes.json"])
     family, tasks = load_suite("claw-eval", dataset=str(checkout), instances=["T06_shared_fixture"])
-    assert family.blocker(tasks[0]) == ("needs_data", "missing from the checkout: tasks/T01_find_code/fixtures/notes.json")
+    assert family.describe(tasks[0])["blocked"] == "needs_data: missing from the checkout: tasks/T01_find_code/fixtures/notes.json"
     family.close()
