@@ -215,8 +215,9 @@ class LeasedEpisode(BaseEpisode):
 
     def end_tools(self) -> None:
         """No call may land after this: the session closes, waiting for calls in flight; one
-        still running is the episode's infrastructure failing, not the agent. Idempotent."""
-        if self.session is not None and not self.session.close():
+        still running is the episode's infrastructure failing, not the agent. Idempotent (a
+        second call does not wait again for a call still running)."""
+        if self.session is not None and not self.session.closed and not self.session.close():
             self.session.failure = self.session.failure or f"{self.tool_label} was still running when the episode ended"
 
     def collect(self, solution: Any, sandbox: Any) -> Any:
