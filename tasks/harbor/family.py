@@ -1,17 +1,21 @@
 """The harbor family: Harbor-format task folders (Terminal-Bench 2.0's layout) on orchard (docs/harbor.md).
 
+`HarborFamily` is the catalogue (and the task-level steps); `HarborEpisode` one attempt, which
+keeps what its sandbox spec reserved (the local backend's host folder) and gives it back on exit.
+
     load           task folders (a folder holding task.toml, or folders of them) via the guarded loader
-    sandbox_spec   the task's image (tasks/harbor/environment.py: built from environment/Dockerfile,
+    task_spec      the task's image (tasks/harbor/environment.py: built from environment/Dockerfile,
                    cached by content; `--image-map` applied; a missing base is `needs_image`), its
                    cpus, memory, timeouts, and no network unless `allow_internet`; on the local
                    backend the host's tools when the task adds nothing to orchard's base (hostenv.py)
-    setup          /logs/agent and /logs/verifier made
-    gold           solution/ copied in, `bash /solution/solve.sh` within [solution] timeout_sec
+    prepare        /logs/agent and /logs/verifier made
+    reference      gold: solution/ copied in, `bash /solution/solve.sh` within [solution] timeout_sec
                    (near miss: solution/near_miss.sh)
-    collect        after the agent: its trajectory as ATIF at /logs/agent/trajectory.json; /tests and
+    verify         after the agent (the episode's collect): its trajectory as ATIF at /logs/agent/trajectory.json; /tests and
                    /logs/verifier emptied, tests/ copied in (never seen by the agent), test.sh run
                    with the verifier's env and timeout; reward.txt or reward.json read
-    grade          resolved = every reward at its maximum, 1.0; the rewards kept in `tests`
+    verdict        resolved = every reward at its maximum, 1.0; the rewards kept in `tests`
+                   (the episode's grade, from the evidence)
 """
 
 from __future__ import annotations
@@ -22,15 +26,16 @@ import math
 import re
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from orchard_cli.env.models import CPU_MAX, SandboxSpec
-from orchard_cli.errors import UsageError
+from orchard_cli.errors import EnvironmentUnavailable, UsageError
 from orchard_cli.evidence import CommandOutput, Evidence
-from orchard_cli.outcome import CategoryInfo, Outcome
-from orchard_cli.rollout.failures import EpisodeFailure
-from orchard_cli.tasks.base import FamilyBase, Gold, SuiteInfo, Task, TaskSelection
+from orchard_cli.family import BaseEpisode, BaseFamily, Gold, RunOptions, Source, Suite, SuiteInfo, Task
+from orchard_cli.outcome import CategoryInfo, EpisodeFailure, Outcome
 from orchard_cli.tasks.harbor.environment import BuildFailed
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -62,14 +67,85 @@ def _exports(env: dict[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}; " for k, v in env.items())
 
 
-class HarborFamily(FamilyBase):
+@contextmanager
+def _environment() -> Iterator[None]:
+    """A Dockerfile that does not build is the task's environment failing (env_error)."""
+    try:
+        yield
+    except BuildFailed as exc:
+        raise EnvironmentUnavailable(exc.message) from exc
+
+
+class HarborEpisode(BaseEpisode):
+    """One attempt at a Harbor task."""
+
+    def __init__(self, family: "HarborFamily", task: Task, options: RunOptions) -> None:
+        super().__init__(task, options)
+        self.family = family
+        self.limits = {"timeout_seconds": family.parsed(task).config.agent.timeout_sec}
+        self._specs: list[SandboxSpec] = []
+
+    def __exit__(self, *exc: object) -> None:
+        self._give_back()
+
+    def _give_back(self) -> None:
+        specs, self._specs = self._specs, []
+        for spec in specs:
+            release(spec)
+
+    def spec(self, backend: str) -> SandboxSpec:
+        """The task's sandbox; what an earlier spec reserved (its sandbox is gone: this is the
+        grading sandbox's, or a retry's) is given back first."""
+        self._give_back()
+        with _environment():
+            spec = self.family.task_spec(self.task, backend)
+        self._specs.append(spec)
+        return spec
+
+    def setup(self, sandbox: Any, *, for_grading: bool = False) -> None:
+        with _environment():
+            self.family.prepare(self.task, sandbox)
+
+    def prompt(self, workdir: str) -> str:
+        return self.family.parsed(self.task).instruction.strip()
+
+    def collect(self, solution: Any, sandbox: Any) -> Evidence:
+        evidence = super().collect(solution, sandbox)
+        if sandbox is None:
+            return evidence
+        with _environment():
+            return self.family.verify(self.task, sandbox, solution, evidence)
+
+    def grade(self, evidence: Evidence, sandbox: Any) -> Outcome | None:
+        return None if sandbox is None else self.family.verdict(self.task, evidence)
+
+    def reference(self, kind: str) -> Gold | None:
+        parsed = self.family.parsed(self.task)
+        if kind == "gold":
+            if parsed.invalid:  # the episode ends invalid_task before any solution runs
+                return Gold(commands=[])
+            return self.family.script(self.task, "solve.sh") if parsed.has_solution else None
+        return self.family.script(self.task, "near_miss.sh") if parsed.has_near_miss else None
+
+
+def release(spec: SandboxSpec) -> None:
+    """What `spec` reserved goes: the local backend's host folder for the task."""
+    import shutil
+
+    from orchard_cli.tasks.harbor.hostenv import LABEL
+
+    folder = spec.labels.get(LABEL)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class HarborFamily(BaseFamily):
     name = "harbor"
     grading = "in_place"
     categories = {
         "unsupported": CategoryInfo(label="not supported yet", color="#c9a227"),
         "invalid_task": CategoryInfo(label="task folder could not be read", color="#a61e4d"),
     }
-    environment_error = (BuildFailed,)
     suites = (SuiteInfo("harbor-mini", "harbor", str(DATA / "harbor-mini"),
                         "Harbor-format tasks: shell, files, git, a small service, data processing"),)
 
@@ -79,20 +155,18 @@ class HarborFamily(FamilyBase):
         self._workdirs: dict[str, str] = {}
 
     # ---- tasks -------------------------------------------------------------------------------
-    def load(self, selection: TaskSelection, suite: SuiteInfo) -> list[Task]:
+    def load(self, info: SuiteInfo, source: Source) -> Suite:
+        """Every task folder (the core selects); a folder that is not a readable task is kept as
+        invalid_task, with its cause, unless none is readable."""
         from orchard_cli.tasks.harbor.taskfile import HarborTask, load_task_dir, task_folders
-        from orchard_cli.tasks.swe.dataset import select
 
-        self.image_map = dict(selection.image_map)
-        root = Path(selection.dataset or suite.source)
+        self.image_map = dict(source.image_map)
+        root = Path(source.dataset or info.source)
         if not root.is_dir():
             raise UsageError(f"{root}: not a folder of Harbor tasks (each a folder with task.toml)")
         folders = task_folders(root)
         if not folders:
             raise UsageError(f"{root}: no Harbor task folders (a folder holding task.toml, or folders of them)")
-        if selection.instances:  # only the named tasks are read: a malformed task elsewhere in the
-            named = set(selection.instances)  # dataset does not refuse the ones asked for
-            folders = [f for f in folders if f.name in named]
         parsed, broken = [], []
         for folder in folders:
             try:
@@ -106,16 +180,16 @@ class HarborFamily(FamilyBase):
                   file=sys.stderr)
         _say_ignored(parsed)
         parsed += broken
-        rows = [{"instance_id": t.id, "repo": f"harbor/{t.config.metadata.get('category') or 'task'}"} for t in parsed]
-        by_id = {t.id: t for t in parsed}
-        chosen = select(rows, **{k if k != "slice" else "slice_": v for k, v in selection.filters().items()})
         tasks = []
-        for row in chosen:
-            found = by_id[row["instance_id"]]
+        for found in parsed:
             self._parsed[found.id] = found
-            tasks.append(Task(task_id=found.id, suite=suite.name, family=self.name, repo=row["repo"],
+            tasks.append(Task(task_id=found.id, suite=info.name, family=self.name,
+                              repo=f"harbor/{found.config.metadata.get('category') or 'task'}",
                               problem_statement=found.instruction, record=found.model_dump(mode="json")))
-        return tasks
+        return Suite(info=info, tasks=tasks, provenance={"image_map": self.image_map} if self.image_map else {})
+
+    def episode(self, task: Task, options: RunOptions) -> HarborEpisode:
+        return HarborEpisode(self, task, options)
 
     def parsed(self, task: Task) -> Any:
         found = self._parsed.get(task.task_id)
@@ -124,9 +198,6 @@ class HarborFamily(FamilyBase):
 
             found = self._parsed[task.task_id] = HarborTask.model_validate(task.record)
         return found
-
-    def provenance(self) -> dict[str, Any]:
-        return {"image_map": self.image_map} if self.image_map else {}
 
     def groups(self, task: Task) -> dict[str, str]:
         meta = self.parsed(task).config.metadata
@@ -153,10 +224,7 @@ class HarborFamily(FamilyBase):
         parsed = self.parsed(task)
         return (parsed.dockerfile or parsed.config.environment.docker_image, tuple(sorted(parsed.environment_files.items())))
 
-    def limits(self, task: Task) -> dict[str, float]:
-        return {"timeout_seconds": self.parsed(task).config.agent.timeout_sec}
-
-    def _script(self, task: Task, name: str) -> Gold:
+    def script(self, task: Task, name: str) -> Gold:
         """solution/ copied in and `name` run; the tar goes in pieces (one argument may hold 128 KiB)."""
         from orchard_cli.tasks.harbor.taskfile import tree_tar
 
@@ -174,19 +242,8 @@ class HarborFamily(FamilyBase):
                               "base64 -d /tmp/.orchard-solution.b64 | tar -xz -C /solution && "
                               f"rm -f /tmp/.orchard-solution.b64 && {run}"])
 
-    def gold_solution(self, task: Task) -> Gold | None:
-        if self.parsed(task).invalid:  # the episode ends invalid_task before any solution runs
-            return Gold(commands=[])
-        return self._script(task, "solve.sh") if self.parsed(task).has_solution else None
-
-    def near_miss(self, task: Task) -> Gold | None:
-        return self._script(task, "near_miss.sh") if self.parsed(task).has_near_miss else None
-
-    # ---- the episode -------------------------------------------------------------------------
-    def prompt(self, task: Task, workdir: str) -> str:
-        return self.parsed(task).instruction.strip()
-
-    def sandbox_spec(self, task: Task, backend: str) -> SandboxSpec:
+    # ---- the task-level steps of an episode ---------------------------------------------------
+    def task_spec(self, task: Task, backend: str) -> SandboxSpec:
         from orchard_cli.tasks.harbor.environment import NeedsImage, compose_plan, image_for, image_workdir, side_images
 
         parsed = self.parsed(task)
@@ -251,16 +308,7 @@ class HarborFamily(FamilyBase):
                        for name in ("logs", "tests", "solution")],
             "labels": {"orchard.harbor.task": parsed.id[:63], LABEL: str(folder)}})
 
-    def release(self, task: Task, spec: SandboxSpec) -> None:
-        import shutil
-
-        from orchard_cli.tasks.harbor.hostenv import LABEL
-
-        folder = spec.labels.get(LABEL)
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    def setup(self, task: Task, sandbox: Any) -> None:
+    def prepare(self, task: Task, sandbox: Any) -> None:
         from orchard_cli.tasks.harbor.hostenv import LABEL, copy_in, host_plan
 
         if LABEL in sandbox.info.spec.labels:
@@ -286,12 +334,10 @@ class HarborFamily(FamilyBase):
                             agent_version=info.get("version"), model=getattr(solution, "model", None),
                             messages=messages, tools=tools, calls=records).dump()
 
-    def collect(self, task: Task, sandbox: Any, solution: Any, baseline: Any) -> Evidence:
+    def verify(self, task: Task, sandbox: Any, solution: Any, evidence: Evidence) -> Evidence:
+        """After the agent: the trajectory and tests/ in, the verifier run, its rewards read."""
         from orchard_cli.tasks.harbor.taskfile import tree_tar
 
-        evidence = super().collect(task, sandbox, solution, baseline)
-        if sandbox is None:
-            return evidence
         parsed = self.parsed(task)
         # the agent is done. Whatever it left at /logs, /logs/verifier or /tests does not count: a
         # symlink there is removed (not followed), the folders made anew, then the trajectory and
@@ -320,7 +366,7 @@ class HarborFamily(FamilyBase):
                           **read_rewards(found.stdout)}
         return evidence
 
-    def grade(self, task: Task, evidence: Evidence, sandbox: Any) -> Outcome:
+    def verdict(self, task: Task, evidence: Evidence) -> Outcome:
         state = evidence.state
         rewards: dict[str, float] = state.get("rewards") or {}
         log = "\n".join(c.stdout + c.stderr for c in evidence.commands)[-20000:]

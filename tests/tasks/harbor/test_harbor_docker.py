@@ -137,13 +137,13 @@ def test_compose_main_build_target_and_missing_image(tmp_path):
     for stage in ("one", "two"):
         compose.write_text(f"services:\n  main:\n    build: {{context: ., target: {stage}}}\n")
         family, tasks = load_suite(str(tmp_path))
-        image = family.sandbox_spec(tasks[0], "docker").image
+        image = family.task_spec(tasks[0], "docker").image
         found[stage] = docker_client().containers.run(image, ["cat", "/stage"], remove=True).decode().strip()
     assert found == {"one": "one", "two": "two"}
     compose.write_text("services:\n  main:\n    image: orchard-test/absent-main:nope\n")
     family, tasks = load_suite(str(tmp_path))
     with pytest.raises(EpisodeFailure) as failure:
-        family.sandbox_spec(tasks[0], "docker")
+        family.task_spec(tasks[0], "docker")
     assert failure.value.category == "needs_image" and "orchard-test/absent-main:nope" in str(failure.value)
 
 

@@ -306,11 +306,13 @@ def test_compose_main_on_the_local_backend(tmp_path, main, why):
     (folder / "environment/docker-compose.yaml").write_text(f"services:\n  main:\n    {main}\n")
     family, tasks = load_suite(str(tmp_path))
     if why is None:
-        spec = family.sandbox_spec(tasks[0], "local")
+        spec = family.task_spec(tasks[0], "local")
         assert spec.image == "host" and spec.workdir == "/app"
-        family.release(tasks[0], spec)
+        from orchard_cli.tasks.harbor.family import release
+
+        release(spec)
         return
     with pytest.raises(Exception) as failure:
-        family.sandbox_spec(tasks[0], "local")
+        family.task_spec(tasks[0], "local")
     assert isinstance(failure.value, EpisodeFailure) and failure.value.category == "needs_image"
     assert why in str(failure.value) and "--backend docker" in str(failure.value)
