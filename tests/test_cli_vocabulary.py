@@ -146,9 +146,10 @@ def test_train_model_and_recorded_by(capsys, tmp_path):
     data = tmp_path / "t.jsonl"
     with JsonlWriter(data) as writer:
         writer.write(synthetic_trajectory(31, calls=2, teacher="teacher"))
+    missing = str(tmp_path / "no-such-model")  # a folder that is not there: refused without a hub lookup
     errors = {}
-    for name, spelling in (("new", ["--model", "acme/no-such-model", "--recorded-by", "nobody"]),
-                           ("old", ["--base-model", "acme/no-such-model", "--teacher", "nobody"])):
+    for name, spelling in (("new", ["--model", missing, "--recorded-by", "nobody"]),
+                           ("old", ["--base-model", missing, "--teacher", "nobody"])):
         code, _, err = _cli(capsys, "train", "-t", str(data), *spelling, "--out", str(tmp_path / name))
         assert code == 2, err
         errors[name] = err
@@ -156,7 +157,7 @@ def test_train_model_and_recorded_by(capsys, tmp_path):
     assert _notes(errors["new"]) == []
     assert [n.split(";")[0] for n in _notes(errors["old"])] == ["note: --base-model is now --model",
                                                                  "note: --teacher is now --recorded-by"]
-    code, _, err = _cli(capsys, "train", "-t", str(data), "--model", "acme/no-such-model", "--recorded-by", "teacher",
+    code, _, err = _cli(capsys, "train", "-t", str(data), "--model", missing, "--recorded-by", "teacher",
                         "--out", str(tmp_path / "o"))
     assert code == 2 and "no-such-model" in err  # the filter kept the episode: the model is what is missing
 
