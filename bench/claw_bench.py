@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from pathlib import Path
 
 os.environ.setdefault("ORCHARD_HOME", tempfile.mkdtemp(prefix="orchard-bench-"))
 

@@ -24,7 +24,6 @@ from orchard_cli.commands._common import (
     OldSuiteOpt,
     PriceOpt,
     TimeoutOpt,
-    check_priced,
     config_of,
     episode_options,
     old_spelling,

@@ -17,7 +17,6 @@ from typing import Annotated, Optional
 import typer
 from orchard_cli.commands._common import (
     ApiKeyEnvOpt,
-    HarnessOpt,
     pick_harness,
     MaxCallsOpt,
     MaxTokensOpt,
@@ -236,7 +235,7 @@ def _say_interrupted(plan, console) -> None:  # type: ignore[no-untyped-def]
     from orchard_cli.scoring.scorecard import Scorecard
 
     try:
-        card = Scorecard.model_validate(json.loads((plan.out / "scorecard.json").read_text()))
+        card = Scorecard.model_validate(json.loads(plan.folder.scorecard.read_text()))
     except (OSError, ValueError):
         return
     console.print(_summary_line(card), markup=False, soft_wrap=True)
@@ -284,7 +283,7 @@ def _render(card, plan, console, fmt: OutputFormat) -> None:  # type: ignore[no-
         console.print(f"judge ({card.judged} attempts, beside the verdicts): mean score {card.judge_mean:.2f}, "
                       f"agrees with the checks on {pct(card.judge_agreement)}")
     typer.echo(_summary_line(card))
-    typer.echo(f"scorecard: {plan.out / 'scorecard.html'}")
+    typer.echo(f"scorecard: {plan.folder.scorecard_html}")
 
 
 def _summary_line(card) -> str:  # type: ignore[no-untyped-def]
@@ -364,17 +363,16 @@ def regrade(
       orchard eval regrade runs/claw-mini-20261204-101500
     """
     from orchard_cli.errors import InfraError
-    from orchard_cli.records import read_jsonl
     from orchard_cli.rollout.eval_run import plan_regrade, verdict
-    from orchard_cli.scoring.scorecard import latest_results
+    from orchard_cli.runs import RunFolder
 
     plan = plan_regrade(run_dir, out=out, workers=workers, backend=backend, resume=resume)
     console = stderr_console(quiet)
     console.print(f"[bold]orchard eval regrade[/] {run_dir}: {len(plan.pending)} episode(s), "
                   f"{busy(workers, len(plan.pending))}\n  run folder: {plan.out}", soft_wrap=True)
     card = _execute(plan, console, quiet)
-    before = {(r.instance_id, r.attempt): r for r in latest_results(read_jsonl(run_dir / "results.jsonl")[0])}
-    after = latest_results(read_jsonl(plan.out / "results.jsonl")[0])
+    before = {(r.instance_id, r.attempt): r for r in RunFolder(run_dir).latest_results()}
+    after = plan.folder.latest_results()
     changed = [(r.instance_id, r.attempt, before[(r.instance_id, r.attempt)].category, r.category)
                for r in after if (r.instance_id, r.attempt) in before
                and before[(r.instance_id, r.attempt)].category != r.category]

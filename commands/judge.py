@@ -39,13 +39,12 @@ def run(
     from orchard_cli.errors import UsageError
     from orchard_cli.scoring.rubric_judge import JudgeConfig
     from orchard_cli.preflight import Endpoint, check_endpoints
+    from orchard_cli.runs import RunFolder
     from orchard_cli.webjudge.run import judge_run, method_for
 
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
-    from orchard_cli.webjudge.attempts import require_run
-
-    require_run(run_dir)  # the run's own checks come before the endpoint's
+    RunFolder(run_dir).require()  # the run's own checks come before the endpoint's
     method = method_for(run_dir, method)
     config = JudgeConfig(model=judge_model, base_url=judge_base_url, key_env=judge_key_env)
     from orchard_cli.commands._progress import RunProgress

@@ -28,6 +28,7 @@ from typing import Any
 from orchard_cli.evidence import EVIDENCE_FILE, Evidence
 from orchard_cli.records import read_json, read_jsonl
 from orchard_cli.family import check_family, family_categories
+from orchard_cli.runs import RunFolder
 from orchard_cli.outcome import REQUIREMENT_CATEGORIES
 from orchard_cli.selection import TaskSelection
 
@@ -79,13 +80,11 @@ class FamilyRig:
         return self.runs[predictions]
 
     def results(self, predictions: str) -> list[Any]:
-        from orchard_cli.scoring.scorecard import latest_results
-
-        return latest_results(read_jsonl(self.run(predictions) / "results.jsonl")[0])
+        return RunFolder(self.run(predictions)).latest_results()
 
 
 def _errors(run: Path) -> str:
-    rows, _ = read_jsonl(run / "results.jsonl")
+    rows, _ = read_jsonl(RunFolder(run).results)
     return "; ".join(f"{r['instance_id']}: {r['category']} {r.get('error') or ''}" for r in rows
                      if r["category"] != "resolved")[:2000]
 
@@ -131,10 +130,8 @@ def check_null_fails(rig: FamilyRig) -> None:
 
 @check
 def check_evidence_round_trips(rig: FamilyRig) -> None:
-    from orchard_cli.rollout.eval_run import read_tasks
-
     run = rig.run(rig.main)
-    assert {t.task_id for t in read_tasks(run)} >= {r.instance_id for r in rig.results(rig.main)}
+    assert {t.task_id for t in RunFolder(run).read_tasks()} >= {r.instance_id for r in rig.results(rig.main)}
     for row in rig.results(rig.main):
         path = run / row.log_dir / EVIDENCE_FILE
         if row.category in REQUIREMENT_CATEGORIES:  # refused before any sandbox: nothing ran, nothing stored
@@ -154,7 +151,7 @@ def check_regrade_equals_grade(rig: FamilyRig) -> None:
         before = {(r.instance_id, r.attempt): (r.category, r.resolved) for r in rig.results(predictions)}
         plan = plan_regrade(rig.run(predictions), out=rig.folder / f"{predictions}-regrade")
         plan.execute()
-        rows, _ = read_jsonl(plan.out / "results.jsonl")
+        rows, _ = read_jsonl(plan.folder.results)
         after = {(r["instance_id"], r["attempt"]): (r["category"], r["resolved"]) for r in rows}
         assert after == before, f"{predictions}: regrade changed verdicts: {before} -> {after}"
 
@@ -177,11 +174,11 @@ def check_resume_runs_once(rig: FamilyRig) -> None:
         pass
     else:
         raise AssertionError("the run did not stop")
-    first, _ = read_jsonl(out / "results.jsonl")
+    first, _ = read_jsonl(RunFolder(out).results)
     assert len(first) == 1, f"the stopped run recorded {len(first)} episodes, not 1"
     resumed = plan_eval(config, resume=True)
     assert len(resumed.pending) == 1, f"resume plans {len(resumed.pending)} episodes, not the 1 left"
     card = resumed.execute()
-    rows, _ = read_jsonl(out / "results.jsonl")
+    rows, _ = read_jsonl(RunFolder(out).results)
     keys = [(r["instance_id"], r["attempt"]) for r in rows]
     assert len(keys) == len(set(keys)) == 2 and card.complete, f"episodes recorded: {keys}"

@@ -5,7 +5,6 @@ patch graded in a fresh sandbox."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from orchard_cli.family import RunOptions
 import pytest

@@ -17,7 +17,8 @@ from orchard_cli.env.models import SandboxSpec
 from orchard_cli.env.owner import current_owner
 from orchard_cli.errors import OrchardError, UsageError
 from orchard_cli.evidence import Evidence
-from orchard_cli.predictions import Prediction
+from orchard_cli.runs import RunFolder
+from orchard_cli.runs.predictions import Prediction, PredictionsLog
 from orchard_cli.records import read_jsonl
 from orchard_cli.rollout.eval_run import EvalConfig, EvalRun, verdict
 from orchard_cli.rollout.pool import spread_environments
@@ -147,12 +148,31 @@ def test_outcomes_are_categorised_and_recorded(tmp_path, calc_repo):
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert {p["instance_id"] for p in preds} == {"good-1", "good-other-2", "envfail-3", "infra-4"}
     assert {"instance_id", "model_name_or_path", "model_patch"} <= set(preds[0])
+    # The run folder's owner names every file the run wrote and reads each back.
+    folder = RunFolder(out)
+    named = {folder.config, folder.tasks, folder.results, folder.scorecard, folder.scorecard_md,
+             folder.scorecard_html, out / PredictionsLog.file_name(1), out / "logs"}
+    assert set(out.iterdir()) == named
+    assert [t.task_id for t in folder.read_tasks()] == [t.task_id for t in tasks]
+    assert [(r.instance_id, r.category) for r in folder.latest_results()] == \
+        sorted((r["instance_id"], r["category"]) for r in rows)
+    assert folder.read_scorecard()["resolved"] == 2 and folder.read_config()["source"] == "gold"
+    assert folder.log_dir("good-1", 1) == logs and folder.require(config=True) is folder
     # Every sandbox was destroyed, including after failures.
     env = connect("local")
     try:
         assert [r for r in env.backend.resources() if r.owner == current_owner()] == []
     finally:
         env.close()
+
+
+def test_a_folder_that_is_not_a_run_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match=r"is not an orchard eval run \(no results.jsonl\)"):
+        RunFolder(tmp_path).require()
+    (tmp_path / "results.jsonl").write_text("")
+    assert RunFolder(tmp_path).require().latest_results() == [] and RunFolder(tmp_path).read_scorecard() == {}
+    with pytest.raises(UsageError, match="has results but no config.json"):
+        RunFolder(tmp_path).require(config=True)
 
 
 def test_empty_bad_and_missing_patches(tmp_path, calc_repo):

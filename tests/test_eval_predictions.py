@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchard_cli.errors import UsageError
-from orchard_cli.predictions import load_predictions, looks_like_diff
+from orchard_cli.runs.predictions import load_predictions, looks_like_diff
 
 PATCH = """diff --git a/m.py b/m.py
 --- a/m.py

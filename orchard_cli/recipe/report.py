@@ -18,7 +18,7 @@ from typing import Any
 from orchard_cli.recipe.context import SET_LABELS, Ctx
 from orchard_cli.recipe.stages_eval import ARM_LABELS, ARMS
 from orchard_cli.recipe.stats import paired
-from orchard_cli.records import read_json, write_json, write_text
+from orchard_cli.records import write_json, write_text
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -28,8 +28,9 @@ def pct(value: float | None) -> str:
 
 
 def _card(out: str) -> dict[str, Any]:
-    path = Path(out) / "scorecard.json"
-    return read_json(path) if path.is_file() else {}
+    from orchard_cli.runs import RunFolder
+
+    return RunFolder(out).read_scorecard()
 
 
 def collect(ctx: Ctx) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from orchard_cli.errors import InfraError
 from orchard_cli.recipe import lines
 from orchard_cli.recipe.context import SET_LABELS, Ctx, add_cost, fresh
 from orchard_cli.recipe.state import StageRecord, digest
-from orchard_cli.records import read_json
+from orchard_cli.runs import RunFolder
 
 ARMS = ("teacher", "base", "student", "control", "near-miss", "rl")
 ARM_LABELS = {"base": "base", "student": "SFT", "control": "SFT on shuffled demos",
@@ -82,8 +82,7 @@ def _eval_one(ctx: Ctx, record: StageRecord, continuing: bool, arm: str, name: s
         model=model, base_url=base_url, harness=config.harness, max_turns=config.eval.max_turns,
         timeout=config.eval.timeout, workers=config.eval.workers,
         max_errors=tasks * config.eval.attempts, out=str(out))
-    resume = continuing and (out / "config.json").is_file() and \
-        read_json(out / "config.json").get("base_url") == base_url
+    resume = continuing and RunFolder(out).read_config().get("base_url") == base_url
     if not resume:
         fresh(out)
     ctx.command(record, lines.evaluate(eval_config))
@@ -129,5 +128,5 @@ def evaluate(ctx: Ctx, record: StageRecord, continuing: bool, arm: str) -> None:
 def _results_digest(out: Path) -> str:
     from orchard_cli.recipe.state import file_digest
 
-    path = out / "results.jsonl"
+    path = RunFolder(out).results
     return file_digest(path) if path.is_file() else ""

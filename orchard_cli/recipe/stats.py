@@ -12,7 +12,6 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from orchard_cli.records import read_jsonl
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -25,10 +24,9 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def outcomes(run: Path) -> dict[tuple[str, int], bool]:
     """(task id, attempt) -> resolved, the latest line of each in the run's results.jsonl."""
-    from orchard_cli.scoring.scorecard import latest_results
+    from orchard_cli.runs import RunFolder
 
-    rows, _ = read_jsonl(run / "results.jsonl")
-    return {(r.instance_id, r.attempt): bool(r.resolved) for r in latest_results(rows)}
+    return {(r.instance_id, r.attempt): bool(r.resolved) for r in RunFolder(run).latest_results()}
 
 
 def paired(first: Path, second: Path) -> dict[str, Any]:

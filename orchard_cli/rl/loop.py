@@ -43,6 +43,7 @@ from orchard_cli.rl.config import STATE_FILE, RLConfig, RunState, StepRecord, ch
 from orchard_cli.rl.learner import UpdateStats
 from orchard_cli.rl.samples import Rollout, assign_advantages, reward_stats
 from orchard_cli.rl.rollouts import nothing_trainable
+from orchard_cli.runs import RunFolder
 
 __all__ = ["RLConfig", "RLRun", "RunState", "StepRecord", "STATE_FILE", "plan_rl"]
 
@@ -287,7 +288,7 @@ class RLRun:
         graded = card.mean_score_graded if card.mean_score_graded is not None else card.resolved_rate_graded
         row = {"schema_version": 1, "step": step, "mean_reward": graded, "resolved_rate": card.resolved_rate,
                "episodes": card.total, "errors": card.errors,
-               "scorecard": str(folder.relative_to(self.out) / "scorecard.json")}
+               "scorecard": str(RunFolder(folder.relative_to(self.out)).scorecard)}
         log.write(row)
         if on_eval is not None:
             on_eval(row)

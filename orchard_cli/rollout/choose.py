@@ -8,7 +8,7 @@ as `factory(model=..., base_url=..., seed=...)` and returns an object with the m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from orchard_cli.errors import UsageError
 from orchard_cli.registry import Registry
@@ -43,7 +43,7 @@ def make_solver(*, predictions: str | None, harness: str | None, model: str | No
     if predictions:
         from pathlib import Path
 
-        from orchard_cli.predictions import load_predictions
+        from orchard_cli.runs.predictions import load_predictions
         from orchard_cli.registry import did_you_mean
 
         if not Path(predictions).is_file():  # a misspelt gold/empty is not a file either

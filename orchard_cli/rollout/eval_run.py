@@ -1,17 +1,8 @@
 """`orchard eval`: the rollout core with a scorecard sink.
 
 For every selected task and attempt, one episode (`episode.run_episode`) through the pool; each
-result is appended to results.jsonl before the next is reported. The run folder holds:
-
-    config.json           what decides the results (compared on --resume)
-    tasks.jsonl           the tasks as run (family, prompt, record): regrade and the value model
-                          read them instead of loading the suite again
-    results.jsonl         one line per finished episode (appended; the latest line of an attempt wins)
-    predictions.jsonl     families graded on a patch: SWE-bench's format (predictions-attempt-K.jsonl
-                          for attempts after the first)
-    trajectories.jsonl    agent runs: every model call, the conversation, the evidence, the verdict
-    scorecard.json/.md/.html, and logs/<task>/attempt-<k>/ (evidence.json, patch.diff, test
-    output, eval.sh, outcome.json, harness output)
+result is appended to results.jsonl before the next is reported. The run folder and its files
+are `orchard_cli.runs.RunFolder`'s.
 
 `regrade_run(RUN)` grades the stored evidence of a finished run again, without the solver, into
 RUN/regrade/ (a judge or a fixed grader, added later).
@@ -19,7 +10,6 @@ RUN/regrade/ (a judge or a fixed grader, added later).
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from orchard_cli import __version__
 from orchard_cli.errors import UsageError
 from orchard_cli.evidence import EVIDENCE_FILE, Evidence
-from orchard_cli.predictions import PredictionsLog
+from orchard_cli.runs import RunFolder
+from orchard_cli.runs.predictions import PredictionsLog
 from orchard_cli.prereqs import require_host
-from orchard_cli.records import JsonlWriter, encode_line, read_json, read_jsonl, sha256_file, write_json, write_text
+from orchard_cli.records import JsonlWriter, read_json, sha256_file, write_json, write_text
 from orchard_cli.rollout.agent import Price
 from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.failures import EpisodeFailure
@@ -42,14 +33,12 @@ from orchard_cli.rollout.rows import result_row, trajectory_of
 from orchard_cli.rollout.choose import make_solver, user_config
 from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBase
 from orchard_cli.scoring.report import render_html, render_markdown
-from orchard_cli.scoring.scorecard import AttemptResult, Reproducibility, Scorecard, compute_scorecard, latest_results
+from orchard_cli.scoring.scorecard import AttemptResult, Reproducibility, Scorecard, compute_scorecard
 from orchard_cli.family import Family, RunOptions, Task, family_categories
 from orchard_cli.selection import TaskSelection
 from orchard_cli.trajectory import episode_key
 
 CONFIG_SCHEMA_VERSION = 1
-TASKS_FILE = "tasks.jsonl"
-TRAJECTORIES = "trajectories.jsonl"
 # Fields that may differ between a run and its --resume: they do not change any result.
 NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orchard_version", "out",
                                     "judge_model", "judge_base_url", "judge_key_env", "retry_errors",
@@ -164,22 +153,6 @@ def _v1_provenance(family: Any) -> dict[str, Any]:
     return dict(legacy.provenance() or {}) if legacy is not None else {}
 
 
-def safe_name(name: str) -> str:
-    """A file-system-safe folder name for a task id."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "instance"
-
-
-def write_tasks(path: Path, tasks: list[Task]) -> None:
-    lines = (encode_line({"schema_version": 1, **t.model_dump(mode="json")}) for t in tasks)
-    write_text(path, b"".join(lines).decode("utf-8"))
-
-
-def read_tasks(run: Path) -> list[Task]:
-    """The tasks an eval run recorded (tasks.jsonl), in order; [] for runs from before it."""
-    rows, _ = read_jsonl(run / TASKS_FILE)
-    return [Task.model_validate({k: v for k, v in row.items() if k != "schema_version"}) for row in rows]
-
-
 class EvalRun:
     """A validated run: the tasks, the solver, and the run folder. `execute()` runs it."""
 
@@ -193,6 +166,7 @@ class EvalRun:
             config = config.model_copy(update={"dataset_sha256": sha})
         self.config, self.family, self.tasks, self.solver = config, family, tasks, solver
         self.out, self.resume = out, resume
+        self.folder = RunFolder(out)
         self.judge: Any = None
         """An LLM judge (`orchard_cli.scoring.rubric_judge.Judge`) scoring each graded episode beside its verdict."""
         self.done: set[tuple[str, int]] = set()
@@ -207,7 +181,7 @@ class EvalRun:
         self.pending = spread_environments(pending, family) if config.workers > 1 else pending
 
     def _check_resume(self) -> None:
-        path = self.out / "config.json"
+        path = self.folder.config
         if not path.exists():
             if self.out.exists() and any(self.out.iterdir()):
                 raise UsageError(f"{self.out} is not an orchard eval run (no config.json); cannot --resume")
@@ -224,17 +198,16 @@ class EvalRun:
             shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:3])
             raise UsageError(f"--resume: {self.out} was made with a different configuration ({shown})",
                              hint="rerun with the original options, or use a new --out folder")
-        rows, _ = read_jsonl(self.out / "results.jsonl")
-        self.done = {(r.instance_id, r.attempt) for r in latest_results(rows) if not r.is_error}
+        self.done = {(r.instance_id, r.attempt) for r in self.folder.latest_results() if not r.is_error}
         try:  # wall time adds up over the sessions of a resumed run
-            self.prior_wall = float(read_json(self.out / "scorecard.json").get("wall_seconds") or 0.0)
+            self.prior_wall = float(self.folder.read_scorecard().get("wall_seconds") or 0.0)
         except (UsageError, ValueError, TypeError):
             self.prior_wall = 0.0
 
     def episode(self, task: Task, k: int) -> Episode:
         return Episode(task=task, attempt=k, solver=self.solver,
                        episode_id=episode_key(task.suite, task.task_id, self.solver.harness, self.solver.model, k),
-                       log_dir=self.out / f"logs/{safe_name(task.task_id)}/attempt-{k}")
+                       log_dir=self.folder.log_dir(task.task_id, k))
 
     def execute(self, on_result: Callable[[AttemptResult], None] | None = None) -> Scorecard:
         """Run every pending episode; each result is on disk before the next is reported. On
@@ -245,9 +218,9 @@ class EvalRun:
         if self.resume:
             reap_orphans(env)
         self.out.mkdir(parents=True, exist_ok=True)
-        if not (self.out / "config.json").exists():
-            write_json(self.out / "config.json", self.config)
-        write_tasks(self.out / TASKS_FILE, self.tasks)
+        if not self.folder.config.exists():
+            write_json(self.folder.config, self.config)
+        self.folder.write_tasks(self.tasks)
         started = time.time()
         sink = _ScorecardSink(self)
         pool = Pool(env, self.family, options=self.config.run_options, workers=self.config.workers)
@@ -285,9 +258,8 @@ class EvalRun:
         return int(getattr(self.family, "error_retries", 0) or 0)
 
     def write_scorecard(self, started: float) -> Scorecard:
-        rows, _ = read_jsonl(self.out / "results.jsonl")
         selected = {t.task_id for t in self.tasks}
-        results = [r for r in latest_results(rows) if r.instance_id in selected]
+        results = [r for r in self.folder.latest_results() if r.instance_id in selected]
         card = compute_scorecard(
             results, suite=self.tasks[0].suite if self.tasks else self.config.suite, source=self.config.source,
             expected=len(self.tasks) * self.config.attempts, started_at=started,
@@ -298,9 +270,9 @@ class EvalRun:
                 harness_version=self.solver.version, dataset_sha256=self.config.dataset_sha256,
                 seed=self.config.seed, config=self.config.model_dump()))
         card.wall_seconds += self.prior_wall
-        write_json(self.out / "scorecard.json", card)
-        write_text(self.out / "scorecard.md", render_markdown(card, results))
-        write_text(self.out / "scorecard.html", render_html(card, results, self.out))
+        write_json(self.folder.scorecard, card)
+        write_text(self.folder.scorecard_md, render_markdown(card, results))
+        write_text(self.folder.scorecard_html, render_html(card, results, self.out))
         return card
 
 
@@ -309,7 +281,7 @@ class _ScorecardSink:
 
     def __init__(self, run: EvalRun) -> None:
         self.run = run
-        self.results = JsonlWriter(run.out / "results.jsonl")
+        self.results = JsonlWriter(run.folder.results)
         self.predictions = PredictionsLog(run.out)
         self.trajectories: JsonlWriter | None = None
         self._lock = threading.Lock()
@@ -323,10 +295,10 @@ class _ScorecardSink:
         trajectory = None
         if solution is not None and solution.agent is not None:
             if self.trajectories is None:
-                self.trajectories = JsonlWriter(run.out / TRAJECTORIES, images=True)
+                self.trajectories = JsonlWriter(run.folder.trajectories, images=True)
             self.trajectories.write(trajectory_of(result, {"upstream": _upstream(run.solver), "seed": run.config.seed,
                                                            "run": "eval"}))
-            trajectory = TRAJECTORIES
+            trajectory = RunFolder.TRAJECTORIES
         row = result_row(result, groups=run.family.groups(result.task), trajectory=trajectory,
                          log_dir=str(result.log_dir.relative_to(run.out)) if result.log_dir else "")
         row.judge = judged
@@ -490,13 +462,11 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     from orchard_cli.families import open_suite
 
     run = Path(run)
-    if not (run / "config.json").is_file() or not (run / "results.jsonl").is_file():
-        raise UsageError(f"{run} is not an orchard eval run (no config.json / results.jsonl)",
-                         hint="pass the --out folder of an `orchard eval` run")
+    folder = RunFolder(run).require(config=True)
     try:
-        original = EvalConfig.model_validate(read_json(run / "config.json"))
+        original = EvalConfig.model_validate(folder.read_config())
     except ValidationError as exc:
-        raise UsageError(f"{run}/config.json is not an eval configuration ({exc.errors()[0]['msg']})") from None
+        raise UsageError(f"{folder.config} is not an eval configuration ({exc.errors()[0]['msg']})") from None
     options = original.run_options.model_copy(update={"backend": backend or original.backend})
     family, suite = open_suite(original.selection, options)
     tasks = suite.tasks
@@ -505,8 +475,7 @@ def plan_regrade(run: str | Path, *, out: str | Path | None = None, workers: int
     if original.dataset_sha256 and sha and sha != original.dataset_sha256:
         raise UsageError(f"the data of {original.suite} changed since {run} was made (sha256 differs)",
                          hint="regrade with the data the run used")
-    rows, _ = read_jsonl(run / "results.jsonl")
-    results = {(r.instance_id, r.attempt): r for r in latest_results(rows)}
+    results = {(r.instance_id, r.attempt): r for r in folder.latest_results()}
     if not results:
         raise UsageError(f"{run} has no results to regrade")
     solver = RecordedSolver(run, original.source, results)

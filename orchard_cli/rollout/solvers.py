@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from orchard_cli.env import SandboxHandle
     from orchard_cli.env.models import SandboxSpec
     from orchard_cli.family import EpisodeEnv, Family, Task
-    from orchard_cli.predictions import Prediction
+    from orchard_cli.runs.predictions import Prediction
 
 
 @dataclass

@@ -27,8 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchard_cli.errors import UsageError
-from orchard_cli.records import read_json, read_jsonl
-from orchard_cli.scoring.scorecard import AttemptResult, latest_results, pass_hat_k
+from orchard_cli.scoring.scorecard import pass_hat_k
 
 COMPARE_SCHEMA_VERSION = 2  # 2: by_group
 Z95 = 1.959963984540054
@@ -104,13 +103,11 @@ class Comparison(BaseModel):
 
 def load_run(path: str | Path) -> RunScores:
     """A run folder's per-instance scores, from its results.jsonl."""
+    from orchard_cli.runs import RunFolder
+
     path = Path(path)
-    results_path = path / "results.jsonl"
-    if not results_path.exists():
-        raise UsageError(f"{path} is not an orchard eval run (no results.jsonl)",
-                         hint="pass the --out folder of an `orchard eval` run")
-    rows, _ = read_jsonl(results_path)
-    results = latest_results(AttemptResult.model_validate(r) for r in rows)
+    folder = RunFolder(path).require()
+    results = folder.latest_results()
     totals: dict[str, list[int]] = {}
     errors: set[str] = set()
     groups: dict[str, dict[str, str]] = {}
@@ -123,8 +120,8 @@ def load_run(path: str | Path) -> RunScores:
             errors.add(r.instance_id)
     suite = source = ""
     sha = None
-    if (path / "config.json").exists():
-        config = read_json(path / "config.json")
+    if folder.config.exists():
+        config = folder.read_config()
         suite, source = str(config.get("suite", "")), str(config.get("source", ""))
         sha = config.get("dataset_sha256")
     return RunScores(path=str(path), suite=suite, source=source, dataset_sha256=sha,

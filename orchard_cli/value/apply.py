@@ -109,8 +109,7 @@ class RerankReport(BaseModel):
 
 
 def _load_runs(paths: list[str]) -> tuple[data.RunInfo, list[list[data.Episode]], list[dict]]:
-    from orchard_cli.records import read_jsonl
-    from orchard_cli.scoring.scorecard import latest_results
+    from orchard_cli.runs import RunFolder
 
     infos, episodes, results = [], [], []
     for path in paths:
@@ -123,8 +122,7 @@ def _load_runs(paths: list[str]) -> tuple[data.RunInfo, list[list[data.Episode]]
                              hint="rerank the runs of one suite at a time")
     for info in infos:
         episodes.append(data.episodes_from_run(info.path)[1])
-        rows, _ = read_jsonl(Path(info.path) / "results.jsonl")
-        results.append({(r.instance_id, r.attempt): r for r in latest_results(rows)})
+        results.append({(r.instance_id, r.attempt): r for r in RunFolder(info.path).latest_results()})
     return infos[0], episodes, results
 
 
@@ -210,12 +208,15 @@ def rerank_runs(config: RerankConfig, say: Say = lambda _: None) -> RerankReport
 def _write(out: Path, config: RerankConfig, info: data.RunInfo, report: RerankReport,
            selected: list[tuple[int, data.Episode]], results: list[dict]) -> None:
     from orchard_cli import __version__
-    from orchard_cli.predictions import Prediction
+    from orchard_cli.runs.predictions import Prediction
     from orchard_cli.records import write_json, write_text
+    from orchard_cli.runs import RunFolder
+    from orchard_cli.runs.predictions import PredictionsLog
     from orchard_cli.scoring.report import render_html, render_markdown
     from orchard_cli.scoring.scorecard import Reproducibility, compute_scorecard
 
     out.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(out)
     picked_results, lines = [], []
     for run_index, ep in selected:
         original = results[run_index][(ep.task_id, ep.attempt)]
@@ -224,19 +225,19 @@ def _write(out: Path, config: RerankConfig, info: data.RunInfo, report: RerankRe
         record = Prediction(instance_id=ep.task_id, model_name_or_path=ep.model or f"rerank:{Path(config.value_model).name}",
                             model_patch=ep.patch).swebench_record()
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-    write_text(out / "predictions.jsonl", "".join(lines))
+    write_text(out / PredictionsLog.file_name(1), "".join(lines))
     card = compute_scorecard(
         picked_results, suite=info.suite, source=f"rerank:{Path(config.value_model).name} "
         f"(best of {report.candidates} candidates, {len(config.runs)} run(s))",
         reproducibility=Reproducibility(orchard_version=__version__, harness=info.harness,
                                         dataset_sha256=info.dataset_sha256,
                                         config=config.model_dump()))
-    write_json(out / "config.json", {"schema_version": 1, **config.model_dump()})
-    write_json(out / "scorecard.json", card)
-    write_text(out / "scorecard.md", render_markdown(card, picked_results) + "\n" + markdown_section(report))
+    write_json(folder.config, {"schema_version": 1, **config.model_dump()})
+    write_json(folder.scorecard, card)
+    write_text(folder.scorecard_md, render_markdown(card, picked_results) + "\n" + markdown_section(report))
     html = render_html(card, picked_results)
     marker = "<section><h2>Reproducibility</h2>"
-    write_text(out / "scorecard.html", html.replace(marker, html_section(report) + marker, 1))
+    write_text(folder.scorecard_html, html.replace(marker, html_section(report) + marker, 1))
     write_json(out / "rerank.json", report)
 
 

@@ -25,7 +25,7 @@ NAME = "orchard-candidates"
 def write_candidates(suite: str, out: Path, *, instances: list[str] | None = None, limit: int | None = None,
                      dataset: str | None = None, near_misses: int = 2, seed: int = 0,
                      say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    from orchard_cli.predictions import Prediction
+    from orchard_cli.runs.predictions import Prediction
     from orchard_cli.records import write_json, write_text
     from orchard_cli.families import load_suite
     from orchard_cli.value.variants import candidates

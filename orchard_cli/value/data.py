@@ -179,15 +179,10 @@ class RunInfo(BaseModel):
 
 
 def run_info(path: str | Path) -> RunInfo:
-    from orchard_cli.records import read_json
+    from orchard_cli.runs import RunFolder
 
     path = Path(path)
-    if not (path / "results.jsonl").is_file():
-        raise UsageError(f"{path} is not an orchard eval run (no results.jsonl)",
-                         hint="pass the --out folder of an `orchard eval` run")
-    if not (path / "config.json").is_file():
-        raise UsageError(f"{path} has results but no config.json: cannot tell its suite")
-    config = read_json(path / "config.json")
+    config = RunFolder(path).require(config=True).read_config()
     suite_arg = str(config.get("suite", ""))
     suite = suite_arg
     if suite_arg.endswith((".parquet", ".jsonl", ".json")):
@@ -201,10 +196,10 @@ def _problems(info: RunInfo, ids: list[str]) -> dict[str, str]:
     """The problem statements of a run's tasks: from its tasks.jsonl, or (runs from before it)
     the suite loaded again."""
     from orchard_cli.errors import OrchardError
-    from orchard_cli.rollout.eval_run import read_tasks
+    from orchard_cli.runs import RunFolder
     from orchard_cli.families import load_suite
 
-    recorded = {t.task_id: t.problem_statement for t in read_tasks(Path(info.path))}
+    recorded = {t.task_id: t.problem_statement for t in RunFolder(info.path).read_tasks()}
     if recorded and all(i in recorded for i in ids):
         return {i: recorded[i] for i in ids}
     try:
@@ -258,13 +253,11 @@ def _evidence(log_dir: Path) -> dict[str, Any] | None:
 def episodes_from_run(path: str | Path) -> tuple[RunInfo, list[Episode]]:
     """The graded attempts of one eval run folder, with their problem statements and patches (or,
     for attempts without a patch, their actions from evidence.json)."""
-    from orchard_cli.records import read_jsonl
-    from orchard_cli.scoring.scorecard import latest_results
+    from orchard_cli.runs import RunFolder
 
     info = run_info(path)
     run = Path(path)
-    rows, _ = read_jsonl(run / "results.jsonl")
-    results = latest_results(rows)
+    results = RunFolder(run).latest_results()
     if not results:
         raise UsageError(f"{run} has no results yet (results.jsonl is empty)")
     problems = _problems(info, sorted({r.instance_id for r in results}))

@@ -118,15 +118,20 @@ class EvalRunSource:
         return (self._card or {}).get("family")
 
     def __init__(self, path: Path) -> None:
+        from orchard_cli.runs import RunFolder
+
         self.path = Path(path).resolve()
-        config = _read_json(self.path / "config.json") or {}
-        self._card = _read_json(self.path / "scorecard.json")
+        self.folder = RunFolder(self.path)
+        config = _read_json(self.folder.config) or {}
+        self._card = _read_json(self.folder.scorecard)
         suite = (self._card or {}).get("suite") or config.get("suite") or self.path.name
         self.title = f"{Path(str(suite)).name} · {(self._card or {}).get('source') or config.get('source') or ''}"
 
     @staticmethod
     def detect(path: Path) -> bool:
-        return path.is_dir() and (path / "results.jsonl").is_file()
+        from orchard_cli.runs import RunFolder
+
+        return path.is_dir() and RunFolder(path).is_run()
 
     def scorecard(self) -> dict[str, Any] | None:
         return self._card
@@ -137,19 +142,17 @@ class EvalRunSource:
     def images(self) -> Path | None:
         from orchard_cli.images import images_dir
 
-        return images_dir(self.path / "trajectories.jsonl")
+        return images_dir(self.folder.trajectories)
 
     def entries(self) -> Iterator[Entry]:
-        from orchard_cli.records import iter_jsonl, read_jsonl
-        from orchard_cli.scoring.scorecard import latest_results
+        from orchard_cli.records import iter_jsonl
 
-        rows, _ = read_jsonl(self.path / "results.jsonl")
         prompts = {}
-        for task in iter_jsonl(self.path / "tasks.jsonl") if (self.path / "tasks.jsonl").is_file() else ():
+        for task in iter_jsonl(self.folder.tasks):
             prompts[str(task.get("task_id"))] = str(task.get("problem_statement") or "")
         by_key: dict[str, Entry] = {}
         order: list[str] = []
-        for r in latest_results(rows):
+        for r in self.folder.latest_results():
             key = r.episode_id or f"{r.instance_id}#{r.attempt}"
             by_key[key] = Entry(
                 key=key, task=r.instance_id, attempt=r.attempt, category=r.category, resolved=r.resolved,
@@ -159,7 +162,7 @@ class EvalRunSource:
                 log_dir=(self.path / r.log_dir) if r.log_dir else None, prompt=prompts.get(r.instance_id, ""),
                 judge=r.judge)
             order.append(key)
-        trajectories = self.path / "trajectories.jsonl"
+        trajectories = self.folder.trajectories
         shown: set[str] = set()
         if trajectories.is_file():  # agent runs: each episode's record, streamed (a line at a time)
             for row in iter_jsonl(trajectories):

@@ -44,24 +44,14 @@ def screenshots(folder: Path) -> list[Path]:
     return [last] if last.is_file() else []
 
 
-def require_run(run: Path) -> None:
-    """A one-line UsageError unless `run` is a folder `orchard eval` wrote (checked before any judge call)."""
-    if not (run / "results.jsonl").is_file():
-        raise UsageError(f"{run} is not an orchard eval run folder (no results.jsonl)",
-                         hint="pass the folder `orchard eval --out` wrote")
-
-
 def read_run(run: Path) -> list[JudgedEpisode]:
     """Every graded attempt of an eval run folder (errors left out: nothing to judge)."""
-    from orchard_cli.records import read_jsonl
-    from orchard_cli.rollout.eval_run import read_tasks
-    from orchard_cli.scoring.scorecard import latest_results
+    from orchard_cli.runs import RunFolder
 
-    require_run(run)
-    tasks = {t.task_id: t for t in read_tasks(run)}
-    rows, _ = read_jsonl(run / "results.jsonl")
+    folder = RunFolder(run).require()
+    tasks = {t.task_id: t for t in folder.read_tasks()}
     out = []
-    for result in latest_results(rows):
+    for result in folder.latest_results():
         if result.is_error or not result.log_dir:
             continue
         folder = run / result.log_dir

@@ -37,7 +37,7 @@ def export_mind2web(run: Path, out: Path) -> int:
 
 
 def _write(episodes: list, partial: Path) -> None:
-    from orchard_cli.rollout.eval_run import safe_name
+    from orchard_cli.runs import safe_name
 
     partial.mkdir(parents=True)
     for episode in episodes:

@@ -81,10 +81,10 @@ def method_for(run: Path, method: str) -> str:
     """`auto`: the run's suite's own method (webvoyager, webjudge for Online-Mind2Web, deepshop),
     webjudge for any other web run. A named method is checked: deepshop needs DeepShop's aspects."""
     from orchard_cli.errors import UsageError
-    from orchard_cli.rollout.eval_run import read_tasks
+    from orchard_cli.runs import RunFolder
     from orchard_cli.webjudge.methods import METHODS, SUITE_METHOD
 
-    tasks = read_tasks(run)
+    tasks = RunFolder(run).read_tasks()
     suites = {t.suite for t in tasks}
     families = {t.family for t in tasks}
     if tasks and not families & WEB_FAMILIES:

@@ -243,4 +243,5 @@ class LeasedEpisode(BaseEpisode):
             self.family.pool.give_back(lease)
 
     def __exit__(self, *exc: object) -> None:
+        self.end_tools()  # an episode that ended early (no collect) lands no call on a set given back
         self.give_back()

@@ -114,7 +114,6 @@ def test_gc_reaps_the_services_of_a_killed_owner(_orchard_home):
 
 def test_services_are_refused_by_name_where_they_cannot_run(tmp_path):
     from orchard_cli.env.kubernetes import KubernetesBackend
-    from orchard_cli.env.local import LocalBackend
 
     with EnvManager("local") as env:
         assert "services" in env.backend.unsupported

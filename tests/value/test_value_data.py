@@ -185,7 +185,7 @@ def test_candidates_cli_writes_shuffled_predictions_files(tmp_path, monkeypatch,
     import swe_repo
 
     from orchard_cli.main import main
-    from orchard_cli.predictions import load_predictions
+    from orchard_cli.runs.predictions import load_predictions
 
     inst = swe_repo.make_instances(tmp_path / "mirror")
     suite = tmp_path / "calc.jsonl"

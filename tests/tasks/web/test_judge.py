@@ -79,7 +79,7 @@ def test_bad_method_and_a_folder_that_is_not_a_run(gold_run, tmp_path, capsys) -
     assert main(["judge", str(gold_run), "--method", "nope", "--judge-model", "m", "--judge-base-url",
                  "http://127.0.0.1:9/v1"]) == 2
     assert main(["judge", str(tmp_path), "--judge-model", "m", "--judge-base-url", "http://127.0.0.1:9/v1"]) == 2
-    assert "not an orchard eval run folder" in capsys.readouterr().err
+    assert "not an orchard eval run" in capsys.readouterr().err
 
 
 def test_export_in_online_mind2web_layout(gold_run, tmp_path) -> None:
