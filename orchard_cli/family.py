@@ -263,6 +263,20 @@ class Family(Protocol):
         reservations at once). Idempotent; a later run of the family starts afresh."""
 
 
+def default_prompt(task: Task, workdir: str) -> str:
+    """A task as an agent gets it where its family says nothing else: the folder, the statement."""
+    return (f"Your working directory is {workdir}.\n\n<task>\n{task.problem_statement.strip()}\n"
+            "</task>\n\nDo the task. When it is done, stop and say briefly what you did.")
+
+
+def solution_evidence(solution: Any) -> Evidence:
+    """What a solver left (its evidence, with its final answer), where a family reads nothing more."""
+    evidence = solution.evidence.model_copy() if solution.evidence is not None else Evidence()
+    if evidence.answer is None and solution.answer is not None:
+        evidence.answer = solution.answer
+    return evidence
+
+
 class BaseEpisode:
     """Defaults for the optional members of `EpisodeEnv`; a family's episode sets `task` and
     implements `spec`, `setup` and `grade`."""
@@ -281,17 +295,13 @@ class BaseEpisode:
         return None
 
     def prompt(self, workdir: str) -> str:
-        return (f"Your working directory is {workdir}.\n\n<task>\n{self.task.problem_statement.strip()}\n"
-                "</task>\n\nDo the task. When it is done, stop and say briefly what you did.")
+        return default_prompt(self.task, workdir)
 
     def tools(self) -> "ToolSession | None":
         return None
 
     def collect(self, solution: Any, sandbox: "SandboxHandle | None") -> Evidence:
-        evidence = solution.evidence.model_copy() if solution.evidence is not None else Evidence()
-        if evidence.answer is None and solution.answer is not None:
-            evidence.answer = solution.answer
-        return evidence
+        return solution_evidence(solution)
 
     def reference(self, kind: ReferenceKind) -> Gold | None:
         return None

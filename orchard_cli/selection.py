@@ -45,6 +45,35 @@ class Source(BaseModel):
     """`--image-map SRC=DST`: base images a task names, mapped to ones the engine has (harbor)."""
 
 
+class SelectionFields(BaseModel):
+    """The selection as a run's config.json records it, flat beside the run's other fields
+    (eval's and distill's configs); `selection` is the `TaskSelection` they make."""
+
+    suite: str
+    family: str | None = None
+    """The family of a file suite (`--family`); None for a registered suite or a SWE-bench file."""
+    dataset: str | None = None
+    instances: list[str] | None = None
+    repo: str | None = None
+    groups: dict[str, list[str]] | None = None
+    """`--group KEY=VALUE` (repeatable): only tasks of these family groupings."""
+    limit: int | None = None
+    slice: str | None = None
+    sample: int | None = Field(None, ge=1)
+    """`--sample N`: N tasks spread over the family's groupings, seeded by `sample_seed`."""
+    sample_seed: int = 0
+    repo_mirror: str | None = None
+    image_map: dict[str, str] = Field(default_factory=dict)
+    """`--image-map SRC=DST`: a base image a task names, replaced by one the engine has (harbor)."""
+
+    @property
+    def selection(self) -> TaskSelection:
+        return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
+                             instances=self.instances, repo=self.repo, groups=self.groups, limit=self.limit,
+                             slice=self.slice, sample=self.sample, sample_seed=self.sample_seed,
+                             repo_mirror=self.repo_mirror, image_map=self.image_map)
+
+
 class TaskSelection(BaseModel):
     """A suite (or a data file) and the filters on its tasks."""
 

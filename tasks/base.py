@@ -29,7 +29,8 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from orchard_cli.evidence import Evidence
-from orchard_cli.family import Gold, GoldCall, SimulatedUser, SuiteInfo, Task, family_categories
+from orchard_cli.family import (Gold, GoldCall, SimulatedUser, SuiteInfo, Task, default_prompt, family_categories,
+                                solution_evidence)
 from orchard_cli.outcome import CORE_CATEGORIES, ERROR_CATEGORIES, CategoryInfo, Outcome
 from orchard_cli.seam_v1 import ATTRIBUTES, HOOKS, check_v1 as check_family
 from orchard_cli.selection import TaskSelection
@@ -154,17 +155,13 @@ class FamilyBase:
     suites: ClassVar[tuple[SuiteInfo, ...]] = ()
 
     def prompt(self, task: Task, workdir: str) -> str:
-        return (f"Your working directory is {workdir}.\n\n<task>\n{task.problem_statement.strip()}\n"
-                "</task>\n\nDo the task. When it is done, stop and say briefly what you did.")
+        return default_prompt(task, workdir)
 
     def baseline(self, task: Task, sandbox: "SandboxHandle") -> Any:
         return None
 
     def collect(self, task: Task, sandbox: "SandboxHandle | None", solution: Any, baseline: Any) -> Evidence:
-        evidence = solution.evidence.model_copy() if solution.evidence is not None else Evidence()
-        if evidence.answer is None and solution.answer is not None:
-            evidence.answer = solution.answer
-        return evidence
+        return solution_evidence(solution)
 
     def quick_verdict(self, task: Task, evidence: Evidence) -> Outcome | None:
         return None

@@ -29,35 +29,19 @@ from orchard_cli.rollout.episode import Episode, EpisodeResult
 from orchard_cli.rollout.pool import Pool, reap_orphans
 from orchard_cli.rollout.rows import trajectory_of
 from orchard_cli.family import Family, RunOptions, Task
-from orchard_cli.selection import TaskSelection
+from orchard_cli.selection import SelectionFields
 from orchard_cli.trajectory import Trajectory, check_trajectory_file, episode_key
 
 
-class DistillConfig(BaseModel):
+class DistillConfig(SelectionFields):
     """What a distill run was asked to do (`X.run/config.json`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = 1
-    suite: str
-    family: str | None = None
-    """The family of a file suite (`--family`)."""
-    dataset: str | None = None
-    instances: list[str] | None = None
-    repo: str | None = None
-    groups: dict[str, list[str]] | None = None
-    """`--group KEY=VALUE` (repeatable): only tasks of these family groupings."""
-    limit: int | None = None
-    slice: str | None = None
-    sample: int | None = Field(None, ge=1)
-    """`--sample N`: N tasks spread over the family's groupings, seeded by `sample_seed`."""
-    sample_seed: int = 0
-    repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network);
     SWE instances are graded with the network."""
-    image_map: dict[str, str] = Field(default_factory=dict)
-    """`--image-map SRC=DST`: a base image a task names, replaced by one the engine has (harbor)."""
     user_model: str | None = None
     """The model playing multi-turn tasks' users (`--user-model`); None: those tasks are needs_user."""
     user_base_url: str | None = None
@@ -80,13 +64,6 @@ class DistillConfig(BaseModel):
     proxy: dict[str, Any] = Field(default_factory=dict)
     """Recording proxy options (max_retries, retry_backoff_s, read_timeout_s, ...)."""
     orchard_version: str = __version__
-
-    @property
-    def selection(self) -> TaskSelection:
-        return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
-                             instances=self.instances, repo=self.repo, groups=self.groups, limit=self.limit,
-                             slice=self.slice, sample=self.sample, sample_seed=self.sample_seed,
-                             repo_mirror=self.repo_mirror, image_map=self.image_map)
 
     @property
     def run_options(self) -> RunOptions:

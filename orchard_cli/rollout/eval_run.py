@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from orchard_cli import __version__
 from orchard_cli.errors import UsageError
@@ -35,7 +35,7 @@ from orchard_cli.rollout.solvers import Solution, SolveContext, Solver, SolverBa
 from orchard_cli.scoring.report import render_html, render_markdown
 from orchard_cli.scoring.scorecard import AttemptResult, Reproducibility, Scorecard, compute_scorecard
 from orchard_cli.family import Family, RunOptions, Task, family_categories
-from orchard_cli.selection import TaskSelection
+from orchard_cli.selection import SelectionFields, TaskSelection
 from orchard_cli.trajectory import episode_key
 
 CONFIG_SCHEMA_VERSION = 1
@@ -45,32 +45,16 @@ NOT_COMPARED_ON_RESUME = frozenset({"workers", "fail_under", "max_errors", "orch
                                     "api_key_env"})  # where a key is read from decides no result
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(SelectionFields):
     """`config.json`: everything that decides a run's results (and how it was asked for)."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = CONFIG_SCHEMA_VERSION
-    suite: str
-    family: str | None = None
-    """The family of a file suite (`--family`); None for a registered suite or a SWE-bench file."""
-    dataset: str | None = None
     dataset_sha256: str | None = None
-    instances: list[str] | None = None
-    repo: str | None = None
-    groups: dict[str, list[str]] | None = None
-    """`--group KEY=VALUE` (repeatable): only tasks of these family groupings."""
-    limit: int | None = None
-    slice: str | None = None
-    sample: int | None = Field(None, ge=1)
-    """`--sample N`: N tasks spread over the family's groupings, seeded by `sample_seed`."""
-    sample_seed: int = 0
-    repo_mirror: str | None = None
     network: Literal["none", "full"] = "none"
     """`--network full`: tasks that browse or search the live web run (else they are needs_network);
     SWE instances are graded with the network."""
-    image_map: dict[str, str] = Field(default_factory=dict)
-    """`--image-map SRC=DST`: a base image a task names, replaced by one the engine has (harbor)."""
     backend: str = "local"
     attempts: int = Field(1, ge=1)
     source: str = ""
@@ -121,13 +105,6 @@ class EvalConfig(BaseModel):
             old = data.pop("agent_timeout")
             data.setdefault("timeout", old)
         return data
-
-    @property
-    def selection(self) -> TaskSelection:
-        return TaskSelection(suite=self.suite, family=self.family, dataset=self.dataset,
-                             instances=self.instances, repo=self.repo, groups=self.groups, limit=self.limit,
-                             slice=self.slice, sample=self.sample, sample_seed=self.sample_seed,
-                             repo_mirror=self.repo_mirror, image_map=self.image_map)
 
     @property
     def run_options(self) -> RunOptions:

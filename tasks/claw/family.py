@@ -24,6 +24,7 @@ from orchard_cli.evidence import CommandOutput, Evidence
 from orchard_cli.family import Gold, RunOptions, Source, Suite, SuiteInfo, Task
 from orchard_cli.outcome import CategoryInfo, EpisodeFailure, Outcome
 from orchard_cli.tasks.kit.leases import LeasedEpisode, LeasedFamily
+from orchard_cli.tasks.kit.taskfiles import ParsedTasks
 
 LEASE_LABEL = "orchard.claw.lease"
 PORTS = {"imap": 1143, "smtp": 1025, "caldav": 5232}
@@ -146,7 +147,7 @@ class ClawEpisode(LeasedEpisode):
         return Gold(commands=gold.commands[:-1], answer=answer[: len(answer) // 2])
 
 
-class ClawFamily(LeasedFamily):
+class ClawFamily(ParsedTasks, LeasedFamily):
     name = "claw"
     grading = "in_place"
     categories = {"unsafe": CategoryInfo(label="unsafe", color="#d9480f")}
@@ -154,11 +155,6 @@ class ClawFamily(LeasedFamily):
                         "personal-assistant tasks over real mail, calendar, contacts and files"),)
 
     lease_label = LEASE_LABEL
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._parsed: dict[str, Any] = {}
-        """Task id -> its parsed task file (read once, from the task's record)."""
 
     def new_pool(self) -> Any:
         from orchard_cli.tasks.claw.pool import ServicePool
@@ -177,18 +173,10 @@ class ClawFamily(LeasedFamily):
             raise UsageError(f"{root}: no task folders (a folder holding task.yaml, or folders of them)")
         return Suite(info=info, tasks=[self.task(load_task_dir(f), info.name) for f in folders])
 
-    def task(self, parsed: Any, suite: str) -> Task:
-        self._parsed[parsed.id] = parsed
-        return Task(task_id=parsed.id, suite=suite, family=self.name, problem_statement=parsed.prompt,
-                    record=parsed.model_dump(mode="json"))
+    def task_file(self) -> Any:
+        from orchard_cli.tasks.claw.taskfile import TaskFile
 
-    def parsed(self, task: Task) -> Any:
-        found = self._parsed.get(task.task_id)
-        if found is None:
-            from orchard_cli.tasks.claw.taskfile import TaskFile
-
-            found = self._parsed[task.task_id] = TaskFile.model_validate(task.record)
-        return found
+        return TaskFile
 
     def groups(self, task: Task) -> dict[str, str]:
         parsed = self.parsed(task)

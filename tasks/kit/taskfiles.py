@@ -13,6 +13,7 @@ before any episode runs) of one line naming the task and the path.
                                           read_tree, check
     task_folders(root)                    the task folders of a suite folder (none linked out)
     read_data_file(path)                  a data file the user names (JSONL, JSON)
+    ParsedTasks                           a family's parsed task files by task id (claw, web)
     unpack_archive(archive, dest)         every entry checked before any is written
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from orchard_cli.errors import UsageError
 from orchard_cli.tasks.kit.paths import FILE_LIMIT, TREE_FILES, TREE_LIMIT, Refused, locate, read, tree
@@ -153,3 +154,30 @@ def unpack_archive(archive: Path, dest: Path, *, limit: int = ARCHIVE_LIMIT) -> 
     except Refused as exc:
         raise TaskDataError(f"archive {archive.name}: entry {exc}",
                             hint="the archive is refused whole; unpack it yourself to see its entries") from None
+
+
+class ParsedTasks:
+    """For a family whose tasks are parsed task files (their `id` and `prompt`): `task` makes the
+    core's Task of one and keeps it; `parsed` gives it back, parsed again from the Task's record
+    in a process that did not load it. A family names its file's model in `task_file`."""
+
+    def task_file(self) -> Any:
+        """The pydantic model of the family's task file (imported when first needed)."""
+        raise NotImplementedError
+
+    def _parsed_files(self) -> dict[str, Any]:
+        return self.__dict__.setdefault("_parsed", {})
+
+    def task(self, parsed: Any, suite: str) -> Any:
+        from orchard_cli.family import Task
+
+        self._parsed_files()[parsed.id] = parsed
+        return Task(task_id=parsed.id, suite=suite, family=getattr(self, "name"), problem_statement=parsed.prompt,
+                    record=parsed.model_dump(mode="json"))
+
+    def parsed(self, task: Any) -> Any:
+        cache = self._parsed_files()
+        found = cache.get(task.task_id)
+        if found is None:
+            found = cache[task.task_id] = self.task_file().model_validate(task.record)
+        return found

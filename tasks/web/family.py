@@ -26,6 +26,7 @@ from orchard_cli.family import Gold, GoldCall, RunOptions, Source, Suite, SuiteI
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.kit.browsing import BrowsingEpisode, prompt_text
 from orchard_cli.tasks.kit.leases import LeasedFamily, infra_failures
+from orchard_cli.tasks.kit.taskfiles import ParsedTasks
 
 LEASE_LABEL = "orchard.web.lease"
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -90,7 +91,7 @@ class WebEpisode(BrowsingEpisode):
         return Gold(tool_calls=[GoldCall(tool=s.tool, arguments=s.arguments) for s in steps])
 
 
-class WebFamily(LeasedFamily):
+class WebFamily(ParsedTasks, LeasedFamily):
     name = "web"
     grading = "in_place"
     harness = "web"  # orchard's web agent: accessibility-tree pages, browser actions
@@ -98,11 +99,6 @@ class WebFamily(LeasedFamily):
                         "browser tasks on local web apps: a shop, a wiki, webmail, bookings"),)
 
     lease_label = LEASE_LABEL
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._parsed: dict[str, Any] = {}
-        """Task id -> its parsed task file (read once, from the task's record)."""
 
     def new_pool(self) -> Any:
         from orchard_cli.tasks.web.pool import WebPool
@@ -122,18 +118,10 @@ class WebFamily(LeasedFamily):
         return Suite(info=info, tasks=[self.task(t, info.name) for t in parsed],
                      provenance={"dataset_sha256": folder_sha256(folders)})
 
-    def task(self, parsed: Any, suite: str) -> Task:
-        self._parsed[parsed.id] = parsed
-        return Task(task_id=parsed.id, suite=suite, family=self.name, problem_statement=parsed.prompt,
-                    record=parsed.model_dump(mode="json"))
+    def task_file(self) -> Any:
+        from orchard_cli.tasks.web.taskfile import WebTask
 
-    def parsed(self, task: Task) -> Any:
-        found = self._parsed.get(task.task_id)
-        if found is None:
-            from orchard_cli.tasks.web.taskfile import WebTask
-
-            found = self._parsed[task.task_id] = WebTask.model_validate(task.record)
-        return found
+        return WebTask
 
     def groups(self, task: Task) -> dict[str, str]:
         parsed = self.parsed(task)

@@ -205,15 +205,7 @@ class ClawServices:
         with self._lock:
             procs, self._procs = dict(self._procs), {}
             held, self._guard = self._guard, None
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        guard.end(*procs.values())
         if held is not None:
             held.close()
 

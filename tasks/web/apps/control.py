@@ -87,12 +87,7 @@ class WebApps:
             try:
                 proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                guard.end(proc)
         if held is not None:
             held.close()
 
