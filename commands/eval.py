@@ -207,7 +207,7 @@ def run(
     code, reason = verdict(card, fail_under=rate, max_errors=max_errors)
     if code == 3:
         raise InfraError(reason or "env/infra errors",
-                         hint=f"see {plan.out}/results.jsonl and logs/; retry them with --resume --out {plan.out}")
+                         hint=f"see {plan.folder.results} and logs/; retry them with --resume --out {plan.out}")
     if code == 1:
         raise BelowBarError(reason or "below --fail-under")
 
@@ -384,4 +384,4 @@ def regrade(
         typer.echo(f"verdicts changed: {len(changed)}" + "".join(f"\n  {i} #{k}: {a} -> {b}" for i, k, a, b in changed))
     code, reason = verdict(card, fail_under=None, max_errors=max_errors)
     if code == 3:
-        raise InfraError(reason or "env/infra errors", hint=f"see {plan.out}/results.jsonl and logs/")
+        raise InfraError(reason or "env/infra errors", hint=f"see {plan.folder.results} and logs/")

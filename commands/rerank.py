@@ -159,6 +159,8 @@ def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore
         stderr_console().print(f"[yellow]warning:[/] {warning}")
     from rich.table import Table
 
+    from orchard_cli.runs import RunFolder
+
     table = Table(title=f"best of N · {report.suite} · {report.tasks} tasks, {report.candidates} candidates",
                   title_justify="left")
     for column in ("strategy", "resolved", "rate"):
@@ -171,7 +173,7 @@ def render_report(report, fmt: OutputFormat, out: Path) -> None:  # type: ignore
     typer.echo(f"value model: {_pct(report.strategies['value'])} vs first {_pct(report.strategies['first'])}, "
                f"random {_pct(report.strategies['random'])}, oracle {_pct(report.strategies['oracle'])}; "
                f"{report.candidates_per_second:g} candidates/s")
-    typer.echo(f"scorecard: {out / 'scorecard.html'}")
+    typer.echo(f"scorecard: {RunFolder(out).scorecard_html}")
 
 
 @app.command("candidates")

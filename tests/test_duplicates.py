@@ -16,10 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 MIN_LINES = 8
 
 
+@pytest.mark.slow
 def test_no_block_of_eight_lines_is_written_twice():
     files = sorted(str(p.relative_to(ROOT)) for folder in ("orchard_cli", "tasks") for p in (ROOT / folder).rglob("*.py")
                    if "__pycache__" not in p.parts and not p.relative_to(ROOT).as_posix().startswith("tasks/data/"))

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:

@@ -75,7 +75,8 @@ class RunFolder:
             raise UsageError(f"{self.path} is not an orchard eval run (no {self.RESULTS})",
                              hint="pass the folder `orchard eval --out` wrote")
         if config and not self.config.is_file():
-            raise UsageError(f"{self.path} has results but no {self.CONFIG}: cannot tell how it was run")
+            raise UsageError(f"{self.path} has results but no {self.CONFIG}: cannot tell how it was run",
+                             hint="pass the folder `orchard eval --out` wrote, whole")
         return self
 
     def read_config(self) -> dict[str, Any]:

@@ -208,10 +208,9 @@ def rerank_runs(config: RerankConfig, say: Say = lambda _: None) -> RerankReport
 def _write(out: Path, config: RerankConfig, info: data.RunInfo, report: RerankReport,
            selected: list[tuple[int, data.Episode]], results: list[dict]) -> None:
     from orchard_cli import __version__
-    from orchard_cli.runs.predictions import Prediction
     from orchard_cli.records import write_json, write_text
     from orchard_cli.runs import RunFolder
-    from orchard_cli.runs.predictions import PredictionsLog
+    from orchard_cli.runs.predictions import Prediction, PredictionsLog
     from orchard_cli.scoring.report import render_html, render_markdown
     from orchard_cli.scoring.scorecard import Reproducibility, compute_scorecard
 

@@ -54,9 +54,9 @@ def read_run(run: Path) -> list[JudgedEpisode]:
     for result in folder.latest_results():
         if result.is_error or not result.log_dir:
             continue
-        folder = run / result.log_dir
+        attempt_dir = run / result.log_dir
         try:
-            evidence = json.loads((folder / EVIDENCE_FILE).read_text(encoding="utf-8"))
+            evidence = json.loads((attempt_dir / EVIDENCE_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         task = tasks.get(result.instance_id)
@@ -65,7 +65,7 @@ def read_run(run: Path) -> list[JudgedEpisode]:
         actions = [action_text(d["tool"], d.get("arguments") or {}) + ("" if d.get("status") == 200 else " (failed)")
                    for d in evidence.get("dispatches") or [] if d.get("tool") not in ("observe",)]
         out.append(JudgedEpisode(task_id=result.instance_id, attempt=result.attempt, task=instruction,
-                                 answer=evidence.get("answer"), actions=actions, screenshots=screenshots(folder),
+                                 answer=evidence.get("answer"), actions=actions, screenshots=screenshots(attempt_dir),
                                  resolved=result.resolved if result.checks else None, record=record))
     if not out:
         raise UsageError(f"{run} has no graded attempt to judge")

@@ -66,6 +66,7 @@ class BrowsingEpisode(LeasedEpisode):
         return session
 
     def __exit__(self, *exc: object) -> None:
+        self.end_tools()  # no call still running lands on a closed browser
         with self._lock:
             browser, self.browser = self.browser, None
         if browser is not None:

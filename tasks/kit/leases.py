@@ -243,5 +243,7 @@ class LeasedEpisode(BaseEpisode):
             self.family.pool.give_back(lease)
 
     def __exit__(self, *exc: object) -> None:
-        self.end_tools()  # an episode that ended early (no collect) lands no call on a set given back
-        self.give_back()
+        try:
+            self.end_tools()  # an episode that ended early (no collect) lands no call on a set given back
+        finally:
+            self.give_back()
