@@ -143,7 +143,6 @@ class EvalRun:
             config = config.model_copy(update={"dataset_sha256": sha})
         self.config, self.family, self.tasks, self.solver = config, family, tasks, solver
         self.out, self.resume = out, resume
-        self.folder = RunFolder(out)
         self.judge: Any = None
         """An LLM judge (`orchard_cli.scoring.rubric_judge.Judge`) scoring each graded episode beside its verdict."""
         self.done: set[tuple[str, int]] = set()
@@ -180,6 +179,11 @@ class EvalRun:
             self.prior_wall = float(self.folder.read_scorecard().get("wall_seconds") or 0.0)
         except (UsageError, ValueError, TypeError):
             self.prior_wall = 0.0
+
+    @property
+    def folder(self) -> RunFolder:
+        """The run folder (`out`) and its files."""
+        return RunFolder(self.out)
 
     def episode(self, task: Task, k: int) -> Episode:
         return Episode(task=task, attempt=k, solver=self.solver,
