@@ -8,6 +8,7 @@ per-test success/failure list must agree.
 
 from __future__ import annotations
 
+import io
 import sys
 
 import pytest
@@ -168,6 +169,31 @@ def test_a_coloured_failure_report_still_shows_the_failed_lookup():
     one = wrap(body.replace(f"{off}\n{lookup}\n", f"{off}\nValueError: 404\n"))
     assert "name resolution" in one and needs_internet(report, one) == []  # one failed otherwise
 
+
+
+def test_a_long_test_name_keeps_its_failure_report():
+    """pytest centres a failing test's name in a line of underscores; a long name keeps one or two
+    on each side (requests-863: 2 of its 53 tests that failed on a lookup had such headers, and the
+    gold patch was graded unresolved instead of needs_network). The header is pytest's own."""
+    from _pytest.terminal import TerminalWriter
+
+    lookup = "E       requests.exceptions.ConnectionError: [Errno -3] Temporary failure in name resolution\n"
+    tests = [f"tests/test_requests.py::RequestsTestSuite::{name}"
+             for name in ("test_HTTP_200_OK_GET", "test_post_fields_with_multiple_values_and_files_as_tuples")]
+    headers = []
+    for test in tests:
+        out = io.StringIO()
+        writer = TerminalWriter(out)
+        writer.fullwidth = 80
+        writer.sep("_", "RequestsTestSuite." + test.split("::")[-1])
+        headers.append(out.getvalue())
+    assert headers[1].startswith("_ ") and headers[1].rstrip().endswith(" __"), headers[1]  # pytest's own line
+    body = "=================================== FAILURES ===================================\n" + \
+        "".join(f"{header}{lookup}" for header in headers) + "".join(f"FAILED {t}\n" for t in tests)
+    report = {"FAIL_TO_PASS": {"success": [], "failure": []}, "PASS_TO_PASS": {"success": [], "failure": tests}}
+    assert needs_internet(report, wrap(body)) == tests
+    other = wrap(body.replace(f"{headers[1]}{lookup}", f"{headers[1]}E       ValueError: 404\n"))
+    assert needs_internet(report, other) == []  # the long-named test failed otherwise: unresolved
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
