@@ -21,8 +21,10 @@ Presets (per-episode caps stated in the report):
   templates are off on CPU (`unseen_n` 0): the base, which fills every reply and turn, costs ~25 s
   an episode, and the run already takes ~1 hour on 2 shared cores.
 - web, CPU: orchard's web agent; templates wiki-history and booking-cancel (the shortest web-mini
-  demonstrations, 3-4 calls); 24 training tasks, 20 held-out; 40 steps; pages up to 12,000
-  characters, samples up to 5,120 tokens; 8 turns, 300 s, replies capped at 64 tokens.
+  demonstrations, 3-4 calls); 24 training tasks (84 samples, one per call), 20 held-out; 2 epochs
+  (168 steps: 40 steps, half an epoch, left the student replying click("e12"), the system prompt's
+  example, even on a training page); pages up to 12,000 characters, samples up to 5,120 tokens;
+  8 turns, 300 s, replies capped at 64 tokens.
 - --device cuda: the same recipes, larger: 200 training tasks, 100 held-out, 20 of the other
   templates, batches of 8, replies of 256 tokens (not run on these CPU machines: say so when you quote it).
 
@@ -67,7 +69,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("web", "cpu"): {
         "synth": {"n": 24, "seed": 21, "templates": ["booking-cancel", "wiki-history"], "heldout_n": 20,
                   "heldout_seed": 22, "unseen_n": 0},
-        "train": {"steps": 40, "lr": 5e-5},
+        "train": {"epochs": 2, "lr": 5e-5},  # 2 passes over the 84 samples (168 steps)
         "eval": {"max_turns": 8, "max_reply_tokens": 64, "timeout": 300.0},
         "rl": {"steps": 4, "tasks_per_step": 2, "group_size": 4, "temperature": 1.0, "lr": 1e-6,
                "eval_every": 2, "eval_limit": 8, "shuffled_control": True},
@@ -97,7 +99,7 @@ def config_for(args: argparse.Namespace) -> Any:
     preset = PRESETS[(args.family, device)]
     return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=family_harness(TaskSelection(suite=BUNDLED_SUITE[args.family])),
                         device=args.device, synth=SynthPart(**preset["synth"]), train=TrainPart(**preset["train"]),
-                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=True, near_miss=True),
+                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=args.controls, near_miss=args.controls),
                         rl=RLPart(enabled=args.rl, **preset["rl"]))
 
 
@@ -107,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     parser.add_argument("--out", default=None, help="run folder (default /tmp/recipe-bench-FAMILY)")
     parser.add_argument("--rl", action="store_true", help="also RL from the student, with its shuffled-reward control")
+    parser.add_argument("--no-controls", dest="controls", action="store_false",
+                        help="base, student and teacher only (run again without it on the same --out to add the "
+                             "controls: the finished stages are kept)")
     args = parser.parse_args(argv)
     args.out = args.out or f"/tmp/recipe-bench-{args.family}"
     from orchard_cli.recipe.report import pct
