@@ -99,7 +99,8 @@ def config_for(args: argparse.Namespace) -> Any:
     preset = PRESETS[(args.family, device)]
     return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=family_harness(TaskSelection(suite=BUNDLED_SUITE[args.family])),
                         device=args.device, synth=SynthPart(**preset["synth"]), train=TrainPart(**preset["train"]),
-                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=args.controls, near_miss=args.controls),
+                        eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=args.controls in ("both", "shuffled"),
+                                                               near_miss=args.controls in ("both", "near-miss")),
                         rl=RLPart(enabled=args.rl, **preset["rl"]))
 
 
@@ -109,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     parser.add_argument("--out", default=None, help="run folder (default /tmp/recipe-bench-FAMILY)")
     parser.add_argument("--rl", action="store_true", help="also RL from the student, with its shuffled-reward control")
-    parser.add_argument("--no-controls", dest="controls", action="store_false",
-                        help="base, student and teacher only (run again without it on the same --out to add the "
-                             "controls: the finished stages are kept)")
+    parser.add_argument("--controls", choices=("both", "shuffled", "near-miss", "none"), default="both",
+                        help="which controls to train and evaluate (run again on the same --out to add the others: "
+                             "finished stages are kept)")
     args = parser.parse_args(argv)
     args.out = args.out or f"/tmp/recipe-bench-{args.family}"
     from orchard_cli.recipe.report import pct
