@@ -36,10 +36,15 @@ from orchard_cli.outcome import Outcome
 CHECK_SCRIPT = "/tmp/orchard-check.sh"
 CHECK_LOG = "/tmp/orchard-check.log"
 CHECK_TIMEOUT = 600.0
-CHECK_FORMAT = 2
+CHECK_FORMAT = 3  # 3: a console script whose entry point does not load is the environment's fault
 MISSING_MODULE = re.compile(r"No module named '?([A-Za-z_][\w.]*)'?")
 USAGE_ERROR = re.compile(r"(?m)^(?:ERROR: )?(?:usage: .*\n)?.*error: unrecognized arguments: (.+)$")
 NOT_FOUND = re.compile(r"(?m)(?:^|: )(\S+): (?:command )?not found$")
+# A console script of the environment (bin/pytest) that cannot load its entry point: written when
+# the environment was built, at another commit than the instance's (pytest-7168: `pytest:console_main`
+# is newer than its base commit's pytest), so the runner stops before any test is collected.
+ENTRY_POINT = re.compile(r'(?m)^  File "(?P<script>/\S*/bin/[\w.-]+)", line \d+, in <module>\n'
+                         r'(?P<frames>(?:^  .*\n)*?)^(?P<error>(?:AttributeError|ImportError): .+)$')
 IMPORT_MODULES = ("python -c 'import importlib, sys\nfor name in sys.argv[1:]:\n"
                   "    importlib.import_module(name)' ")
 
@@ -161,6 +166,10 @@ def cause(log: str, exit_code: int | None, repository_names: set[str]) -> str | 
         return f"the environment has no {missing.group(1)!r} to run the tests with"
     if exit_code == 127:
         return "the environment has no program to run the tests with (exit 127)"
+    stale = next((m for m in ENTRY_POINT.finditer(log) if "entry_point" in m.group("frames")), None)
+    if stale:
+        return (f"the environment's {stale.group('script').rsplit('/', 1)[-1]} script (written when the environment "
+                f"was built) cannot load its entry point at the base commit: {stale.group('error').strip()[:200]}")
     return None
 
 
