@@ -2,11 +2,12 @@
 (rounds of before/after, the order alternating each round so neither side always runs second on a
 warmer machine): the medians of each figure side by side, and after/before ratios.
 
-    .venv/bin/python bench/ab_bench.py --before /path/to/old/checkout --after . --rounds 5
+    .venv/bin/python bench/ab_bench.py --before /path/to/old/checkout --after . --rounds 6
 
 Each checkout runs with its own .venv (`DIR/.venv/bin/python`). The figures compared are the ones
 each bench prints (one line each, read with the patterns below); a figure a bench did not print in
-some round is left out of that round and counted.
+some round is left out of that round and counted (the runs column): the medians of the two sides
+are then over different rounds.
 """
 
 from __future__ import annotations
@@ -44,8 +45,12 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
 def run_one(checkout: Path, bench: str, timeout: float) -> dict[str, float]:
     """One run of `bench` in `checkout`: {figure: value} for the figures it printed."""
     python = checkout / ".venv" / "bin" / "python"
-    done = subprocess.run([str(python), *BENCHES[bench]], cwd=checkout, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        done = subprocess.run([str(python), *BENCHES[bench]], cwd=checkout, capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except subprocess.TimeoutExpired:
+        print(f"  {checkout}: {bench} ran past {timeout:g} s: this round has no figures of it", file=sys.stderr)
+        return {}
     if done.returncode != 0:
         print(f"  {checkout}: {bench} exited {done.returncode}: {done.stderr.strip()[-300:]}", file=sys.stderr)
         return {}
@@ -61,7 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, default=Path("."))
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6, help="an even number gives each side the first turn equally")
     parser.add_argument("--benches", default="claw,web,grade")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds one bench run may take")
     args = parser.parse_args()
@@ -71,6 +76,14 @@ def main() -> int:
             print(f"{path} has no .venv/bin/python ({side})", file=sys.stderr)
             return 2
     benches = [b for b in args.benches.split(",") if b]
+    unknown = [b for b in benches if b not in BENCHES]
+    if unknown:
+        print(f"--benches: unknown {', '.join(unknown)} (known: {', '.join(BENCHES)})", file=sys.stderr)
+        return 2
+    for side, path in sides.items():  # a copied .venv with an editable install would import the other side
+        where = subprocess.run([str(path / ".venv" / "bin" / "python"), "-c", "import orchard_cli; print(orchard_cli.__file__)"],
+                               cwd=path, capture_output=True, text=True, timeout=120).stdout.strip()
+        print(f"# {side}: {path} imports {where}")
     values: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
     started = time.monotonic()
     load = os.getloadavg()

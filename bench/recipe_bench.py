@@ -11,7 +11,10 @@ seeds (unseen seeds of the training templates) and the held-out templates, McNem
 the wall time of each stage, and the load average before and after (other processes share the
 cores: the times are contended unless it is low). `--rl` adds GRPO from the student with a
 shuffled-reward control and a held-out curve (run it on the same --out: the SFT stages are kept).
-The run folder is resumable: run the same command again after an interruption.
+The run folder is resumable: run the same command again after an interruption. `--controls
+shuffled|near-miss|none` trains and evaluates only those controls (the student's figures come
+sooner); run again with `--controls both` (the default) on the same --out to add the rest: the
+report shows the arms of the run that wrote it.
 
 Presets (per-episode caps stated in the report):
 - claw, CPU: the bash agent; templates mail-search and mail-lookup (a search, a read, an answer

@@ -42,9 +42,27 @@ USAGE_ERROR = re.compile(r"(?m)^(?:ERROR: )?(?:usage: .*\n)?.*error: unrecognize
 NOT_FOUND = re.compile(r"(?m)(?:^|: )(\S+): (?:command )?not found$")
 # A console script of the environment (bin/pytest) that cannot load its entry point: written when
 # the environment was built, at another commit than the instance's (pytest-7168: `pytest:console_main`
-# is newer than its base commit's pytest), so the runner stops before any test is collected.
-ENTRY_POINT = re.compile(r'(?m)^  File "(?P<script>/\S*/bin/[\w.-]+)", line \d+, in <module>\n'
-                         r'(?P<frames>(?:^  .*\n)*?)^(?P<error>(?:AttributeError|ImportError): .+)$')
+# is newer than its base commit's pytest), so the runner stops before any test is collected. Two
+# shapes: setuptools' script (`load_entry_point(...)`, failing inside importlib.metadata or
+# pkg_resources) and pip's (`from pytest import console_main`, failing in the script itself).
+TRACEBACK = re.compile(r'(?m)^  File "(?P<script>/\S*/bin/[\w.-]+)", line \d+, in <module>\n'
+                       r'(?P<frames>(?:^  .*\n)*?)^(?P<error>(?:AttributeError|ImportError): .+)$')
+LOADER_FRAME = re.compile(r'(?m)^  File "[^"]*(?:importlib/metadata|importlib_metadata|pkg_resources)[^"]*"')
+PIP_SCRIPT = re.compile(r"^    from [\w.]+ import \w+\n$")
+
+
+def stale_script(log: str) -> tuple[str, str] | None:
+    """(script, error) when a console script of the environment failed to load its entry point."""
+    for match in TRACEBACK.finditer(log):
+        frames, error = match.group("frames"), match.group("error")
+        files = re.findall(r'(?m)^  File .*$', frames)
+        loading = re.search(r"(?m), in \w*load_entry_point$", frames) and files and LOADER_FRAME.match(files[-1])
+        pip = not files and PIP_SCRIPT.match(frames) and error.startswith("ImportError: cannot import name")
+        if loading or pip:
+            return match.group("script").rsplit("/", 1)[-1], error.strip()
+    return None
+
+
 IMPORT_MODULES = ("python -c 'import importlib, sys\nfor name in sys.argv[1:]:\n"
                   "    importlib.import_module(name)' ")
 
@@ -166,10 +184,10 @@ def cause(log: str, exit_code: int | None, repository_names: set[str]) -> str | 
         return f"the environment has no {missing.group(1)!r} to run the tests with"
     if exit_code == 127:
         return "the environment has no program to run the tests with (exit 127)"
-    stale = next((m for m in ENTRY_POINT.finditer(log) if "entry_point" in m.group("frames")), None)
+    stale = stale_script(log)
     if stale:
-        return (f"the environment's {stale.group('script').rsplit('/', 1)[-1]} script (written when the environment "
-                f"was built) cannot load its entry point at the base commit: {stale.group('error').strip()[:200]}")
+        return (f"the environment's {stale[0]} script (written when the environment was built) cannot load "
+                f"its entry point at the base commit: {stale[1][:200]}")
     return None
 
 

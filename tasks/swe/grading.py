@@ -123,8 +123,9 @@ def needs_internet(report: dict[str, Any], log: str) -> list[str]:
 
 # The header of one test's failure report: unittest's `ERROR: test_x (mod.Class)`, pytest's
 # `____ Class.test_x[param] ____` (pytest centres the name in its line of underscores: a long name
-# keeps one or two on each side, as requests-863's `_ RequestsTestSuite.test_post_fields_... __`).
-FAILURE_HEADER = re.compile(r"^(?:(?:ERROR|FAIL): (.+)|_+ (.+?) _+)$", re.MULTILINE)
+# keeps one or two on each side, as requests-863's `_ RequestsTestSuite.test_post_fields_... __`);
+# not the `_ _ _ _` line between the steps of one traceback (it ends in `_` at odd widths).
+FAILURE_HEADER = re.compile(r"^(?:(?:ERROR|FAIL): (.+)|_+ ((?=[^_ ]).+?) _+)$", re.MULTILINE)
 
 
 def clip(log: str) -> str:

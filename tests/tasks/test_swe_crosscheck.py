@@ -170,7 +170,6 @@ def test_a_coloured_failure_report_still_shows_the_failed_lookup():
     assert "name resolution" in one and needs_internet(report, one) == []  # one failed otherwise
 
 
-
 def test_a_long_test_name_keeps_its_failure_report():
     """pytest centres a failing test's name in a line of underscores; a long name keeps one or two
     on each side (requests-863: 2 of its 53 tests that failed on a lookup had such headers, and the
@@ -194,6 +193,12 @@ def test_a_long_test_name_keeps_its_failure_report():
     assert needs_internet(report, wrap(body)) == tests
     other = wrap(body.replace(f"{headers[1]}{lookup}", f"{headers[1]}E       ValueError: 404\n"))
     assert needs_internet(report, other) == []  # the long-named test failed otherwise: unresolved
+    # a traceback of several steps has `_ _ _` lines between them, which end in `_` at odd widths:
+    # not a test's header (the lookup failure after them is still this test's)
+    step = "\n".join(["    def test(self):", ">       get(url)", "", "_ " * 40 + "_", "", "    def get(url):"]) + "\n"
+    deep = wrap(body.replace(f"{headers[1]}{lookup}", f"{headers[1]}{step}{lookup}"))
+    assert needs_internet(report, deep) == tests
+
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
