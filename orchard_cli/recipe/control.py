@@ -6,6 +6,13 @@ call by call. The format, the harness, the tools and the amount of data are the 
 between a task and what is done about it is gone. A student trained on these and one trained on
 the real demonstrations differ only in that link, so the gap between them is the demonstrations'.
 
+An agent that renders its whole prompt again on every call (orchard's web agent: the task, the
+actions so far and the page, in one user message) has no conversation to keep apart from its
+task: there each of the donor's later calls keeps its own prompt (its page, its actions so far)
+with the donor's task statement replaced by the recipient's. (Giving every call the recipient's
+first prompt, as a conversation's head is given, left the web control one home page answered
+by three different actions.)
+
 The donor is a derangement within each template (task ids `<template>-<seed>`), seeded; a template
 with a single demonstration keeps it as it is (counted in `unshuffled`).
 """
@@ -20,6 +27,10 @@ from typing import Any
 from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter
 from orchard_cli.trajectory import Trajectory, read_trajectories
+
+CONTROL_FORMAT = 2
+"""How the control is made (in the control stage's inputs, so a recipe resumed after a change
+trains it again); 2: an agent's own prompt on every call keeps its page (web)."""
 
 
 def template_of(task_id: str) -> str:
@@ -39,6 +50,15 @@ def _swap(own: list[dict[str, Any]], donor: list[dict[str, Any]]) -> list[dict[s
     return own[:_head(own)] + donor[_head(donor):]
 
 
+def _retask(messages: list[dict[str, Any]], theirs: str, ours: str, task_id: str) -> list[dict[str, Any]]:
+    """`messages` (one call's whole prompt) with the task statement `theirs` replaced by `ours`."""
+    if not theirs or not any(isinstance(m.get("content"), str) and theirs in m["content"] for m in messages):
+        raise UsageError(f"the shuffled control cannot find {task_id}'s task statement in its prompt",
+                         hint="its harness renders the task some other way; run the recipe without --control")
+    return [{**m, "content": m["content"].replace(theirs, ours)} if isinstance(m.get("content"), str) else m
+            for m in messages]
+
+
 def _rehome(recipient: Trajectory, donor: Trajectory) -> Trajectory:
     if not recipient.calls or not donor.calls:
         raise UsageError(f"the shuffled control needs recorded calls; {recipient.task_id} or {donor.task_id} has none")
@@ -46,9 +66,14 @@ def _rehome(recipient: Trajectory, donor: Trajectory) -> Trajectory:
         raise UsageError("the shuffled control rewrites chat-completions calls; this harness recorded Responses calls")
     own = list((recipient.calls[0].request or {}).get("messages") or [])
     calls = []
-    for call in donor.calls:
+    for k, call in enumerate(donor.calls):
         request = dict(call.request or {})
-        request["messages"] = _swap(own, list(request.get("messages") or []))
+        theirs = list(request.get("messages") or [])
+        if k and _head(theirs) == len(theirs):  # a prompt of its own on every call
+            request["messages"] = _retask(theirs, donor.problem_statement, recipient.problem_statement,
+                                          donor.task_id)
+        else:
+            request["messages"] = _swap(own, theirs)
         calls.append(call.model_copy(update={"request": request, "upstream_request": None,
                                              "prompt_token_ids": None, "completion_token_ids": None,
                                              "episode": recipient.episode_id}))

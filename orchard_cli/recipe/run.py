@@ -136,6 +136,8 @@ def _eval(arm: str) -> Body:
 
 def inputs(ctx: Ctx, name: str) -> dict[str, Any]:
     """What a stage's result depends on (its config part and the digests of what it reads)."""
+    from orchard_cli.recipe.control import CONTROL_FORMAT
+
     c = ctx.config
     sets = {s: ctx.set_digest(s) for s in ("train", "heldout", "unseen")}
     evaluation = c.eval.model_dump(exclude={"workers"})
@@ -145,7 +147,8 @@ def inputs(ctx: Ctx, name: str) -> dict[str, Any]:
                     "train": sets["train"]},
         "student": {"train": c.train.model_dump(), "student": c.student, "demos": ctx.outputs("distill"),
                     "heldout": sets["heldout"]},
-        "control": {"control": c.control.model_dump(exclude={"near_miss"}), "train": c.train.model_dump(),
+        "control": {"control": c.control.model_dump(exclude={"near_miss"}), "format": CONTROL_FORMAT,
+                    "train": c.train.model_dump(),
                     "student": c.student, "demos": ctx.outputs("distill"), "heldout": sets["heldout"]},
         "near-miss": {"train": c.train.model_dump(), "student": c.student, "harness": c.harness,
                       "timeout": c.eval.timeout, "attempts": c.distill.attempts, "backend": c.backend, "train_set": sets["train"], "heldout": sets["heldout"]},

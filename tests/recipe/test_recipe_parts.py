@@ -170,6 +170,45 @@ def test_the_shuffled_control_keeps_each_task_and_takes_another_tasks_turns(tmp_
         assert record.calls[0].request["messages"][1]["content"] == prompt
 
 
+
+def test_the_shuffled_control_of_an_agent_that_renders_its_prompt_on_every_call(tmp_path):
+    """orchard's web agent sends one whole prompt per call (task, actions so far, page): each of
+    the donor's later calls keeps its page and history, with the recipient's task statement."""
+    from orchard_cli.recipe.control import shuffle_demonstrations
+    from orchard_cli.records import JsonlWriter
+    from orchard_cli.trajectory import Trajectory, read_trajectories
+
+    def prompt(task: str, step: int) -> list[dict]:
+        return [{"role": "system", "content": "You are a web agent."},
+                {"role": "user", "content": f"# Task\n{task}\n\n# Your actions so far\n{step} action(s)\n\n"
+                                            f"# The page now\npage {step} of this episode"}]
+
+    def demo(i: int) -> Trajectory:
+        task_id, task = f"booking-cancel-{i}", f"Cancel booking number {i}."
+        calls = [{"id": f"c{i}{k}", "episode": task_id, "seq": k, "endpoint": "chat", "status": 200,
+                  "request": {"messages": prompt(task, k)},
+                  "response": {"choices": [{"message": {"role": "assistant", "content": f"act {k} of {i}"}}]},
+                  "timing": {"started_at": 0, "first_byte_ms": 1, "ended_ms": 1}} for k in range(3)]
+        return Trajectory.model_validate({"episode_id": task_id, "task_id": task_id, "suite": "s", "harness": "web",
+                                          "model": "gold", "problem_statement": task, "calls": calls,
+                                          "messages": prompt(task, 0), "outcome": {"resolved": True,
+                                                                                   "category": "resolved"}})
+
+    source = tmp_path / "demos.jsonl"
+    with JsonlWriter(source) as writer:
+        for i in range(3):
+            writer.write(demo(i))
+    shuffle_demonstrations(source, tmp_path / "shuffled.jsonl", seed=1)
+    for record in read_trajectories(tmp_path / "shuffled.jsonl"):
+        own, donor = record.task_id.rsplit("-", 1)[1], record.metadata["donor_task"].rsplit("-", 1)[1]
+        assert own != donor
+        for k, call in enumerate(record.calls):
+            text = call.request["messages"][1]["content"]
+            assert f"Cancel booking number {own}." in text and f"number {donor}." not in text
+            page = "page 0 of this episode" if k == 0 else f"page {k} of this episode"
+            assert page in text and f"{k} action(s)" in text, text  # the page the donor's action k was taken on
+            assert call.response["choices"][0]["message"]["content"] == f"act {k} of {donor}"
+
 def test_mcnemar_exact():
     assert mcnemar_exact(0, 0) == 1.0
     assert mcnemar_exact(0, 4) == pytest.approx(0.125)
