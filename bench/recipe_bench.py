@@ -46,9 +46,13 @@ Stages: synth 32 s, distill 10 s, student 476 s, control 438 s, eval teacher 10 
 student 347 s, control 459 s, near-miss control 386 s + 247 s (SFT recipe without the controls: 21 min). RL (`--rl`): 2,746 s
 for the run and its shuffled-reward control, every training episode resolved (reward 1.0), so every
 advantage was zero: both held-out curves 0.933 -> 1.0 -> 1.0 (sampled, 10 tasks), the RL model 40/40
-greedy (eval 363 s); docs/recipes.md has the discussion. Not measured: the web arms' held-out rates
-(student and controls trained, evaluation of the base too slow beside the test suite), held-out
-templates, the GPU preset (no device machine was lent).
+greedy (eval 363 s); docs/recipes.md has the discussion.
+
+Measured 2026-12-05 (web CPU preset, 2 shared cores): base 0/20, SFT student 10/20 (booking-cancel
+7/10, wiki-history 3/10; McNemar 0 / 10, p = 0.002), teacher 20/20; stages synth 64 s, distill 24 s,
+student 1,323 s, eval base 3,502 s, student 229 s. Not measured yet: the web controls (the first
+shuffled control was built wrongly for the web agent, fixed in 421f3c7), held-out templates, the
+GPU preset (no device machine was lent).
 """
 
 from __future__ import annotations
