@@ -217,7 +217,7 @@ def main() -> int:
         lines.append(f"  {instance_id:<32} {row.get('category', 'missing'):<14} {cause(row, work / first)}")
     if not misses:
         lines.append("  none")
-    if warm:
+    if warm and first == "cold":  # without a cold run there is nothing to compare the warm one with
         flips = [i for i in ids if bool(cold.get(i, {}).get("resolved")) != bool(warm.get(i, {}).get("resolved"))]
         lines.append(f"cold/warm verdicts that differ: {', '.join(flips) or 'none'}")
     for name, rows in results.items():
