@@ -52,8 +52,9 @@ Measured 2026-12-05 (web CPU preset, 2 shared cores): base 0/20, SFT student 10/
 7/10, wiki-history 3/10; McNemar 0 / 10, p = 0.002), shuffled control 3/20 (booking-cancel 3/10:
 booking-cancel gives the user two bookings, so a fixed button is right about half the time;
 student vs control 3 / 10, p = 0.092), teacher 20/20; stages synth 64 s, distill 24 s, student
-1,323 s, control 1,077 s, eval base 3,502 s, student 229 s, control 246 s. Not measured yet: the
-near-miss web control, held-out templates, the GPU preset (no device machine was lent).
+1,323 s, control 1,077 s, eval base 3,502 s, student 229 s, control 246 s; near-miss control 3/20
+(the same booking-cancel guess; 1,002 s + 235 s). Not measured yet: held-out templates, the GPU
+preset (no device machine was lent).
 """
 
 from __future__ import annotations
