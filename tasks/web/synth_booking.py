@@ -1,5 +1,5 @@
 """Booking task templates: book a slot, a booking whose first choice the site rejects (a room
-too small, a slot taken), the earliest free hour, and cancelling one of the user's bookings.
+too small, a slot taken), the earliest free hour, and cancelling one of the user's (four to six) bookings.
 Availability is read from the same layout the site builds (apps/booking_data.py)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ MINE = "SELECT room_id, date, time, people, name, email, status FROM bookings WH
 class World:
     """The rooms, and which hours are free, as the site will have them."""
 
-    def __init__(self, d: Draw) -> None:
-        rooms, slots, bookings = layout(BookingFixture(), d.seed, NOW.date())
+    def __init__(self, d: Draw, part: BookingFixture | None = None) -> None:
+        rooms, slots, bookings = layout(part or BookingFixture(), d.seed, NOW.date())
         self.rooms = {r.id: r for r in rooms}
         self.hours = BookingFixture().hours
         taken = {(b.room, b.date, b.time) for b in bookings if b.status == "confirmed"}
@@ -141,10 +141,13 @@ def availability(d: Draw) -> dict[str, Any]:
 
 @template("booking-cancel", "booking")
 def cancel(d: Draw) -> dict[str, Any]:
-    w = World(d)
+    # Four to six bookings of the user's: with two, a policy that never reads the prompt and always
+    # clicks the same row's button is right about half the time.
+    part = BookingFixture(mine=d.rng.randint(4, 6))
+    w = World(d, part)
     mine = sorted((b for b in w.bookings if b.mine and b.status == "confirmed"), key=lambda b: b.ref)
-    if len(mine) < 2:
-        raise Unfit("fewer than two bookings of the user's")
+    if len(mine) < 4:
+        raise Unfit("fewer than four bookings of the user's")
     target = d.rng.choice(mine)
     other = next(b for b in mine if b is not target)
     expect = [[b.ref, "cancelled" if b is target else "confirmed"] for b in mine]
@@ -154,7 +157,8 @@ def cancel(d: Draw) -> dict[str, Any]:
 
     return {"site": "booking", "category": "cancel", "difficulty": "easy",
             "prompt": f"Cancel my booking of the {w.rooms[target.room].name} room on {words(target.date)} at "
-                      f"{target.time}. Keep my other bookings.", "start": "/", "fixture": d.fixture(),
+                      f"{target.time}. Keep my other bookings.", "start": "/",
+            "fixture": d.fixture(booking={"mine": part.mine}),
             "checks": [state_check("cancelled", "booking", "SELECT ref, status FROM bookings WHERE mine = 1 "
                                    "ORDER BY ref", expect),
                        request_check("cancelled_once", "booking", f"/bookings/{target.ref}/cancel", count=1)],

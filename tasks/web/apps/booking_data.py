@@ -1,5 +1,5 @@
 """The booking site's seeded world: meeting rooms of different sizes, a few slots closed for
-maintenance, and other people's bookings (plus two of the user's own) over the coming days.
+maintenance, and other people's bookings (plus some of the user's own: two unless the fixture says) over the coming days.
 
 `layout` is the one place that turns a BookingFixture (any part left out: drawn from the seed)
 into rooms, open slots and bookings: the site builds its tables from it, and task synthesis
@@ -45,7 +45,7 @@ def layout(part: BookingFixture, seed: int, today: date) -> tuple[list[RoomFixtu
     by_room = {r.id: r for r in room_list}
     soon = [s for s in open_slots if s.date <= days[min(6, len(days) - 1)]]
     taken = rng.sample(soon, len(soon) // 4)
-    mine = set(rng.sample(range(len(taken)), min(2, len(taken))))
+    mine = set(rng.sample(range(len(taken)), min(part.mine, len(taken))))
     numbers = rng.sample(range(1000, 9000), len(taken))
     bookings = []
     for i, s in enumerate(sorted(taken, key=lambda s: (s.date, s.time, s.room))):

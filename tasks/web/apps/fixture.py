@@ -168,6 +168,8 @@ class BookingFixture(_Model):
     """Slots that do not exist (maintenance); None: a few drawn from the seed."""
     bookings: list[BookingLine] | None = None
     """None: bookings drawn from the seed."""
+    mine: int = Field(2, ge=0, le=20)
+    """How many of the drawn bookings are the user's (when `bookings` is None)."""
 
     @field_validator("hours")
     @classmethod
