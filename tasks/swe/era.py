@@ -258,13 +258,18 @@ def adjust(deps: list[str], python: str, settings: dict[str, str]) -> tuple[list
 
 # ---- what a commit declares ---------------------------------------------------------------
 
-SETUP_KEYWORDS = ("install_requires", "extras_require", "setup_requires", "python_requires", "tests_require")
+SETUP_KEYWORDS = ("install_requires", "extras_require", "setup_requires", "python_requires", "tests_require",
+                  "entry_points")
+# entry_points too: an install writes the console scripts (bin/pytest) from them, so two commits
+# that name other entry points (pytest's `pytest:main`, later `pytest:console_main`) cannot share a
+# build: the older commit's script would call a function its checkout lacks.
 
 
 def declared(name: str, text: str | None) -> str:
-    """What a dependency file declares about dependencies, in a canonical form: the same for two
-    commits whose setup.py differ only elsewhere (sympy's adds a module to `packages` at nearly
-    every commit; its dependencies stay). The whole text when it cannot be read that way."""
+    """What a dependency file declares about the install (dependencies and entry points), in a
+    canonical form: the same for two commits whose setup.py differ only elsewhere (sympy's adds a
+    module to `packages` at nearly every commit; its dependencies stay). The whole text when it
+    cannot be read that way."""
     if text is None:
         return "\0none"
     base = name.rsplit("/", 1)[-1]
@@ -312,7 +317,7 @@ def _setup_cfg(text: str) -> str:
     config.read_string(text)
     keep = [f"{k}={' '.join(config.get('options', k).split())}" for k in SETUP_KEYWORDS
             if config.has_option("options", k)]
-    for section in ("options.extras_require", "build_system"):
+    for section in ("options.extras_require", "options.entry_points", "build_system"):
         if config.has_section(section):
             keep += [f"{section}.{k}={' '.join(v.split())}" for k, v in sorted(config.items(section))]
     return "\n".join(keep)
@@ -326,6 +331,8 @@ def _pyproject(text: str) -> str:
     keep = {"build-system": data.get("build-system"), "dependencies": project.get("dependencies"),
             "optional-dependencies": project.get("optional-dependencies"),
             "requires-python": project.get("requires-python"), "dynamic": project.get("dynamic"),
-            "dependency-groups": data.get("dependency-groups"),
-            "poetry": ((data.get("tool") or {}).get("poetry") or {}).get("dependencies")}
+            "dependency-groups": data.get("dependency-groups"), "scripts": project.get("scripts"),
+            "gui-scripts": project.get("gui-scripts"), "entry-points": project.get("entry-points"),
+            "poetry": ((data.get("tool") or {}).get("poetry") or {}).get("dependencies"),
+            "poetry-scripts": ((data.get("tool") or {}).get("poetry") or {}).get("scripts")}
     return json.dumps(keep, sort_keys=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from orchard_cli.outcome import Outcome
 from orchard_cli.tasks.swe import envcheck
 
-# pytest-7168 (SWE-bench Lite): the environment of pytest 5.4 was installed at its setup commit,
+# pytest-7168 (SWE-bench Lite): the environment of pytest 5.4 it shared was installed at a later commit,
 # whose console script calls `pytest:console_main`; the instance's base commit is older and has
 # no console_main, so `pytest` stops before collecting anything (gold was graded unresolved).
 STALE_SCRIPT = """+ pytest -rA testing/io/test_saferepr.py
