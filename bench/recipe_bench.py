@@ -21,8 +21,9 @@ Presets (per-episode caps stated in the report):
   copied from what the tools showed); 40 training tasks (seed 11), 40 held-out (seed 12); 48 SFT
   steps of one demonstration each, lr 5e-5; greedy decoding, replies capped at 64 tokens (the
   longest gold reply of these templates is 46 tokens), 4 turns and 150 s per episode. The held-out
-  templates are off on CPU (`unseen_n` 0): the base, which fills every reply and turn, costs ~25 s
-  an episode, and the run already takes ~1 hour on 2 shared cores.
+  templates are off in the CPU preset (`unseen_n` 0): the base, which fills every reply and turn,
+  costs ~25 s an episode, and the run already takes ~1 hour on 2 shared cores; `--unseen-n N` adds
+  N tasks of every other template to the evaluations.
 - web, CPU: orchard's web agent; templates wiki-history and booking-cancel (the shortest web-mini
   demonstrations, 3-4 calls); 24 training tasks (84 samples, one per call), 20 held-out; 2 epochs
   (168 steps: 40 steps, half an epoch, left the student replying click("e12"), the system prompt's
@@ -106,6 +107,8 @@ def config_for(args: argparse.Namespace) -> Any:
 
     device = "cuda" if args.device == "cuda" else "cpu"
     preset = PRESETS[(args.family, device)]
+    if args.unseen_n is not None:  # held-out templates: every template the preset does not train on
+        preset = {**preset, "synth": {**preset["synth"], "unseen_n": args.unseen_n}}
     return RecipeConfig(family=args.family, out=str(Path(args.out).resolve()), harness=family_harness(TaskSelection(suite=BUNDLED_SUITE[args.family])),
                         device=args.device, synth=SynthPart(**preset["synth"]), train=TrainPart(**preset["train"]),
                         eval=EvalPart(**preset["eval"]), control=ControlPart(shuffled=args.controls in ("both", "shuffled"),
@@ -122,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controls", choices=("both", "shuffled", "near-miss", "none"), default="both",
                         help="which controls to train and evaluate (run again on the same --out to add the others: "
                              "finished stages are kept)")
+    parser.add_argument("--unseen-n", type=int, default=None,
+                        help="held-out templates: this many tasks of the templates not trained on (the CPU presets: 0)")
     args = parser.parse_args(argv)
     args.out = args.out or f"/tmp/recipe-bench-{args.family}"
     from orchard_cli.recipe.report import pct
