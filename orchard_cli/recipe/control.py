@@ -8,10 +8,12 @@ the real demonstrations differ only in that link, so the gap between them is the
 
 An agent that renders its whole prompt again on every call (orchard's web agent: the task, the
 actions so far and the page, in one user message) has no conversation to keep apart from its
-task: there each of the donor's later calls keeps its own prompt (its page, its actions so far)
-with the donor's task statement replaced by the recipient's. (Giving every call the recipient's
-first prompt, as a conversation's head is given, left the web control one home page answered
-by three different actions.)
+task: there each of the donor's calls, the first included, keeps its own prompt (its page, its
+actions so far) with the donor's task statement replaced by the recipient's. (Giving every call
+the recipient's first prompt, as a conversation's head is given, left the web control one home
+page answered by three different actions.) Which kind a demonstration is, is decided once for it:
+every one of its calls (two or more) is a task and nothing else. A conversation whose harness
+repeated its first call (a retry) stays a conversation.
 
 The donor is a derangement within each template (task ids `<template>-<seed>`), seeded; a template
 with a single demonstration keeps it as it is (counted in `unshuffled`).
@@ -28,9 +30,10 @@ from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter
 from orchard_cli.trajectory import Trajectory, read_trajectories
 
-CONTROL_FORMAT = 2
+CONTROL_FORMAT = 3
 """How the control is made (in the control stage's inputs, so a recipe resumed after a change
-trains it again); 2: an agent's own prompt on every call keeps its page (web)."""
+trains it again); 2: an agent's own prompt on every call keeps its page (web); 3: its first call
+too, and the kind is decided per demonstration (a retried first call stays a conversation)."""
 
 
 def template_of(task_id: str) -> str:
@@ -65,20 +68,23 @@ def _rehome(recipient: Trajectory, donor: Trajectory) -> Trajectory:
     if any(c.endpoint != "chat" for c in (*recipient.calls, *donor.calls)):
         raise UsageError("the shuffled control rewrites chat-completions calls; this harness recorded Responses calls")
     own = list((recipient.calls[0].request or {}).get("messages") or [])
+    prompts = [list((call.request or {}).get("messages") or []) for call in donor.calls]
+    whole = len(prompts) > 1 and all(_head(m) == len(m) for m in prompts)  # a prompt of its own on every call
     calls = []
-    for k, call in enumerate(donor.calls):
-        request = dict(call.request or {})
-        theirs = list(request.get("messages") or [])
-        if k and _head(theirs) == len(theirs):  # a prompt of its own on every call
-            request["messages"] = _retask(theirs, donor.problem_statement, recipient.problem_statement,
-                                          donor.task_id)
+    for call, theirs in zip(donor.calls, prompts):
+        if whole:
+            theirs = _retask(theirs, donor.problem_statement, recipient.problem_statement, donor.task_id)
         else:
-            request["messages"] = _swap(own, theirs)
-        calls.append(call.model_copy(update={"request": request, "upstream_request": None,
-                                             "prompt_token_ids": None, "completion_token_ids": None,
-                                             "episode": recipient.episode_id}))
+            theirs = _swap(own, theirs)
+        calls.append(call.model_copy(update={"request": {**(call.request or {}), "messages": theirs},
+                                             "upstream_request": None, "prompt_token_ids": None,
+                                             "completion_token_ids": None, "episode": recipient.episode_id}))
+    if whole:  # the donor's last prompt and answer, with the recipient's task
+        messages = [*calls[-1].request["messages"], *donor.messages[_head(donor.messages):]]
+    else:
+        messages = _swap(recipient.messages, donor.messages)
     return recipient.model_copy(update={
-        "calls": calls, "messages": _swap(recipient.messages, donor.messages),
+        "calls": calls, "messages": messages,
         "metadata": {**recipient.metadata, "control": "shuffled", "donor_task": donor.task_id}})
 
 

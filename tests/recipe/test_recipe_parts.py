@@ -178,21 +178,21 @@ def test_the_shuffled_control_of_an_agent_that_renders_its_prompt_on_every_call(
     from orchard_cli.records import JsonlWriter
     from orchard_cli.trajectory import Trajectory, read_trajectories
 
-    def prompt(task: str, step: int) -> list[dict]:
+    def prompt(task: str, step: int, i: int) -> list[dict]:  # each task's pages differ, its start page too
         return [{"role": "system", "content": "You are a web agent."},
                 {"role": "user", "content": f"# Task\n{task}\n\n# Your actions so far\n{step} action(s)\n\n"
-                                            f"# The page now\npage {step} of this episode"}]
+                                            f"# The page now\npage {step} of episode {i}"}]
 
     def demo(i: int) -> Trajectory:
         task_id, task = f"booking-cancel-{i}", f"Cancel booking number {i}."
         calls = [{"id": f"c{i}{k}", "episode": task_id, "seq": k, "endpoint": "chat", "status": 200,
-                  "request": {"messages": prompt(task, k)},
+                  "request": {"messages": prompt(task, k, i)},
                   "response": {"choices": [{"message": {"role": "assistant", "content": f"act {k} of {i}"}}]},
                   "timing": {"started_at": 0, "first_byte_ms": 1, "ended_ms": 1}} for k in range(3)]
         return Trajectory.model_validate({"episode_id": task_id, "task_id": task_id, "suite": "s", "harness": "web",
                                           "model": "gold", "problem_statement": task, "calls": calls,
-                                          "messages": prompt(task, 0), "outcome": {"resolved": True,
-                                                                                   "category": "resolved"}})
+                                          "messages": [*prompt(task, 2, i), {"role": "assistant", "content": f"act 2 of {i}"}],
+                                          "outcome": {"resolved": True, "category": "resolved"}})
 
     source = tmp_path / "demos.jsonl"
     with JsonlWriter(source) as writer:
@@ -205,9 +205,47 @@ def test_the_shuffled_control_of_an_agent_that_renders_its_prompt_on_every_call(
         for k, call in enumerate(record.calls):
             text = call.request["messages"][1]["content"]
             assert f"Cancel booking number {own}." in text and f"number {donor}." not in text
-            page = "page 0 of this episode" if k == 0 else f"page {k} of this episode"
-            assert page in text and f"{k} action(s)" in text, text  # the page the donor's action k was taken on
+            assert f"page {k} of episode {donor}" in text and f"{k} action(s)" in text, text  # where action k was taken
             assert call.response["choices"][0]["message"]["content"] == f"act {k} of {donor}"
+        assert record.messages[-1]["content"] == f"act 2 of {donor}" and f"page 2 of episode {donor}" in \
+            record.messages[1]["content"] and f"number {own}." in record.messages[1]["content"]
+
+
+def test_a_conversation_whose_first_call_was_retried_stays_a_conversation(tmp_path):
+    """The bash agent retries a failed first call: two calls of [system, user] and then the
+    conversation. Every call gets the recipient's task head (its system prompt names its tools)."""
+    from orchard_cli.recipe.control import shuffle_demonstrations
+    from orchard_cli.records import JsonlWriter
+    from orchard_cli.trajectory import Trajectory, read_trajectories
+
+    def demo(i: int) -> Trajectory:
+        task_id = f"mail-search-{i}"
+        head = [{"role": "system", "content": f"tools of {task_id}"}, {"role": "user", "content": f"task {task_id}"}]
+        turn = [{"role": "assistant", "content": f"search {i}"}, {"role": "user", "content": f"found {i}"}]
+        requests = [head, head, head + turn]  # the first call failed and was sent again
+
+        def call(k: int, messages: list[dict]) -> dict:
+            return {"id": f"c{i}{k}", "episode": task_id, "seq": k, "endpoint": "chat", "status": 500 if k == 0 else 200,
+                    "request": {"messages": messages},
+                    "response": {"choices": [{"message": {"role": "assistant", "content": f"act {k} of {i}"}}]},
+                    "timing": {"started_at": 0, "first_byte_ms": 1, "ended_ms": 1}}
+        return Trajectory.model_validate({"episode_id": task_id, "task_id": task_id, "suite": "s", "harness": "bash",
+                                          "model": "gold", "problem_statement": f"task {task_id}",
+                                          "calls": [call(k, m) for k, m in enumerate(requests)],
+                                          "messages": head + turn, "outcome": {"resolved": True, "category": "resolved"}})
+
+    source = tmp_path / "demos.jsonl"
+    with JsonlWriter(source) as writer:
+        for i in range(3):
+            writer.write(demo(i))
+    shuffle_demonstrations(source, tmp_path / "shuffled.jsonl", seed=2)
+    for record in read_trajectories(tmp_path / "shuffled.jsonl"):
+        donor = record.metadata["donor_task"].rsplit("-", 1)[1]
+        for call in record.calls:
+            sent = call.request["messages"]
+            assert sent[0]["content"] == f"tools of {record.task_id}" and sent[1]["content"] == f"task {record.task_id}"
+        assert record.calls[2].request["messages"][2:] == [{"role": "assistant", "content": f"search {donor}"},
+                                                           {"role": "user", "content": f"found {donor}"}]
 
 def test_mcnemar_exact():
     assert mcnemar_exact(0, 0) == 1.0
