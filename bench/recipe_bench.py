@@ -49,13 +49,13 @@ for the run and its shuffled-reward control, every training episode resolved (re
 advantage was zero: both held-out curves 0.933 -> 1.0 -> 1.0 (sampled, 10 tasks), the RL model 40/40
 greedy (eval 363 s); docs/recipes.md has the discussion.
 
-Measured 2026-12-05 (web CPU preset, 2 shared cores): base 0/20, SFT student 10/20 (booking-cancel
-7/10, wiki-history 3/10; McNemar 0 / 10, p = 0.002), shuffled control 3/20 (booking-cancel 3/10:
-booking-cancel gives the user two bookings, so a fixed button is right about half the time;
-student vs control 3 / 10, p = 0.092), teacher 20/20; stages synth 64 s, distill 24 s, student
-1,323 s, control 1,077 s, eval base 3,502 s, student 229 s, control 246 s; near-miss control 3/20
-(the same booking-cancel guess; 1,002 s + 235 s). Not measured yet: held-out templates, the GPU
-preset (no device machine was lent).
+Measured 2026-12-05 (web CPU preset, 2 shared cores), with booking-cancel giving the user 4-6
+bookings: SFT student 4/20 (booking-cancel 1/10, wiki-history 3/10), shuffled control 1/20
+(1/10, 0/10), teacher 20/20; the base 0/4 before it was stopped (every episode at the 300 s cap on
+the loaded machine); student vs control 4 / 1, p = 0.375. Both play the procedure, and neither
+reads which of the 4-6 bookings the prompt names. The first run, with two bookings of the user's,
+had the student at 10/20 and both controls at 3/20: one fixed button was right about half the
+time. docs/recipes.md has both. Not measured yet: the GPU preset (no device machine was lent).
 """
 
 from __future__ import annotations
