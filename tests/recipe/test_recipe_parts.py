@@ -171,12 +171,24 @@ def test_the_shuffled_control_keeps_each_task_and_takes_another_tasks_turns(tmp_
 
 
 
+def _shuffled(tmp_path, demos: list, seed: int) -> list:
+    """The shuffled control's records made from `demos`."""
+    from orchard_cli.recipe.control import shuffle_demonstrations
+    from orchard_cli.records import JsonlWriter
+    from orchard_cli.trajectory import read_trajectories
+
+    source = tmp_path / "demos.jsonl"
+    with JsonlWriter(source) as writer:
+        for demo in demos:
+            writer.write(demo)
+    shuffle_demonstrations(source, tmp_path / "shuffled.jsonl", seed=seed)
+    return list(read_trajectories(tmp_path / "shuffled.jsonl"))
+
+
 def test_the_shuffled_control_of_an_agent_that_renders_its_prompt_on_every_call(tmp_path):
     """orchard's web agent sends one whole prompt per call (task, actions so far, page): each of
     the donor's later calls keeps its page and history, with the recipient's task statement."""
-    from orchard_cli.recipe.control import shuffle_demonstrations
-    from orchard_cli.records import JsonlWriter
-    from orchard_cli.trajectory import Trajectory, read_trajectories
+    from orchard_cli.trajectory import Trajectory
 
     def prompt(task: str, step: int, i: int) -> list[dict]:  # each task's pages differ, its start page too
         return [{"role": "system", "content": "You are a web agent."},
@@ -194,12 +206,7 @@ def test_the_shuffled_control_of_an_agent_that_renders_its_prompt_on_every_call(
                                           "messages": [*prompt(task, 2, i), {"role": "assistant", "content": f"act 2 of {i}"}],
                                           "outcome": {"resolved": True, "category": "resolved"}})
 
-    source = tmp_path / "demos.jsonl"
-    with JsonlWriter(source) as writer:
-        for i in range(3):
-            writer.write(demo(i))
-    shuffle_demonstrations(source, tmp_path / "shuffled.jsonl", seed=1)
-    for record in read_trajectories(tmp_path / "shuffled.jsonl"):
+    for record in _shuffled(tmp_path, [demo(i) for i in range(3)], seed=1):
         own, donor = record.task_id.rsplit("-", 1)[1], record.metadata["donor_task"].rsplit("-", 1)[1]
         assert own != donor
         for k, call in enumerate(record.calls):
@@ -214,9 +221,7 @@ def test_the_shuffled_control_of_an_agent_that_renders_its_prompt_on_every_call(
 def test_a_conversation_whose_first_call_was_retried_stays_a_conversation(tmp_path):
     """The bash agent retries a failed first call: two calls of [system, user] and then the
     conversation. Every call gets the recipient's task head (its system prompt names its tools)."""
-    from orchard_cli.recipe.control import shuffle_demonstrations
-    from orchard_cli.records import JsonlWriter
-    from orchard_cli.trajectory import Trajectory, read_trajectories
+    from orchard_cli.trajectory import Trajectory
 
     def demo(i: int) -> Trajectory:
         task_id = f"mail-search-{i}"
@@ -234,12 +239,7 @@ def test_a_conversation_whose_first_call_was_retried_stays_a_conversation(tmp_pa
                                           "calls": [call(k, m) for k, m in enumerate(requests)],
                                           "messages": head + turn, "outcome": {"resolved": True, "category": "resolved"}})
 
-    source = tmp_path / "demos.jsonl"
-    with JsonlWriter(source) as writer:
-        for i in range(3):
-            writer.write(demo(i))
-    shuffle_demonstrations(source, tmp_path / "shuffled.jsonl", seed=2)
-    for record in read_trajectories(tmp_path / "shuffled.jsonl"):
+    for record in _shuffled(tmp_path, [demo(i) for i in range(3)], seed=2):
         donor = record.metadata["donor_task"].rsplit("-", 1)[1]
         for call in record.calls:
             sent = call.request["messages"]
