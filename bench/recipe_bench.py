@@ -23,7 +23,7 @@ Presets (per-episode caps stated in the report):
   longest gold reply of these templates is 46 tokens), 4 turns and 150 s per episode. The held-out
   templates are off in the CPU preset (`unseen_n` 0): the base, which fills every reply and turn,
   costs ~25 s an episode, and the run already takes ~1 hour on 2 shared cores; `--unseen-n N` adds
-  N tasks of every other template to the evaluations (`--unseen-n 20`, measured: teacher 14/20,
+  N tasks in all, drawn from the templates not trained on, to the evaluations (`--unseen-n 20`, measured: teacher 14/20,
   base 0/20, student 0/20).
 - web, CPU: orchard's web agent; templates wiki-history and booking-cancel (the shortest web-mini
   demonstrations, 3-4 calls); 24 training tasks (84 samples, one per call), 20 held-out; 2 epochs
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="which controls to train and evaluate (run again on the same --out to add the others: "
                              "finished stages are kept)")
     parser.add_argument("--unseen-n", type=int, default=None,
-                        help="held-out templates: this many tasks of the templates not trained on (the CPU presets: 0)")
+                        help="held-out templates: this many tasks in all, of the templates not trained on (the CPU presets: 0)")
     args = parser.parse_args(argv)
     args.out = args.out or f"/tmp/recipe-bench-{args.family}"
     from orchard_cli.recipe.report import pct

@@ -12,7 +12,7 @@ task: there each of the donor's calls, the first included, keeps its own prompt 
 actions so far) with the donor's task statement replaced by the recipient's. (Giving every call
 the recipient's first prompt, as a conversation's head is given, left the web control one home
 page answered by three different actions.) Which kind a demonstration is, is decided once for it:
-every one of its calls (two or more) is a task and nothing else. A conversation whose harness
+every one of its calls is a task and nothing else, and they differ (two or more prompts). A conversation whose harness
 repeated its first call (a retry) stays a conversation.
 
 The donor is a derangement within each template (task ids `<template>-<seed>`), seeded; a template
@@ -21,11 +21,13 @@ with a single demonstration keeps it as it is (counted in `unshuffled`).
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from orchard_cli.conversation import conversation
 from orchard_cli.errors import UsageError
 from orchard_cli.records import JsonlWriter
 from orchard_cli.trajectory import Trajectory, read_trajectories
@@ -69,7 +71,8 @@ def _rehome(recipient: Trajectory, donor: Trajectory) -> Trajectory:
         raise UsageError("the shuffled control rewrites chat-completions calls; this harness recorded Responses calls")
     own = list((recipient.calls[0].request or {}).get("messages") or [])
     prompts = [list((call.request or {}).get("messages") or []) for call in donor.calls]
-    whole = len(prompts) > 1 and all(_head(m) == len(m) for m in prompts)  # a prompt of its own on every call
+    distinct = {json.dumps(m, sort_keys=True) for m in prompts}  # a retried call is not another prompt
+    whole = len(distinct) > 1 and all(_head(m) == len(m) for m in prompts)  # a prompt of its own on every call
     calls = []
     for call, theirs in zip(donor.calls, prompts):
         if whole:
@@ -79,8 +82,8 @@ def _rehome(recipient: Trajectory, donor: Trajectory) -> Trajectory:
         calls.append(call.model_copy(update={"request": {**(call.request or {}), "messages": theirs},
                                              "upstream_request": None, "prompt_token_ids": None,
                                              "completion_token_ids": None, "episode": recipient.episode_id}))
-    if whole:  # the donor's last prompt and answer, with the recipient's task
-        messages = [*calls[-1].request["messages"], *donor.messages[_head(donor.messages):]]
+    if whole:  # the conversation of the rewritten calls (its main call's prompt and answer)
+        messages, _ = conversation(calls)
     else:
         messages = _swap(recipient.messages, donor.messages)
     return recipient.model_copy(update={

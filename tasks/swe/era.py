@@ -331,8 +331,10 @@ def _pyproject(text: str) -> str:
     keep = {"build-system": data.get("build-system"), "dependencies": project.get("dependencies"),
             "optional-dependencies": project.get("optional-dependencies"),
             "requires-python": project.get("requires-python"), "dynamic": project.get("dynamic"),
-            "dependency-groups": data.get("dependency-groups"), "scripts": project.get("scripts"),
-            "gui-scripts": project.get("gui-scripts"), "entry-points": project.get("entry-points"),
-            "poetry": ((data.get("tool") or {}).get("poetry") or {}).get("dependencies"),
-            "poetry-scripts": ((data.get("tool") or {}).get("poetry") or {}).get("scripts")}
+            "dependency-groups": data.get("dependency-groups"),
+            "poetry": ((data.get("tool") or {}).get("poetry") or {}).get("dependencies")}
+    scripts = {"scripts": project.get("scripts"), "gui-scripts": project.get("gui-scripts"),
+               "entry-points": project.get("entry-points"),
+               "poetry-scripts": ((data.get("tool") or {}).get("poetry") or {}).get("scripts")}
+    keep.update({k: v for k, v in scripts.items() if v is not None})  # absent: the keys of before
     return json.dumps(keep, sort_keys=True)

@@ -41,7 +41,7 @@ def test_pytest_7168_gets_a_build_of_its_own_entry_points():
     they (and the setup commit) name `pytest:console_main`: sharing their build, its tests stopped
     in the console script before collecting anything."""
     data = swe_real_data()
-    if data is None:
+    if data is None or not (data / "swe-bench-lite.parquet").is_file():  # 7168 is a Lite instance
         pytest.skip("no real SWE-bench data here")  # under ORCHARD_TEST_STRICT the marker fails first
     import pandas as pd
 
