@@ -23,8 +23,8 @@ Presets (per-episode caps stated in the report):
   longest gold reply of these templates is 46 tokens), 4 turns and 150 s per episode. The held-out
   templates are off in the CPU preset (`unseen_n` 0): the base, which fills every reply and turn,
   costs ~25 s an episode, and the run already takes ~1 hour on 2 shared cores; `--unseen-n N` adds
-  N tasks in all, drawn from the templates not trained on, to the evaluations (`--unseen-n 20`, measured: teacher 14/20,
-  base 0/20, student 0/20).
+  N tasks in all, drawn from the templates not trained on, to the evaluations (`--unseen-n 20`,
+  measured: teacher 14/20, base 0/20, student 0/20).
 - web, CPU: orchard's web agent; templates wiki-history and booking-cancel (the shortest web-mini
   demonstrations, 3-4 calls); 24 training tasks (84 samples, one per call), 20 held-out; 2 epochs
   (168 steps: 40 steps, half an epoch, left the student replying click("e12"), the system prompt's

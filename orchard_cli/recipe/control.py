@@ -12,8 +12,8 @@ task: there each of the donor's calls, the first included, keeps its own prompt 
 actions so far) with the donor's task statement replaced by the recipient's. (Giving every call
 the recipient's first prompt, as a conversation's head is given, left the web control one home
 page answered by three different actions.) Which kind a demonstration is, is decided once for it:
-every one of its calls is a task and nothing else, and they differ (two or more prompts). A conversation whose harness
-repeated its first call (a retry) stays a conversation.
+every one of its calls is a task and nothing else, and they differ (two or more prompts). A
+conversation whose harness repeated its first call (a retry) stays a conversation.
 
 The donor is a derangement within each template (task ids `<template>-<seed>`), seeded; a template
 with a single demonstration keeps it as it is (counted in `unshuffled`).

@@ -328,13 +328,13 @@ def _pyproject(text: str) -> str:
 
     data = tomllib.loads(text)
     project = data.get("project") or {}
+    poetry = (data.get("tool") or {}).get("poetry") or {}
     keep = {"build-system": data.get("build-system"), "dependencies": project.get("dependencies"),
             "optional-dependencies": project.get("optional-dependencies"),
             "requires-python": project.get("requires-python"), "dynamic": project.get("dynamic"),
             "dependency-groups": data.get("dependency-groups"),
-            "poetry": ((data.get("tool") or {}).get("poetry") or {}).get("dependencies")}
+            "poetry": poetry.get("dependencies")}
     scripts = {"scripts": project.get("scripts"), "gui-scripts": project.get("gui-scripts"),
-               "entry-points": project.get("entry-points"),
-               "poetry-scripts": ((data.get("tool") or {}).get("poetry") or {}).get("scripts")}
+               "entry-points": project.get("entry-points"), "poetry-scripts": poetry.get("scripts")}
     keep.update({k: v for k, v in scripts.items() if v is not None})  # absent: the keys of before
     return json.dumps(keep, sort_keys=True)

@@ -1,5 +1,6 @@
 """The booking site's seeded world: meeting rooms of different sizes, a few slots closed for
-maintenance, and other people's bookings (plus some of the user's own: two unless the fixture says) over the coming days.
+maintenance, and other people's bookings (plus some of the user's own: two unless the fixture
+says) over the coming days.
 
 `layout` is the one place that turns a BookingFixture (any part left out: drawn from the seed)
 into rooms, open slots and bookings: the site builds its tables from it, and task synthesis
